@@ -1,0 +1,187 @@
+// `loom plugins`: list every plugin found, `info` on one, `check` that one
+// really works here. Listing probes each file in a child process, so a broken
+// plugin is named with its reason and never stops the listing.
+#include <nlohmann/json.hpp>
+
+#include <iostream>
+
+#include "commands.hpp"
+#include "loom/collective.hpp"
+#include "table.hpp"
+
+namespace loom::cli {
+namespace {
+
+using json = nlohmann::json;
+
+const char* state_word(PluginRecord::State s) {
+  switch (s) {
+    case PluginRecord::State::kOk: return "ok";
+    case PluginRecord::State::kUnavailable: return "unavailable";
+    case PluginRecord::State::kBroken: return "broken";
+    case PluginRecord::State::kShadowed: return "shadowed";
+  }
+  return "broken";
+}
+
+json record_json(const PluginRecord& r) {
+  json j = {{"name", r.candidate.name},       {"kind", kind_name(r.candidate.kind)},
+            {"path", r.candidate.path},       {"found_by", r.candidate.origin},
+            {"state", state_word(r.state)},   {"status", r.status_text()},
+            {"reason", r.reason},             {"version", nullptr},
+            {"abi", nullptr},                 {"description", nullptr}};
+  if (r.descriptor) {
+    const auto& d = *r.descriptor;
+    j["version"] = d.version;
+    j["abi"] = abi_string(d.abi_version);
+    j["description"] = d.description;
+    j["capabilities"] = capability_names(r.candidate.kind, d.capabilities);
+    json options = json::array();
+    for (const auto& o : d.options) {
+      options.push_back({{"name", o.name}, {"type", option_type_name(o.type)},
+                         {"default", o.default_value ? json(*o.default_value) : json(nullptr)},
+                         {"required", !o.default_value.has_value()}, {"help", o.help}});
+    }
+    j["options"] = options;
+  }
+  return j;
+}
+
+int list(const GlobalOptions& global, bool as_json) {
+  auto host = make_host(global);
+  auto records = host->probe_all();
+  if (as_json) {
+    json dirs = json::array();
+    for (const auto& d : host->config().search_path) dirs.push_back({{"path", d.path}, {"origin", d.origin}});
+    json plugins = json::array();
+    for (const auto& r : records) plugins.push_back(record_json(r));
+    std::cout << json{{"search_path", dirs}, {"plugins", plugins}}.dump(2) << "\n";
+    return 0;
+  }
+  if (records.empty()) {
+    std::cout << "no plugins found; searched:\n";
+    for (const auto& d : host->config().search_path) std::cout << "  " << d.path << "  (" << d.origin << ")\n";
+    return 0;
+  }
+  Table table({"NAME", "KIND", "VERSION", "ABI", "PATH", "STATUS"});
+  for (const auto& r : records) {
+    table.add({r.candidate.name, kind_name(r.candidate.kind), r.descriptor ? r.descriptor->version : "-",
+               r.descriptor ? abi_string(r.descriptor->abi_version) : "-", r.candidate.path, r.status_text()});
+  }
+  table.print(std::cout);
+  return 0;
+}
+
+const PluginCandidate& select(const Host& host, const std::string& name, const std::string& kind_word) {
+  std::optional<loom_kind> kind;
+  if (!kind_word.empty()) kind = parse_kind(kind_word);
+  std::vector<const PluginCandidate*> matches;
+  for (const auto& c : host.candidates()) {
+    if (c.name == name && (!kind || c.kind == *kind) && host.find(c.kind, c.name) == &c) matches.push_back(&c);
+  }
+  if (matches.empty()) {
+    std::string found;
+    for (const auto& c : host.candidates()) found += (found.empty() ? "" : ", ") + c.name + " (" + kind_name(c.kind) + ")";
+    throw Error::usage("no " + (kind ? std::string(kind_name(*kind)) + " " : std::string()) + "plugin named '" + name +
+                       "'; found: " + (found.empty() ? "none" : found));
+  }
+  if (matches.size() > 1) {
+    throw Error::usage("'" + name + "' names both a collective and a strategy plugin: add --kind collective or --kind strategy");
+  }
+  return *matches.front();
+}
+
+int info(const GlobalOptions& global, const std::string& name, const std::string& kind, bool as_json) {
+  auto host = make_host(global);
+  PluginRecord r = host->probe(select(*host, name, kind));
+  if (as_json) {
+    std::cout << record_json(r).dump(2) << "\n";
+  } else if (!r.descriptor) {
+    std::cout << "Path:         " << r.candidate.path << "\nStatus:       " << r.status_text() << "\n";
+  } else {
+    const auto& d = *r.descriptor;
+    std::string caps;
+    for (const auto& c : capability_names(r.candidate.kind, d.capabilities)) caps += (caps.empty() ? "" : ", ") + c;
+    std::cout << "Name:         " << d.name << "\n"
+              << "Kind:         " << kind_name(r.candidate.kind) << "\n"
+              << "Version:      " << d.version << "\n"
+              << "ABI:          " << abi_string(d.abi_version) << "\n"
+              << "Description:  " << d.description << "\n"
+              << "Path:         " << r.candidate.path << "  (found by " << r.candidate.origin << ")\n"
+              << "Capabilities: " << (caps.empty() ? "none" : caps) << "\n"
+              << "Status:       " << r.status_text() << "\n"
+              << "Options:      " << (d.options.empty() ? "none" : "") << "\n";
+    if (!d.options.empty()) {
+      Table table({"  NAME", "TYPE", "DEFAULT", "HELP"});
+      for (const auto& o : d.options) {
+        table.add({"  " + o.name, option_type_name(o.type), o.default_value ? *o.default_value : "(required)", o.help});
+      }
+      table.print(std::cout);
+    }
+  }
+  if (r.state == PluginRecord::State::kBroken) {
+    std::cerr << "loom: error: " << kind_name(r.candidate.kind) << " plugin '" << name << "' (" << r.candidate.path
+              << ") is broken: " << r.reason << "\n";
+    return 2;
+  }
+  return 0;
+}
+
+int check_plugin(const GlobalOptions& global, const std::string& name, const std::string& kind) {
+  auto host = make_host(global);
+  const PluginCandidate& c = select(*host, name, kind);
+  if (c.kind != LOOM_KIND_COLLECTIVE) {
+    throw Error::usage("check opens collective plugins only for now; use `loom plugins info " + name + "`");
+  }
+  auto collective = host->open_collective(name);  // throws Error::usage with path and reason
+  const JobInfo& job = host->job();
+  CommOptions options;
+  options.rank = job.rank;
+  options.size = job.world_size;
+  options.timeout = std::chrono::seconds(60);
+  options.name = "check";
+  std::unique_ptr<Communicator> comm;
+  loom::check(collective->create_comm(options, &comm), "creating a communicator of " + std::to_string(job.world_size));
+  // A real exchange: the sum of all ranks must come back to every rank.
+  int64_t mine = job.rank + 1, sum = 0;
+  loom::check(comm->allreduce(&mine, &sum, 1, LOOM_DTYPE_I64, LOOM_REDUCE_SUM), "allreduce");
+  int64_t expected = int64_t(job.world_size) * (job.world_size + 1) / 2;
+  if (sum != expected) {
+    throw Error::runtime("allreduce returned " + std::to_string(sum) + ", expected " + std::to_string(expected));
+  }
+  if (job.rank == 0) {
+    std::cout << "ok: collective '" << name << "' " << collective->descriptor().version << " (ABI "
+              << abi_string(collective->descriptor().abi_version) << ") from " << collective->path() << ": "
+              << job.world_size << " rank(s), allreduce verified\n";
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_plugins_command(CLI::App& app, const GlobalOptions& global, Runner* run) {
+  auto* plugins = app.add_subcommand("plugins", "List the plugins found, with their status");
+  auto as_json = std::make_shared<bool>(false);
+  plugins->add_flag("--json", *as_json, "Print JSON instead of a table");
+  plugins->callback([plugins, as_json, &global, run] {
+    if (plugins->get_subcommands().empty()) *run = [&global, as_json] { return list(global, *as_json); };
+  });
+
+  struct Args {
+    std::string name, kind;
+    bool json = false;
+  };
+  auto args = std::make_shared<Args>();
+  auto* info_cmd = plugins->add_subcommand("info", "Describe one plugin: options, capabilities, availability");
+  info_cmd->add_option("name", args->name, "Plugin name")->required();
+  info_cmd->add_option("--kind", args->kind, "collective or strategy")->check(CLI::IsMember({"collective", "strategy"}));
+  info_cmd->add_flag("--json", args->json, "Print JSON");
+  info_cmd->callback([args, &global, run] { *run = [=, &global] { return info(global, args->name, args->kind, args->json); }; });
+
+  auto* check_cmd = plugins->add_subcommand("check", "Open a plugin in this process and verify a real allreduce");
+  check_cmd->add_option("name", args->name, "Plugin name")->required();
+  check_cmd->add_option("--kind", args->kind, "collective or strategy")->check(CLI::IsMember({"collective", "strategy"}));
+  check_cmd->callback([args, &global, run] { *run = [=, &global] { return check_plugin(global, args->name, args->kind); }; });
+}
+
+}  // namespace loom::cli

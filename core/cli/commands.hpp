@@ -1,0 +1,32 @@
+// The `loom` subcommands. Each registers itself on the CLI11 app and returns
+// a runner; the runner returns the process exit code or throws loom::Error.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "loom/host.hpp"
+
+namespace loom::cli {
+
+// Options every subcommand shares.
+struct GlobalOptions {
+  std::vector<std::string> plugin_paths;  // --plugin-path
+  std::string config;                     // --config
+  std::string log_level = "warn";         // --log-level
+};
+
+// Builds the host from the global options (config file, search path, job).
+std::unique_ptr<Host> make_host(const GlobalOptions& global);
+
+using Runner = std::function<int()>;
+
+// Each add_* registers its subcommand and sets *run when that subcommand is chosen.
+void add_plugins_command(CLI::App& app, const GlobalOptions& global, Runner* run);
+void add_bench_command(CLI::App& app, const GlobalOptions& global, Runner* run);
+
+}  // namespace loom::cli

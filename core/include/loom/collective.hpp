@@ -1,0 +1,153 @@
+// loom/collective.hpp: C++ handles over a collective plugin's C vtable.
+//
+// Collective is one initialised plugin instance, Communicator one
+// communicator of it, Request one posted operation. Each handle releases its
+// C object when destroyed (request_free, comm_destroy, fini), so a plugin's
+// objects are always freed by that plugin. Plugins never see these types.
+//
+// Methods return Status rather than throw: collective failures (TIMEOUT,
+// PEER_FAILED) are normal events that callers such as the collaborative
+// strategy handle. Thread safety follows loom/collective.h: one thread at a
+// time per communicator, except Communicator::abort.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "loom/collective.h"
+#include "loom/plugin_record.hpp"
+#include "loom/status.hpp"
+
+namespace loom {
+
+class Collective;
+class Communicator;
+
+class Request {
+ public:
+  Request() = default;
+  ~Request() { reset(); }
+  Request(Request&& other) noexcept { *this = std::move(other); }
+  Request& operator=(Request&& other) noexcept;
+  Request(const Request&) = delete;
+  Request& operator=(const Request&) = delete;
+
+  bool valid() const { return request_ != nullptr; }
+  // Never blocks: *done is true once finished, and the result is its status.
+  Status test(bool* done);
+  // Waits at most timeout_ms (LOOM_TIMEOUT_DEFAULT: the communicator's).
+  Status wait(int64_t timeout_ms = LOOM_TIMEOUT_DEFAULT);
+  // Frees the request (it must have finished, or its communicator aborted).
+  void reset();
+
+ private:
+  friend class Communicator;
+  std::shared_ptr<const Collective> owner_;
+  loom_request* request_ = nullptr;
+};
+
+// How to build a communicator.
+struct CommOptions {
+  int32_t rank = 0;
+  int32_t size = 1;
+  std::chrono::milliseconds timeout{std::chrono::minutes(5)};
+  std::string name = "world";
+  // Out-of-band allgather among the members; empty: the job's store is used
+  // (or nothing, where the job has none, for self-bootstrapping plugins).
+  std::function<Status(const void* send, size_t len, void* recv, int64_t timeout_ms)> oob;
+  int32_t device_type = LOOM_DEVICE_CPU;
+  int32_t device_id = 0;
+  void* stream = nullptr;
+};
+
+class Communicator {
+ public:
+  ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  int32_t rank() const { return rank_; }
+  int32_t size() const { return size_; }
+  std::chrono::milliseconds timeout() const { return timeout_; }
+  const Collective& collective() const { return *owner_; }
+
+  // Non-blocking forms: post, and on OK hand the request to *request.
+  Status iallreduce(const void* send, void* recv, uint64_t count, loom_dtype dtype, loom_reduce_op op,
+                    Request* request);
+  Status ibroadcast(const void* send, void* recv, uint64_t count, loom_dtype dtype, int32_t root,
+                    Request* request);
+  Status ireduce(const void* send, void* recv, uint64_t count, loom_dtype dtype, loom_reduce_op op,
+                 int32_t root, Request* request);
+  Status iallgather(const void* send, void* recv, uint64_t sendcount, loom_dtype dtype, Request* request);
+  Status ireduce_scatter(const void* send, void* recv, uint64_t recvcount, loom_dtype dtype, loom_reduce_op op,
+                         Request* request);
+  Status ialltoall(const void* send, void* recv, uint64_t count, loom_dtype dtype, Request* request);
+  Status ibarrier(Request* request);
+  Status isend(const void* buf, uint64_t count, loom_dtype dtype, int32_t peer, Request* request);
+  Status irecv(void* buf, uint64_t count, loom_dtype dtype, int32_t peer, Request* request);
+
+  // Blocking forms: post, then wait for the communicator's timeout.
+  Status allreduce(const void* send, void* recv, uint64_t count, loom_dtype dtype, loom_reduce_op op);
+  Status broadcast(const void* send, void* recv, uint64_t count, loom_dtype dtype, int32_t root);
+  Status reduce(const void* send, void* recv, uint64_t count, loom_dtype dtype, loom_reduce_op op, int32_t root);
+  Status allgather(const void* send, void* recv, uint64_t sendcount, loom_dtype dtype);
+  Status reduce_scatter(const void* send, void* recv, uint64_t recvcount, loom_dtype dtype, loom_reduce_op op);
+  Status alltoall(const void* send, void* recv, uint64_t count, loom_dtype dtype);
+  Status barrier();
+  Status send(const void* buf, uint64_t count, loom_dtype dtype, int32_t peer);
+  Status recv(void* buf, uint64_t count, loom_dtype dtype, int32_t peer);
+
+  // Unblocks every waiter; any thread.
+  Status abort();
+
+ private:
+  friend class Collective;
+  Communicator(std::shared_ptr<const Collective> owner, loom_comm* comm, const CommOptions& options);
+  Status posted(loom_status code, loom_request* raw, Request* request) const;
+  Status blocking(Status posted, Request* request) const;
+
+  std::shared_ptr<const Collective> owner_;
+  loom_comm* comm_;
+  int32_t rank_;
+  int32_t size_;
+  std::chrono::milliseconds timeout_;
+};
+
+class Collective : public std::enable_shared_from_this<Collective> {
+ public:
+  virtual ~Collective() = default;
+
+  const PluginDescriptor& descriptor() const { return descriptor_; }
+  const std::string& path() const { return path_; }
+  const loom_collective_v1& vtable() const { return *vtable_; }
+  loom_collective_ctx* ctx() const { return ctx_; }
+  bool has_capability(uint64_t cap) const { return (descriptor_.capabilities & cap) == cap; }
+
+  // Builds a communicator (blocking, collective over the members).
+  Status create_comm(const CommOptions& options, std::unique_ptr<Communicator>* comm);
+  // Status(code, plugin's last_error) for a failed call on this thread.
+  Status error(loom_status code, const char* call) const;
+
+ protected:
+  Collective(const loom_collective_v1* vtable, loom_collective_ctx* ctx, PluginDescriptor descriptor,
+             std::string path)
+      : vtable_(vtable), ctx_(ctx), descriptor_(std::move(descriptor)), path_(std::move(path)) {}
+  // The default out-of-band exchange (the job's store), or empty.
+  virtual std::function<Status(const void*, size_t, void*, int64_t)> default_oob(const CommOptions& options) = 0;
+
+  const loom_collective_v1* vtable_;
+  loom_collective_ctx* ctx_;
+  PluginDescriptor descriptor_;
+  std::string path_;
+};
+
+// Human names: "f32", "sum"; and parsers for them (nullopt-like 0 on failure).
+const char* dtype_name(loom_dtype dtype);
+const char* reduce_op_name(loom_reduce_op op);
+loom_dtype parse_dtype(const std::string& word);
+loom_reduce_op parse_reduce_op(const std::string& word);
+
+}  // namespace loom

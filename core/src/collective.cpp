@@ -1,0 +1,215 @@
+#include "loom/collective.hpp"
+
+namespace loom {
+
+// ---- Request ----------------------------------------------------------------
+
+Request& Request::operator=(Request&& other) noexcept {
+  if (this != &other) {
+    reset();
+    owner_ = std::move(other.owner_);
+    request_ = other.request_;
+    other.request_ = nullptr;
+  }
+  return *this;
+}
+
+void Request::reset() {
+  if (request_ != nullptr) owner_->vtable().request_free(request_);
+  request_ = nullptr;
+  owner_.reset();
+}
+
+Status Request::test(bool* done) {
+  if (request_ == nullptr) return Status(LOOM_ERR_INVALID_ARGUMENT, "test on an empty request");
+  int32_t finished = 0;
+  loom_status code = owner_->vtable().test(request_, &finished);
+  *done = finished != 0;
+  return code == LOOM_OK ? Status::ok() : owner_->error(code, "test");
+}
+
+Status Request::wait(int64_t timeout_ms) {
+  if (request_ == nullptr) return Status(LOOM_ERR_INVALID_ARGUMENT, "wait on an empty request");
+  loom_status code = owner_->vtable().wait(request_, timeout_ms);
+  return code == LOOM_OK ? Status::ok() : owner_->error(code, "wait");
+}
+
+// ---- Communicator -------------------------------------------------------------
+
+Communicator::Communicator(std::shared_ptr<const Collective> owner, loom_comm* comm, const CommOptions& options)
+    : owner_(std::move(owner)), comm_(comm), rank_(options.rank), size_(options.size), timeout_(options.timeout) {}
+
+Communicator::~Communicator() { owner_->vtable().comm_destroy(comm_); }
+
+Status Communicator::posted(loom_status code, loom_request* raw, Request* request) const {
+  if (code != LOOM_OK) return owner_->error(code, "post");
+  request->reset();
+  request->owner_ = owner_;
+  request->request_ = raw;
+  return Status::ok();
+}
+
+Status Communicator::blocking(Status posted, Request* request) const {
+  if (!posted.is_ok()) return posted;
+  return request->wait(LOOM_TIMEOUT_DEFAULT);
+}
+
+// The call must run before raw is read: two statements, not two arguments.
+#define LOOM_POST(call)                               \
+  loom_request* raw = nullptr;                        \
+  loom_status code = owner_->vtable().call;           \
+  return posted(code, raw, request)
+
+Status Communicator::iallreduce(const void* send, void* recv, uint64_t count, loom_dtype dtype, loom_reduce_op op,
+                                Request* request) {
+  LOOM_POST(allreduce(comm_, send, recv, count, dtype, op, &raw));
+}
+Status Communicator::ibroadcast(const void* send, void* recv, uint64_t count, loom_dtype dtype, int32_t root,
+                                Request* request) {
+  LOOM_POST(broadcast(comm_, send, recv, count, dtype, root, &raw));
+}
+Status Communicator::ireduce(const void* send, void* recv, uint64_t count, loom_dtype dtype, loom_reduce_op op,
+                             int32_t root, Request* request) {
+  LOOM_POST(reduce(comm_, send, recv, count, dtype, op, root, &raw));
+}
+Status Communicator::iallgather(const void* send, void* recv, uint64_t sendcount, loom_dtype dtype, Request* request) {
+  LOOM_POST(allgather(comm_, send, recv, sendcount, dtype, &raw));
+}
+Status Communicator::ireduce_scatter(const void* send, void* recv, uint64_t recvcount, loom_dtype dtype,
+                                     loom_reduce_op op, Request* request) {
+  LOOM_POST(reduce_scatter(comm_, send, recv, recvcount, dtype, op, &raw));
+}
+Status Communicator::ialltoall(const void* send, void* recv, uint64_t count, loom_dtype dtype, Request* request) {
+  LOOM_POST(alltoall(comm_, send, recv, count, dtype, &raw));
+}
+Status Communicator::ibarrier(Request* request) { LOOM_POST(barrier(comm_, &raw)); }
+Status Communicator::isend(const void* buf, uint64_t count, loom_dtype dtype, int32_t peer, Request* request) {
+  LOOM_POST(send(comm_, buf, count, dtype, peer, &raw));
+}
+Status Communicator::irecv(void* buf, uint64_t count, loom_dtype dtype, int32_t peer, Request* request) {
+  LOOM_POST(recv(comm_, buf, count, dtype, peer, &raw));
+}
+#undef LOOM_POST
+
+Status Communicator::allreduce(const void* send, void* recv, uint64_t count, loom_dtype dtype, loom_reduce_op op) {
+  Request r;
+  return blocking(iallreduce(send, recv, count, dtype, op, &r), &r);
+}
+Status Communicator::broadcast(const void* send, void* recv, uint64_t count, loom_dtype dtype, int32_t root) {
+  Request r;
+  return blocking(ibroadcast(send, recv, count, dtype, root, &r), &r);
+}
+Status Communicator::reduce(const void* send, void* recv, uint64_t count, loom_dtype dtype, loom_reduce_op op,
+                            int32_t root) {
+  Request r;
+  return blocking(ireduce(send, recv, count, dtype, op, root, &r), &r);
+}
+Status Communicator::allgather(const void* send, void* recv, uint64_t sendcount, loom_dtype dtype) {
+  Request r;
+  return blocking(iallgather(send, recv, sendcount, dtype, &r), &r);
+}
+Status Communicator::reduce_scatter(const void* send, void* recv, uint64_t recvcount, loom_dtype dtype,
+                                    loom_reduce_op op) {
+  Request r;
+  return blocking(ireduce_scatter(send, recv, recvcount, dtype, op, &r), &r);
+}
+Status Communicator::alltoall(const void* send, void* recv, uint64_t count, loom_dtype dtype) {
+  Request r;
+  return blocking(ialltoall(send, recv, count, dtype, &r), &r);
+}
+Status Communicator::barrier() {
+  Request r;
+  return blocking(ibarrier(&r), &r);
+}
+Status Communicator::send(const void* buf, uint64_t count, loom_dtype dtype, int32_t peer) {
+  Request r;
+  return blocking(isend(buf, count, dtype, peer, &r), &r);
+}
+Status Communicator::recv(void* buf, uint64_t count, loom_dtype dtype, int32_t peer) {
+  Request r;
+  return blocking(irecv(buf, count, dtype, peer, &r), &r);
+}
+
+Status Communicator::abort() {
+  loom_status code = owner_->vtable().comm_abort(comm_);
+  return code == LOOM_OK ? Status::ok() : owner_->error(code, "comm_abort");
+}
+
+// ---- Collective -----------------------------------------------------------------
+
+Status Collective::error(loom_status code, const char* call) const {
+  const char* message = vtable_->last_error(ctx_);
+  std::string text = message && *message ? message : std::string(call) + " failed";
+  return Status(code, text);
+}
+
+namespace {
+
+struct OobThunk {
+  std::function<Status(const void*, size_t, void*, int64_t)> fn;
+  static loom_status call(void* user, const void* send, size_t len, void* recv, int64_t timeout_ms) {
+    try {
+      return static_cast<OobThunk*>(user)->fn(send, len, recv, timeout_ms).code();
+    } catch (...) {  // nothing may unwind through the plugin
+      return LOOM_ERR_INTERNAL;
+    }
+  }
+};
+
+}  // namespace
+
+Status Collective::create_comm(const CommOptions& options, std::unique_ptr<Communicator>* comm) {
+  if (options.size < 1 || options.rank < 0 || options.rank >= options.size) {
+    return Status(LOOM_ERR_INVALID_ARGUMENT, "rank " + std::to_string(options.rank) + " of size " +
+                                                 std::to_string(options.size) + " is not a valid member");
+  }
+  OobThunk thunk{options.oob ? options.oob : default_oob(options)};
+  loom_oob_v1 oob{sizeof(loom_oob_v1), &thunk, &OobThunk::call};
+  loom_comm_config_v1 config{};
+  config.struct_size = sizeof config;
+  config.rank = options.rank;
+  config.size = options.size;
+  config.device_type = options.device_type;
+  config.oob = thunk.fn ? &oob : nullptr;
+  config.timeout_ms = options.timeout.count();
+  config.name = options.name.c_str();
+  config.device_id = options.device_id;
+  config.stream = options.stream;
+  loom_comm* raw = nullptr;
+  loom_status code = vtable_->comm_create(ctx_, &config, &raw);
+  if (code != LOOM_OK) return error(code, "comm_create");
+  comm->reset(new Communicator(shared_from_this(), raw, options));
+  return Status::ok();
+}
+
+// ---- Names ----------------------------------------------------------------------
+
+namespace {
+const std::pair<loom_dtype, const char*> kDtypes[] = {
+    {LOOM_DTYPE_F16, "f16"}, {LOOM_DTYPE_BF16, "bf16"}, {LOOM_DTYPE_F32, "f32"}, {LOOM_DTYPE_F64, "f64"},
+    {LOOM_DTYPE_I8, "i8"},   {LOOM_DTYPE_U8, "u8"},     {LOOM_DTYPE_I32, "i32"}, {LOOM_DTYPE_I64, "i64"}};
+const std::pair<loom_reduce_op, const char*> kOps[] = {{LOOM_REDUCE_SUM, "sum"},
+                                                       {LOOM_REDUCE_PROD, "prod"},
+                                                       {LOOM_REDUCE_MIN, "min"},
+                                                       {LOOM_REDUCE_MAX, "max"},
+                                                       {LOOM_REDUCE_AVG, "avg"}};
+}  // namespace
+
+const char* dtype_name(loom_dtype dtype) {
+  for (const auto& [d, n] : kDtypes) if (d == dtype) return n;
+  return "unknown";
+}
+const char* reduce_op_name(loom_reduce_op op) {
+  for (const auto& [o, n] : kOps) if (o == op) return n;
+  return "unknown";
+}
+loom_dtype parse_dtype(const std::string& word) {
+  for (const auto& [d, n] : kDtypes) if (word == n) return d;
+  return 0;
+}
+loom_reduce_op parse_reduce_op(const std::string& word) {
+  for (const auto& [o, n] : kOps) if (word == n) return o;
+  return 0;
+}
+
+}  // namespace loom

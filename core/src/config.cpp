@@ -1,0 +1,92 @@
+#include "loom/config.hpp"
+
+#include <toml++/toml.h>
+
+#include <iomanip>
+#include <sstream>
+
+namespace loom {
+namespace {
+
+std::string where(const std::string& path, const toml::node& node) {
+  return path + ":" + std::to_string(node.source().begin.line);
+}
+
+std::string dirname_of(const std::string& path) {
+  auto slash = path.find_last_of('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
+// The text form of a scalar option value, as plugins receive it.
+std::string option_text(const std::string& path, const std::string& key, const toml::node& node) {
+  if (auto v = node.value<bool>(); v && node.is_boolean()) return *v ? "true" : "false";
+  if (node.is_integer()) return std::to_string(*node.value<int64_t>());
+  if (node.is_floating_point()) {
+    std::ostringstream text;
+    text << std::setprecision(17) << *node.value<double>();
+    return text.str();
+  }
+  if (node.is_string()) return *node.value<std::string>();
+  if (auto* array = node.as_array()) {
+    std::string joined;
+    for (const auto& item : *array) {
+      if (!item.is_string()) throw Error::usage(where(path, item) + ": " + key + ": list items must be strings");
+      joined += (joined.empty() ? "" : ",") + *item.value<std::string>();
+    }
+    return joined;
+  }
+  throw Error::usage(where(path, node) + ": " + key + " must be a boolean, number, string or list of strings");
+}
+
+}  // namespace
+
+HostFileConfig load_host_config(const std::string& path) {
+  toml::table root;
+  try {
+    root = toml::parse_file(path);
+  } catch (const toml::parse_error& e) {
+    throw Error::usage(path + ":" + std::to_string(e.source().begin.line) + ": " + std::string(e.description()));
+  }
+  HostFileConfig config;
+  if (auto* plugins = root["plugins"].as_table()) {
+    for (const auto& [key, node] : *plugins) {
+      if (key.str() != "path") {
+        throw Error::usage(where(path, node) + ": unknown key plugins." + std::string(key.str()) + "; valid keys: path");
+      }
+      auto add = [&](const toml::node& item) {
+        if (!item.is_string()) throw Error::usage(where(path, item) + ": plugins.path must be a string or a list of strings");
+        std::string dir = *item.value<std::string>();
+        config.plugin_paths.push_back(dir.empty() || dir[0] == '/' ? dir : dirname_of(path) + "/" + dir);
+      };
+      if (auto* list = node.as_array()) {
+        for (const auto& item : *list) add(item);
+      } else {
+        add(node);
+      }
+    }
+  }
+  if (auto* collective = root["collective"].as_table()) {
+    for (const auto& [key, node] : *collective) {
+      std::string k(key.str());
+      if (k == "name") {
+        if (!node.is_string()) throw Error::usage(where(path, node) + ": collective.name must be a string");
+        config.collective = *node.value<std::string>();
+      } else if (k != "options") {
+        throw Error::usage(where(path, node) + ": unknown key collective." + k + "; valid keys: name, options");
+      }
+    }
+    if (auto* options = (*collective)["options"].as_table()) {
+      if (config.collective.empty()) {
+        throw Error::usage(where(path, *options) + ": [collective.options] needs collective.name");
+      }
+      auto& target = config.options[{LOOM_KIND_COLLECTIVE, config.collective}];
+      for (const auto& [key, node] : *options) {
+        std::string k(key.str());
+        target[k] = option_text(path, "collective.options." + k, node);
+      }
+    }
+  }
+  return config;
+}
+
+}  // namespace loom

@@ -1,0 +1,131 @@
+#include "loom/host.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include "crash_guard.hpp"
+#include "host_services.hpp"
+#include "plugin_loader.hpp"
+
+namespace loom {
+
+// A collective plugin instance owned by the host: fini runs when the last
+// handle goes away, after every communicator of it.
+class HostedCollective final : public Collective {
+ public:
+  HostedCollective(Host* host, const LoadedPlugin& plugin, std::unique_ptr<PluginHostContext> services,
+                   loom_collective_ctx* ctx)
+      : Collective(static_cast<const loom_collective_v1*>(plugin.vtable), ctx, plugin.descriptor,
+                   plugin.candidate.path),
+        host_(host),
+        services_(std::move(services)) {}
+
+  ~HostedCollective() override { vtable_->fini(ctx_); }
+
+ protected:
+  std::function<Status(const void*, size_t, void*, int64_t)> default_oob(const CommOptions& options) override {
+    Store* store = host_->store();
+    if (store == nullptr) return {};
+    uint64_t sequence;
+    {
+      std::lock_guard<std::mutex> lock(host_->store_mutex_);
+      sequence = host_->comm_sequence_++;  // equal on every rank: comms are created in the same order
+    }
+    std::string prefix = "loom/oob/" + options.name + "/" + std::to_string(sequence) + "/";
+    int32_t rank = options.rank, size = options.size;
+    return [store, prefix, rank, size](const void* send, size_t len, void* recv, int64_t timeout_ms) -> Status {
+      auto bytes = static_cast<const uint8_t*>(send);
+      Status s = store->set(prefix + std::to_string(rank), std::vector<uint8_t>(bytes, bytes + len));
+      if (!s.is_ok()) return s;
+      auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+      for (int32_t r = 0; r < size; ++r) {
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+        std::vector<uint8_t> value;
+        s = store->get(prefix + std::to_string(r), &value, std::max(left, std::chrono::milliseconds(1)));
+        if (!s.is_ok()) return s;
+        if (value.size() != len) {
+          return Status(LOOM_ERR_INVALID_ARGUMENT, "out-of-band exchange: rank " + std::to_string(r) + " sent " +
+                                                       std::to_string(value.size()) + " bytes, this rank " +
+                                                       std::to_string(len));
+        }
+        std::memcpy(static_cast<uint8_t*>(recv) + r * len, value.data(), len);
+      }
+      return Status::ok();
+    };
+  }
+
+ private:
+  Host* host_;
+  std::unique_ptr<PluginHostContext> services_;
+};
+
+Host::Host(HostConfig config, JobInfo job) : config_(std::move(config)), job_(std::move(job)) {
+  candidates_ = find_plugin_files(config_.search_path);
+}
+
+Host::~Host() = default;
+
+const PluginCandidate* Host::find(loom_kind kind, const std::string& name) const {
+  for (const auto& c : candidates_) {
+    if (c.kind == kind && c.name == name) return &c;
+  }
+  return nullptr;
+}
+
+std::vector<std::string> Host::names(loom_kind kind) const {
+  std::vector<std::string> names;
+  for (const auto& c : candidates_) {
+    if (c.kind == kind && std::find(names.begin(), names.end(), c.name) == names.end()) names.push_back(c.name);
+  }
+  return names;
+}
+
+std::shared_ptr<Collective> Host::open_collective(const std::string& name) {
+  const PluginCandidate* candidate = find(LOOM_KIND_COLLECTIVE, name);
+  if (candidate == nullptr) {
+    std::string valid, searched;
+    for (const auto& n : names(LOOM_KIND_COLLECTIVE)) valid += (valid.empty() ? "" : ", ") + n;
+    for (const auto& d : config_.search_path) searched += (searched.empty() ? "" : ":") + d.path;
+    throw Error::usage("no collective plugin named '" + name + "' (no lib" + name +
+                       "_collective.so in the plugin path " + searched + "); found: " +
+                       (valid.empty() ? "none" : valid));
+  }
+  const std::string where = "collective plugin '" + name + "' (" + candidate->path + ")";
+  LoadedPlugin plugin;
+  std::string reason;
+  {
+    CrashGuard guard(where + " crashed while loading");
+    if (!load_plugin(*candidate, &plugin, &reason)) throw Error::usage(where + ": " + reason);
+  }
+  std::map<std::string, std::string> configured;
+  if (auto it = config_.options.find({LOOM_KIND_COLLECTIVE, name}); it != config_.options.end()) configured = it->second;
+  auto services = make_host_context(this, *candidate, plugin.descriptor, configured, job_.rank, job_.world_size,
+                                    job_.local_rank);
+  auto* vt = static_cast<const loom_collective_v1*>(plugin.vtable);
+  loom_collective_ctx* ctx = nullptr;
+  char why[1024] = {0};
+  loom_status status;
+  {
+    CrashGuard guard(where + " crashed during init");
+    status = vt->init(&services->table, &ctx, why, sizeof why);
+  }
+  why[sizeof why - 1] = '\0';
+  if (status != LOOM_OK || ctx == nullptr) {
+    if (status == LOOM_ERR_UNAVAILABLE) throw Error::usage(where + " is unavailable here: " + why);
+    throw Error::usage(where + " failed to initialise (" + loom_status_name(status) + "): " +
+                       (why[0] ? why : "no reason given"));
+  }
+  spdlog::debug("opened {} version {} (ABI {})", where, plugin.descriptor.version,
+                abi_string(plugin.descriptor.abi_version));
+  return std::make_shared<HostedCollective>(this, plugin, std::move(services), ctx);
+}
+
+Store* Host::store() {
+  std::lock_guard<std::mutex> lock(store_mutex_);
+  if (!store_tried_) {
+    store_tried_ = true;
+    store_ = make_job_store(job_, config_.store_timeout);
+  }
+  return store_.get();
+}
+
+}  // namespace loom

@@ -1,0 +1,38 @@
+// The loom_host_v1 table the host gives each plugin instance, and the state
+// behind it. Internal to libloom.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "loom/collective.hpp"
+#include "loom/plugin.h"
+#include "loom/plugin_record.hpp"
+
+namespace loom {
+
+class Host;
+
+struct PluginHostContext {
+  Host* host = nullptr;       // may be null in a probe: no store, no nested plugins
+  std::string label;          // "collective 'mpi'"
+  std::map<std::string, std::string> values;  // every declared option with a value
+  std::mutex children_mutex;  // plugins this plugin opened through open_plugin
+  std::map<void*, std::shared_ptr<Collective>> children;
+  loom_host_v1 table{};
+};
+
+// Checks the configured options against the plugin's declarations (unknown
+// key, wrong type: Error::usage listing what is valid) and builds the table.
+std::unique_ptr<PluginHostContext> make_host_context(Host* host, const PluginCandidate& candidate,
+                                                     const PluginDescriptor& descriptor,
+                                                     const std::map<std::string, std::string>& configured,
+                                                     int32_t rank, int32_t world_size, int32_t local_rank);
+
+// Checks one option value against its declared type; empty string when fine,
+// else what would be valid.
+std::string check_option_value(const OptionInfo& option, const std::string& value);
+
+}  // namespace loom

@@ -1,0 +1,191 @@
+#include "plugin_loader.hpp"
+
+#include <boost/dll/library_info.hpp>
+#include <boost/dll/shared_library.hpp>
+
+#include <cstring>
+#include <mutex>
+#include <regex>
+#include <vector>
+
+#include "loom/collective.h"
+#include "loom/strategy.h"
+
+namespace loom {
+namespace {
+
+// Loaded libraries are never unloaded: this list is deliberately leaked.
+void keep_resident(boost::dll::shared_library library) {
+  static std::mutex mutex;
+  static auto* resident = new std::vector<boost::dll::shared_library>();
+  std::lock_guard<std::mutex> lock(mutex);
+  resident->push_back(std::move(library));
+}
+
+std::string entry_symbol(loom_kind kind) {
+  return std::string("loom_") + kind_name(kind) + "_plugin_v" + std::to_string(LOOM_ABI_MAJOR);
+}
+
+// When the expected entry is missing, say which ABI majors the file speaks.
+std::string explain_missing_entry(const PluginCandidate& c) {
+  const std::string expected = entry_symbol(c.kind);
+  std::vector<std::string> majors;
+  try {
+    boost::dll::library_info info(c.path);
+    const std::regex pattern(std::string("loom_") + kind_name(c.kind) + "_plugin_v([0-9]+)");
+    for (const auto& symbol : info.symbols()) {
+      std::smatch m;
+      if (std::regex_match(symbol, m, pattern)) majors.push_back(m[1]);
+    }
+  } catch (const std::exception&) {
+  }
+  const std::string host = std::to_string(LOOM_ABI_MAJOR);
+  if (majors.empty()) {
+    return "no entry point " + expected + ": the file exports no loom_" + std::string(kind_name(c.kind)) +
+           "_plugin_v<N> symbol (is it a Loom " + kind_name(c.kind) + " plugin?)";
+  }
+  std::string list;
+  for (const auto& m : majors) list += (list.empty() ? "" : ", ") + m;
+  bool newer = std::stoul(majors.front()) > LOOM_ABI_MAJOR;
+  return "plugin speaks ABI major " + list + " but this host speaks " + host + " (no entry point " + expected +
+         "); " + (newer ? "upgrade Loom to use this plugin" : "rebuild the plugin against this Loom SDK");
+}
+
+bool copy_descriptor(const loom_plugin_info* info, const PluginCandidate& c, PluginDescriptor* d, std::string* reason) {
+  if (info == nullptr) return *reason = "vtable has no plugin info (info is NULL)", false;
+  if (info->struct_size < sizeof(loom_plugin_info)) {
+    return *reason = "plugin info struct_size " + std::to_string(info->struct_size) + " is smaller than v1's " +
+                     std::to_string(sizeof(loom_plugin_info)),
+           false;
+  }
+  if (info->kind != c.kind) {
+    return *reason = std::string("plugin says it is a ") + kind_name(info->kind) + " but the file name says " +
+                     kind_name(c.kind),
+           false;
+  }
+  if (info->name == nullptr || c.name != info->name) {
+    return *reason = "plugin calls itself '" + std::string(info->name ? info->name : "(null)") + "' but its file is lib" +
+                     c.name + "_" + kind_name(c.kind) + ".so: file name, symbol and self-reported name must agree",
+           false;
+  }
+  d->name = info->name;
+  d->version = info->version ? info->version : "";
+  d->description = info->description ? info->description : "";
+  d->capabilities = info->capabilities;
+  if (info->num_options > 0 && info->options == nullptr) return *reason = "options is NULL but num_options > 0", false;
+  for (uint32_t i = 0; i < info->num_options; ++i) {
+    const loom_option_decl& o = info->options[i];
+    if (o.name == nullptr || *o.name == '\0') return *reason = "option " + std::to_string(i) + " has no name", false;
+    if (std::strcmp(option_type_name(o.type), "unknown") == 0) {
+      return *reason = std::string("option '") + o.name + "' has unknown type " + std::to_string(o.type), false;
+    }
+    OptionInfo opt;
+    opt.name = o.name;
+    opt.type = o.type;
+    if (o.default_value != nullptr) opt.default_value = o.default_value;
+    opt.help = o.help ? o.help : "";
+    d->options.push_back(std::move(opt));
+  }
+  return true;
+}
+
+// Names the first NULL among a vtable's mandatory function pointers.
+template <typename VTable>
+const char* first_null(const VTable* vt, std::initializer_list<std::pair<const char*, const void*>> fns) {
+  (void)vt;
+  for (const auto& [name, fn] : fns) {
+    if (fn == nullptr) return name;
+  }
+  return nullptr;
+}
+
+bool validate_vtable(const PluginCandidate& c, const void* vtable, PluginDescriptor* d, std::string* reason) {
+  const char* missing = nullptr;
+  if (c.kind == LOOM_KIND_COLLECTIVE) {
+    auto* vt = static_cast<const loom_collective_v1*>(vtable);
+    if (vt->struct_size < sizeof(loom_collective_v1)) {
+      return *reason = "collective vtable struct_size " + std::to_string(vt->struct_size) + " is smaller than v1's " +
+                       std::to_string(sizeof(loom_collective_v1)),
+             false;
+    }
+    if (!copy_descriptor(vt->info, c, d, reason)) return false;
+#define LOOM_FN(f) std::pair<const char*, const void*>(#f, reinterpret_cast<const void*>(vt->f))
+    missing = first_null(vt, {LOOM_FN(init), LOOM_FN(fini), LOOM_FN(last_error), LOOM_FN(comm_create),
+                              LOOM_FN(comm_destroy), LOOM_FN(comm_abort), LOOM_FN(allreduce), LOOM_FN(broadcast),
+                              LOOM_FN(reduce), LOOM_FN(allgather), LOOM_FN(reduce_scatter), LOOM_FN(alltoall),
+                              LOOM_FN(barrier), LOOM_FN(send), LOOM_FN(recv), LOOM_FN(test), LOOM_FN(wait),
+                              LOOM_FN(request_free)});
+  } else {
+    auto* vt = static_cast<const loom_strategy_v1*>(vtable);
+    if (vt->struct_size < sizeof(loom_strategy_v1)) {
+      return *reason = "strategy vtable struct_size " + std::to_string(vt->struct_size) + " is smaller than v1's " +
+                       std::to_string(sizeof(loom_strategy_v1)),
+             false;
+    }
+    if (!copy_descriptor(vt->info, c, d, reason)) return false;
+    missing = first_null(vt, {LOOM_FN(init), LOOM_FN(fini), LOOM_FN(last_error)});
+#undef LOOM_FN
+  }
+  if (missing != nullptr) {
+    return *reason = std::string("mandatory function ") + missing + " is NULL in the " + kind_name(c.kind) + " vtable",
+           false;
+  }
+  return true;
+}
+
+}  // namespace
+
+bool load_plugin(const PluginCandidate& c, LoadedPlugin* out, std::string* reason) {
+  boost::dll::shared_library library;
+  try {
+    // Absolute path, RTLD_NOW | RTLD_LOCAL: unresolved symbols fail here, not mid-run.
+    library.load(boost::dll::fs::path(c.path), boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local);
+  } catch (const std::exception& e) {
+    // Boost wraps dlerror's text, which names the real problem; keep just that.
+    std::string text = e.what();
+    const std::string marker = "dlerror system message: ";
+    if (auto at = text.find(marker); at != std::string::npos) {
+      text = text.substr(at + marker.size());
+      if (auto close = text.rfind(')'); close != std::string::npos) text = text.substr(0, close);
+      if (text.rfind(c.path + ": ", 0) == 0) text = text.substr(c.path.size() + 2);
+    }
+    *reason = "cannot be loaded: " + text;
+    return false;
+  }
+  const std::string symbol = entry_symbol(c.kind);
+  if (!library.has(symbol)) {
+    *reason = explain_missing_entry(c);
+    return false;
+  }
+  auto entry = library.get<loom_status(const loom_negotiate_request*, loom_negotiate_reply*)>(symbol);
+
+  loom_negotiate_request request{sizeof(loom_negotiate_request), c.kind, LOOM_ABI_VERSION, LOOM_ABI_VERSION};
+  loom_negotiate_reply reply{};
+  reply.struct_size = sizeof(loom_negotiate_reply);
+  const std::string host_range = abi_string(LOOM_ABI_VERSION) + " to " + abi_string(LOOM_ABI_VERSION);
+  loom_status status = entry(&request, &reply);
+  if (status != LOOM_OK) {
+    *reason = "refused negotiation (" + std::string(loom_status_name(status)) + "): " +
+              (reply.refusal ? reply.refusal : "no reason given") + "; this host speaks ABI " + host_range;
+    return false;
+  }
+  if (reply.abi_version < LOOM_ABI_VERSION || reply.abi_version > LOOM_ABI_VERSION) {
+    *reason = "plugin chose ABI " + abi_string(reply.abi_version) + " but this host speaks ABI " + host_range;
+    return false;
+  }
+  if (reply.vtable == nullptr) {
+    *reason = "negotiation returned LOOM_OK with a NULL vtable";
+    return false;
+  }
+  PluginDescriptor descriptor;
+  if (!validate_vtable(c, reply.vtable, &descriptor, reason)) return false;
+  descriptor.abi_version = reply.abi_version;
+
+  out->candidate = c;
+  out->descriptor = std::move(descriptor);
+  out->vtable = reply.vtable;
+  keep_resident(std::move(library));
+  return true;
+}
+
+}  // namespace loom

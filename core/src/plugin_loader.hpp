@@ -1,0 +1,23 @@
+// Loading one plugin file: dlopen through Boost.DLL, find the entry symbol,
+// negotiate, and validate the answer. Internal to libloom.
+#pragma once
+
+#include <string>
+
+#include "loom/plugin_record.hpp"
+
+namespace loom {
+
+// A negotiated plugin. The library stays loaded for the life of the process
+// (plugins are resident: nothing of theirs may outlive an unload).
+struct LoadedPlugin {
+  PluginCandidate candidate;
+  PluginDescriptor descriptor;
+  const void* vtable = nullptr;  // const loom_collective_v1* or const loom_strategy_v1*
+};
+
+// Loads and validates; on failure returns false with *reason saying what is
+// wrong in words a user can act on (without the path, which callers add).
+bool load_plugin(const PluginCandidate& candidate, LoadedPlugin* out, std::string* reason);
+
+}  // namespace loom

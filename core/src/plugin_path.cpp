@@ -1,0 +1,108 @@
+#include "loom/plugin_path.hpp"
+
+#include <dirent.h>
+#include <dlfcn.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <sstream>
+
+namespace loom {
+namespace {
+
+std::string absolute(const std::string& path) {
+  if (path.empty() || path[0] == '/') return path;
+  char cwd[PATH_MAX];
+  if (getcwd(cwd, sizeof cwd) == nullptr) return path;
+  return std::string(cwd) + "/" + path;
+}
+
+std::string parent_dir(const std::string& path) {
+  auto slash = path.find_last_of('/');
+  return slash == std::string::npos ? std::string(".") : path.substr(0, slash);
+}
+
+void split_into(const std::string& list, char sep, const std::string& origin, std::vector<PluginDir>* out) {
+  std::stringstream stream(list);
+  std::string item;
+  while (std::getline(stream, item, sep)) {
+    if (!item.empty()) out->push_back({absolute(item), origin});
+  }
+}
+
+}  // namespace
+
+std::string default_plugin_dir() {
+  // Where this very library lives: the build tree's lib/ or the installed libdir.
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&default_plugin_dir), &info) == 0 || info.dli_fname == nullptr) return {};
+  char resolved[PATH_MAX];
+  std::string self = realpath(info.dli_fname, resolved) ? resolved : info.dli_fname;
+  return parent_dir(self) + "/loom/plugins";
+}
+
+std::vector<PluginDir> plugin_search_path(const std::vector<std::string>& cli_paths,
+                                          const std::vector<std::string>& config_paths) {
+  std::vector<PluginDir> dirs;
+  for (const auto& p : cli_paths) split_into(p, ':', "--plugin-path", &dirs);
+  for (const auto& p : config_paths) dirs.push_back({absolute(p), "config [plugins] path"});
+  // Like the Vulkan loader, ignore the environment in setuid processes.
+  if (const char* env = std::getenv("LOOM_PLUGIN_PATH"); env != nullptr && getuid() == geteuid()) {
+    split_into(env, ':', "LOOM_PLUGIN_PATH", &dirs);
+  }
+  if (auto def = default_plugin_dir(); !def.empty()) dirs.push_back({def, "libloom"});
+  // The same folder twice would list every plugin in it as shadowing itself.
+  std::vector<PluginDir> unique;
+  std::vector<std::string> seen;
+  for (auto& d : dirs) {
+    char resolved[PATH_MAX];
+    std::string key = realpath(d.path.c_str(), resolved) ? resolved : d.path;
+    if (std::find(seen.begin(), seen.end(), key) != seen.end()) continue;
+    seen.push_back(key);
+    unique.push_back(std::move(d));
+  }
+  return unique;
+}
+
+bool parse_plugin_file_name(const std::string& file_name, std::string* name, loom_kind* kind) {
+  static const std::pair<const char*, loom_kind> kSuffixes[] = {{"_collective.so", LOOM_KIND_COLLECTIVE},
+                                                                {"_strategy.so", LOOM_KIND_STRATEGY}};
+  if (file_name.rfind("lib", 0) != 0) return false;
+  for (const auto& [suffix, k] : kSuffixes) {
+    std::string s = suffix;
+    if (file_name.size() > 3 + s.size() && file_name.compare(file_name.size() - s.size(), s.size(), s) == 0) {
+      *name = file_name.substr(3, file_name.size() - 3 - s.size());
+      *kind = k;
+      return true;
+    }
+  }
+  return false;
+}
+
+std::vector<PluginCandidate> find_plugin_files(const std::vector<PluginDir>& dirs) {
+  std::vector<PluginCandidate> found;
+  for (const auto& dir : dirs) {
+    DIR* handle = opendir(dir.path.c_str());
+    if (handle == nullptr) continue;  // a missing folder in a path list is normal
+    std::vector<PluginCandidate> here;
+    while (dirent* entry = readdir(handle)) {
+      PluginCandidate c;
+      if (!parse_plugin_file_name(entry->d_name, &c.name, &c.kind)) continue;
+      c.path = dir.path + "/" + entry->d_name;
+      struct stat st {};
+      if (stat(c.path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+      c.origin = dir.origin;
+      here.push_back(std::move(c));
+    }
+    closedir(handle);
+    std::sort(here.begin(), here.end(), [](const auto& a, const auto& b) { return a.path < b.path; });
+    found.insert(found.end(), here.begin(), here.end());
+  }
+  return found;
+}
+
+}  // namespace loom

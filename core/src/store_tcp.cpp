@@ -1,0 +1,75 @@
+// The job's Store over LibTorch's c10d::TCPStore. This is the only core file
+// that includes LibTorch headers (they cost ~25 s of compile time each).
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include "loom/job.hpp"
+#include "loom/store.hpp"
+
+namespace loom {
+namespace {
+
+class TcpStore final : public Store {
+ public:
+  explicit TcpStore(c10::intrusive_ptr<c10d::TCPStore> store) : store_(std::move(store)) {}
+
+  Status set(const std::string& key, const std::vector<uint8_t>& value) override {
+    return guarded([&] { store_->set(key, value); });
+  }
+
+  Status get(const std::string& key, std::vector<uint8_t>* value, std::chrono::milliseconds timeout) override {
+    // TCPStore::wait takes its own timeout; get() then returns at once.
+    Status waited = guarded([&] { store_->wait({key}, timeout); });
+    if (!waited.is_ok()) {
+      if (waited.message().find("imeout") != std::string::npos || waited.message().find("timed out") != std::string::npos) {
+        return Status(LOOM_ERR_TIMEOUT, "key '" + key + "' did not appear within " + std::to_string(timeout.count()) + " ms");
+      }
+      return waited;
+    }
+    return guarded([&] { *value = store_->get(key); });
+  }
+
+  Status add(const std::string& key, int64_t delta, int64_t* result) override {
+    return guarded([&] { *result = store_->add(key, delta); });
+  }
+
+ private:
+  template <typename F>
+  Status guarded(F&& body) {
+    try {
+      body();
+      return Status::ok();
+    } catch (const std::exception& e) {
+      return Status(LOOM_ERR_SYSTEM, std::string("TCPStore: ") + e.what());
+    }
+  }
+
+  c10::intrusive_ptr<c10d::TCPStore> store_;
+};
+
+}  // namespace
+
+std::unique_ptr<Store> make_tcp_store(const std::string& host, int port, bool is_server, int world_size,
+                                      std::chrono::milliseconds timeout) {
+  c10d::TCPStoreOptions options;
+  options.port = static_cast<uint16_t>(port);
+  options.isServer = is_server;
+  options.numWorkers = static_cast<std::size_t>(world_size);
+  options.waitWorkers = false;
+  options.timeout = timeout;
+  try {
+    return std::make_unique<TcpStore>(c10::make_intrusive<c10d::TCPStore>(host, options));
+  } catch (const std::exception& e) {
+    throw Error::runtime("cannot " + std::string(is_server ? "serve" : "reach") + " the rendezvous store at " + host + ":" +
+                         std::to_string(port) + " (MASTER_ADDR:MASTER_PORT): " + e.what());
+  }
+}
+
+std::unique_ptr<Store> make_job_store(const JobInfo& job, std::chrono::milliseconds timeout) {
+  if (!job.master_addr.empty()) {
+    return make_tcp_store(job.master_addr, job.master_port, job.rank == 0, job.world_size, timeout);
+  }
+  if (job.world_size == 1) return make_memory_store();
+  return nullptr;
+}
+
+}  // namespace loom

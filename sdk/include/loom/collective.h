@@ -1,0 +1,211 @@
+/*
+ * loom/collective.h: the collective plugin ABI, version 1.
+ *
+ * A collective plugin moves and reduces buffers among the members of a
+ * communicator (MPI, UCX, NCCL...). It exports
+ *
+ *     LOOM_PLUGIN_EXPORT loom_status loom_collective_plugin_v1(
+ *         const loom_negotiate_request *, loom_negotiate_reply *);
+ *
+ * which answers with a const loom_collective_v1 * as reply->vtable.
+ *
+ * Semantics (shared by every backend, after NCCL and c10d):
+ *  - Counts are in elements, never bytes.
+ *  - Every operation is non-blocking: it posts the work and returns a request.
+ *    test() never blocks; wait() blocks at most its timeout. A blocking call
+ *    is post + wait(LOOM_TIMEOUT_DEFAULT). A dead peer surfaces as
+ *    LOOM_ERR_PEER_FAILED or LOOM_ERR_TIMEOUT, never as a hang.
+ *  - All members post the same operations, with the same counts, dtypes,
+ *    reduce ops and roots, in the same order.
+ *  - In place, as NCCL defines it: allreduce, broadcast and reduce when
+ *    send == recv; reduce_scatter when recv == send + rank * recvcount;
+ *    allgather when send == recv + rank * sendcount; alltoall when
+ *    send == recv. Any other overlap of send and recv is invalid.
+ *  - Buffers are borrowed: they MUST stay valid and untouched until the
+ *    request completes (or the communicator is aborted).
+ *
+ * Thread safety: the vtable functions are safe to call concurrently on
+ * different communicators. Posting, test, wait and request_free on one
+ * communicator must be serialised by the caller, except comm_abort, which may
+ * be called from any thread at any time and makes every waiter on that
+ * communicator return LOOM_ERR_ABORTED promptly.
+ */
+#ifndef LOOM_COLLECTIVE_H
+#define LOOM_COLLECTIVE_H
+
+#include "loom/plugin.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Element types. */
+typedef uint32_t loom_dtype;
+enum {
+  LOOM_DTYPE_F16 = 1,  /* IEEE 754 binary16 */
+  LOOM_DTYPE_BF16 = 2, /* bfloat16: the top half of a binary32 */
+  LOOM_DTYPE_F32 = 3,
+  LOOM_DTYPE_F64 = 4,
+  LOOM_DTYPE_I8 = 5,
+  LOOM_DTYPE_U8 = 6,
+  LOOM_DTYPE_I32 = 7,
+  LOOM_DTYPE_I64 = 8
+};
+
+/* Reduce operations. AVG is SUM divided by the communicator size (integer
+ * division for integer dtypes); a backend without a native average divides
+ * after the sum. */
+typedef uint32_t loom_reduce_op;
+enum {
+  LOOM_REDUCE_SUM = 1,
+  LOOM_REDUCE_PROD = 2,
+  LOOM_REDUCE_MIN = 3,
+  LOOM_REDUCE_MAX = 4,
+  LOOM_REDUCE_AVG = 5
+};
+
+/* Capability bits, in loom_plugin_info.capabilities. The host checks them
+ * before relying on the behaviour. */
+#define LOOM_CAP_HOST_MEMORY ((uint64_t)1 << 0)    /* buffers in host memory */
+#define LOOM_CAP_CUDA_MEMORY ((uint64_t)1 << 1)    /* buffers in CUDA device memory */
+#define LOOM_CAP_ASYNC_PROGRESS ((uint64_t)1 << 2) /* progresses without test/wait calls */
+#define LOOM_CAP_DYNAMIC_GROUPS ((uint64_t)1 << 3) /* communicators from any member set, many at once */
+#define LOOM_CAP_ABORT ((uint64_t)1 << 4)          /* comm_abort unblocks waiters */
+#define LOOM_CAP_PEER_FAILURE ((uint64_t)1 << 5)   /* a dead peer gives PEER_FAILED, not only TIMEOUT */
+
+/* Opaque objects owned by the plugin. */
+typedef struct loom_collective_ctx loom_collective_ctx; /* one initialised plugin instance */
+typedef struct loom_comm loom_comm;                     /* a communicator */
+typedef struct loom_request loom_request;               /* one posted operation */
+
+/* The out-of-band exchange the caller supplies for communicator creation
+ * (the rendezvous store for static jobs, the swarm's own exchange for a
+ * collaborative round). */
+typedef struct loom_oob_v1 {
+  uint32_t struct_size;
+  void *user;
+  /* Collective over the members being joined: every member contributes len
+   * bytes from send, and recv (size * len bytes) receives all contributions in
+   * rank order. Blocks at most timeout_ms. Called only from the thread that
+   * called comm_create, and only during that call. */
+  loom_status (*allgather)(void *user, const void *send, size_t len, void *recv, int64_t timeout_ms);
+} loom_oob_v1;
+
+/* Device kinds, numerically equal to DLPack's DLDeviceType. */
+enum { LOOM_DEVICE_CPU = 1, LOOM_DEVICE_CUDA = 2 };
+
+/* What a communicator is created from; the host fills it in. */
+typedef struct loom_comm_config_v1 {
+  uint32_t struct_size;
+  int32_t rank;             /* this member's rank, 0 <= rank < size */
+  int32_t size;             /* number of members */
+  int32_t device_type;      /* LOOM_DEVICE_*: where the buffers live */
+  const loom_oob_v1 *oob;   /* borrowed for the duration of comm_create; may be NULL
+                               for a plugin that bootstraps itself (MPI) */
+  int64_t timeout_ms;       /* default for waits and for comm_create itself; > 0 */
+  const char *name;         /* label for logs; borrowed during comm_create */
+  int32_t device_id;        /* CUDA device ordinal, else 0 */
+  void *stream;             /* cudaStream_t for CUDA buffers, else NULL */
+} loom_comm_config_v1;
+
+/* The vtable. Every function pointer is mandatory unless marked optional. */
+typedef struct loom_collective_v1 {
+  uint32_t struct_size;
+  uint32_t abi_version;
+  const loom_plugin_info *info; /* info->kind == LOOM_KIND_COLLECTIVE */
+
+  /* Creates a plugin instance. host lives until fini. On failure returns
+   * LOOM_ERR_UNAVAILABLE (cannot work here) or another code, leaves *ctx
+   * NULL, and writes the reason into why (NUL-terminated, at most why_len
+   * bytes). A process may create several instances. */
+  loom_status (*init)(const loom_host_v1 *host, loom_collective_ctx **ctx, char *why, size_t why_len);
+  /* Destroys an instance after all its communicators were destroyed. */
+  void (*fini)(loom_collective_ctx *ctx);
+  /* The message of the calling thread's last failed call into this
+   * instance; owned by the plugin, valid until that thread's next call.
+   * Never NULL. */
+  const char *(*last_error)(loom_collective_ctx *ctx);
+
+  /* Creates a communicator; blocking and collective over the members, and
+   * bounded by config->timeout_ms. Returns LOOM_ERR_UNAVAILABLE when this
+   * plugin cannot build the requested group here. */
+  loom_status (*comm_create)(loom_collective_ctx *ctx, const loom_comm_config_v1 *config, loom_comm **comm);
+  /* Destroys a communicator whose requests have all been freed. Never blocks
+   * on peers, also after a failure or an abort. */
+  loom_status (*comm_destroy)(loom_comm *comm);
+  /* Marks the communicator failed; every waiter returns LOOM_ERR_ABORTED and
+   * so do all later operations. Any thread, any time; idempotent. */
+  loom_status (*comm_abort)(loom_comm *comm);
+
+  /* Operations. Each posts the work and, on LOOM_OK, stores a request in
+   * *request that the caller MUST free with request_free. On any other
+   * status nothing was posted and *request is NULL. */
+  loom_status (*allreduce)(loom_comm *comm, const void *send, void *recv, uint64_t count, loom_dtype dtype,
+                           loom_reduce_op op, loom_request **request);
+  /* root's send is copied into every member's recv (send is read at root only). */
+  loom_status (*broadcast)(loom_comm *comm, const void *send, void *recv, uint64_t count, loom_dtype dtype,
+                           int32_t root, loom_request **request);
+  /* The reduction lands in root's recv (recv is written at root only). */
+  loom_status (*reduce)(loom_comm *comm, const void *send, void *recv, uint64_t count, loom_dtype dtype,
+                        loom_reduce_op op, int32_t root, loom_request **request);
+  /* recv (size * sendcount elements) receives every member's send in rank order. */
+  loom_status (*allgather)(loom_comm *comm, const void *send, void *recv, uint64_t sendcount, loom_dtype dtype,
+                           loom_request **request);
+  /* send holds size * recvcount elements; member r's recv receives the
+   * reduction of every member's block r. */
+  loom_status (*reduce_scatter)(loom_comm *comm, const void *send, void *recv, uint64_t recvcount,
+                                loom_dtype dtype, loom_reduce_op op, loom_request **request);
+  /* Block j (count elements) of member i's send lands in block i of member j's recv. */
+  loom_status (*alltoall)(loom_comm *comm, const void *send, void *recv, uint64_t count, loom_dtype dtype,
+                          loom_request **request);
+  loom_status (*barrier)(loom_comm *comm, loom_request **request);
+  /* Point to point; messages between two members arrive in posting order. */
+  loom_status (*send)(loom_comm *comm, const void *buf, uint64_t count, loom_dtype dtype, int32_t peer,
+                      loom_request **request);
+  loom_status (*recv)(loom_comm *comm, void *buf, uint64_t count, loom_dtype dtype, int32_t peer,
+                      loom_request **request);
+
+  /* Never blocks. Sets *done to 1 and returns the operation's status once it
+   * has finished; sets *done to 0 and returns LOOM_OK while it runs. */
+  loom_status (*test)(loom_request *request, int32_t *done);
+  /* Blocks until the operation finishes (its status), timeout_ms passes
+   * (LOOM_ERR_TIMEOUT: still pending, may be waited on again) or the
+   * communicator is aborted (LOOM_ERR_ABORTED). LOOM_TIMEOUT_DEFAULT uses
+   * the communicator's timeout. */
+  loom_status (*wait)(loom_request *request, int64_t timeout_ms);
+  /* Releases a request that has finished, or any request of an aborted
+   * communicator. */
+  void (*request_free)(loom_request *request);
+} loom_collective_v1;
+
+/* The entry symbol a collective plugin exports. */
+#define LOOM_COLLECTIVE_ENTRY loom_collective_plugin_v1
+#define LOOM_COLLECTIVE_ENTRY_NAME "loom_collective_plugin_v1"
+
+#if UINTPTR_MAX == 0xffffffffffffffffu
+LOOM_STATIC_ASSERT(sizeof(loom_oob_v1) == 24, "loom_oob_v1 layout is frozen");
+LOOM_STATIC_ASSERT(sizeof(loom_comm_config_v1) == 56, "loom_comm_config_v1 layout is frozen");
+LOOM_STATIC_ASSERT(offsetof(loom_comm_config_v1, oob) == 16, "loom_comm_config_v1 layout is frozen");
+LOOM_STATIC_ASSERT(offsetof(loom_comm_config_v1, stream) == 48, "loom_comm_config_v1 layout is frozen");
+LOOM_STATIC_ASSERT(sizeof(loom_collective_v1) == 160, "loom_collective_v1 layout is frozen");
+LOOM_STATIC_ASSERT(offsetof(loom_collective_v1, init) == 16, "loom_collective_v1 layout is frozen");
+LOOM_STATIC_ASSERT(offsetof(loom_collective_v1, allreduce) == 64, "loom_collective_v1 layout is frozen");
+LOOM_STATIC_ASSERT(offsetof(loom_collective_v1, request_free) == 152, "loom_collective_v1 layout is frozen");
+#endif
+
+/* Size in bytes of one element of dtype, or 0 for an unknown dtype. */
+static inline size_t loom_dtype_size(loom_dtype dtype) {
+  switch (dtype) {
+    case LOOM_DTYPE_F16: case LOOM_DTYPE_BF16: return 2;
+    case LOOM_DTYPE_F32: case LOOM_DTYPE_I32: return 4;
+    case LOOM_DTYPE_F64: case LOOM_DTYPE_I64: return 8;
+    case LOOM_DTYPE_I8: case LOOM_DTYPE_U8: return 1;
+    default: return 0;
+  }
+}
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* LOOM_COLLECTIVE_H */
