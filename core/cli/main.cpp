@@ -34,6 +34,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("loom ") + LOOM_VERSION_STRING + " (plugin ABI " +
                                         std::to_string(LOOM_ABI_MAJOR) + "." + std::to_string(LOOM_ABI_MINOR) + ")");
   app.require_subcommand(1);
+  app.fallthrough();  // global options may also follow the subcommand
   GlobalOptions global;
   app.add_option("--plugin-path", global.plugin_paths, "Folder(s) to search for plugins first (colon-separated)");
   app.add_option("--config", global.config, "TOML config file ([plugins] path, [collective])")->check(CLI::ExistingFile);

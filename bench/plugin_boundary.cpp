@@ -1,0 +1,89 @@
+// What the plugin boundary costs: a one-float allreduce through
+// libmpi_collective.so (post + wait through the C vtable) against
+// MPI_Allreduce and MPI_Iallreduce + MPI_Wait called directly, in the same
+// process and run. Rounds alternate between the paths so drift in machine
+// load hits all of them alike; the median round of each is reported.
+//
+//   mpirun --oversubscribe --allow-run-as-root -np 2 build/bin/loom_bench_boundary [iters] [rounds]
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "loom/host.hpp"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+template <typename F>
+double time_per_op_us(int iters, F&& op) {
+  MPI_Barrier(MPI_COMM_WORLD);
+  auto t0 = Clock::now();
+  for (int i = 0; i < iters; ++i) op();
+  double us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / iters;
+  double max_us = 0;  // the slowest rank defines the collective's time
+  MPI_Allreduce(&us, &max_us, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return max_us;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int iters = argc > 1 ? std::atoi(argv[1]) : 20000;
+  const int rounds = argc > 2 ? std::atoi(argv[2]) : 7;
+  try {
+    loom::HostConfig config;
+    config.search_path = loom::plugin_search_path({}, {});
+    loom::Host host(config, loom::JobInfo::from_environment());
+    auto mpi = host.open_collective("mpi");  // initialises MPI in this process
+    loom::CommOptions options;
+    options.rank = host.job().rank;
+    options.size = host.job().world_size;
+    options.name = "boundary";
+    std::unique_ptr<loom::Communicator> comm;
+    loom::check(mpi->create_comm(options, &comm), "comm_create");
+    MPI_Comm direct;
+    MPI_Comm_dup(MPI_COMM_WORLD, &direct);
+
+    float in = 1.0f, out = 0.0f;
+    std::vector<double> plugin, blocking, nonblocking;
+    for (int r = 0; r < rounds + 1; ++r) {
+      double p = time_per_op_us(iters, [&] { comm->allreduce(&in, &out, 1, LOOM_DTYPE_F32, LOOM_REDUCE_SUM); });
+      double b = time_per_op_us(iters, [&] { MPI_Allreduce(&in, &out, 1, MPI_FLOAT, MPI_SUM, direct); });
+      double n = time_per_op_us(iters, [&] {
+        MPI_Request req;
+        MPI_Iallreduce(&in, &out, 1, MPI_FLOAT, MPI_SUM, direct, &req);
+        MPI_Wait(&req, MPI_STATUS_IGNORE);
+      });
+      if (r == 0) continue;  // warm-up round
+      plugin.push_back(p);
+      blocking.push_back(b);
+      nonblocking.push_back(n);
+    }
+    if (options.rank == 0) {
+      double p = median(plugin), b = median(blocking), n = median(nonblocking);
+      std::printf("# one-float allreduce, %d ranks, %d iterations x %d rounds, median round, slowest rank\n",
+                  options.size, iters, rounds);
+      std::printf("%-44s %10s %10s\n", "path", "us/op", "ratio");
+      std::printf("%-44s %10.3f %10.3f\n", "MPI_Allreduce (direct)", b, 1.0);
+      std::printf("%-44s %10.3f %10.3f\n", "MPI_Iallreduce + MPI_Wait (direct)", n, n / b);
+      std::printf("%-44s %10.3f %10.3f\n", "libmpi_collective.so (post + wait)", p, p / b);
+      std::printf("plugin / MPI_Allreduce = %.3f; plugin / MPI_Iallreduce+Wait = %.3f\n", p / b, p / n);
+    }
+    MPI_Comm_free(&direct);
+    comm.reset();
+    return 0;
+  } catch (const loom::Error& e) {
+    std::fprintf(stderr, "loom_bench_boundary: %s\n", e.what());
+    return e.exit_code();
+  }
+}

@@ -1,0 +1,24 @@
+# Debian packages, one per component, so distributions can ship each backend
+# on its own:  cpack -G DEB  (from the build folder)
+#   loom               the `loom` command and libloom
+#   loom-sdk-dev       C headers, CMake package and loom-sdk.pc for plugin authors
+#   loom-plugin-mpi    libmpi_collective.so (depends on Open MPI)
+set(CPACK_PACKAGE_NAME loom)
+set(CPACK_PACKAGE_VENDOR "Loom developers")
+set(CPACK_PACKAGE_CONTACT "Loom developers <dev@loom.invalid>")
+set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
+set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "${PROJECT_DESCRIPTION}")
+set(CPACK_GENERATOR DEB)
+set(CPACK_DEB_COMPONENT_INSTALL ON)
+set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
+set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+set(CPACK_DEBIAN_PACKAGE_SECTION science)
+set(CPACK_COMPONENTS_ALL runtime sdk plugin-mpi-collective)
+
+set(CPACK_DEBIAN_RUNTIME_PACKAGE_NAME loom)
+set(CPACK_DEBIAN_SDK_PACKAGE_NAME loom-sdk-dev)
+set(CPACK_DEBIAN_SDK_PACKAGE_ARCHITECTURE all)
+set(CPACK_DEBIAN_SDK_PACKAGE_SHLIBDEPS OFF)
+set(CPACK_DEBIAN_PLUGIN-MPI-COLLECTIVE_PACKAGE_NAME loom-plugin-mpi)
+set(CPACK_DEBIAN_PLUGIN-MPI-COLLECTIVE_PACKAGE_DEPENDS "loom (= ${PROJECT_VERSION}), openmpi-bin")
+include(CPack)

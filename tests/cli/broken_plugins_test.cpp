@@ -1,0 +1,115 @@
+// Each deliberately broken plugin (tests/fixtures) against the real `loom`
+// binary: the listing names it with its reason and goes on; opening it by
+// name exits with code 2 naming its path and the reason; nothing crashes.
+#include <gtest/gtest.h>
+
+#include "../support/subprocess.hpp"
+#include "test_paths.hpp"
+
+namespace loom::test {
+namespace {
+
+struct Defect {
+  const char* name;      // fixture file lib<name>_collective.so
+  const char* expected;  // what the reason must say
+  const char* listed;    // expected status word in the listing
+};
+
+const Defect kDefects[] = {
+    {"notelf", "invalid ELF header", "broken"},
+    {"noentry", "no entry point loom_collective_plugin_v1", "broken"},
+    {"abinew", "plugin speaks ABI major 2 but this host speaks 1", "broken"},
+    {"abiold", "plugin speaks ABI major 0 but this host speaks 1", "broken"},
+    {"nullfn", "mandatory function allreduce is NULL", "broken"},
+    {"namemismatch", "plugin calls itself 'somethingelse' but its file is libnamemismatch_collective.so", "broken"},
+    {"initfails", "fixture: cannot open /dev/loom0 (simulated failure)", "broken"},
+    {"initcrash", "SIGSEGV", "broken"},
+    {"refuses", "fixture speaks only ABI 1.7; this host speaks ABI 1.0", "broken"},
+    {"badanswer", "plugin chose ABI 2.0 but this host speaks ABI 1.0", "broken"},
+    {"nullvtable", "NULL vtable", "broken"},
+    {"unavail", "fixture: no such device here", "unavailable"},
+};
+
+std::map<std::string, std::string> fixture_env() {
+  return {{"LOOM_PLUGIN_PATH", std::string(kBrokenPluginDir) + ":" + kGoodPluginDir}, {"RANK", ""}, {"WORLD_SIZE", ""}};
+}
+
+std::string line_of(const std::string& text, const std::string& needle) {
+  auto at = text.find(needle);
+  if (at == std::string::npos) return {};
+  auto begin = text.rfind('\n', at);
+  auto end = text.find('\n', at);
+  return text.substr(begin == std::string::npos ? 0 : begin + 1, end - (begin == std::string::npos ? 0 : begin + 1));
+}
+
+class BrokenPlugin : public ::testing::TestWithParam<Defect> {};
+
+TEST_P(BrokenPlugin, IsListedWithItsReasonWhileOthersStillList) {
+  const Defect& d = GetParam();
+  auto r = run_process({kLoomBinary, "plugins"}, fixture_env());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::string path = std::string(kBrokenPluginDir) + "/lib" + d.name + "_collective.so";
+  std::string line = line_of(r.out, path);
+  ASSERT_FALSE(line.empty()) << "not listed: " << path << "\n" << r.out;
+  EXPECT_NE(line.find(std::string(d.listed) + ": "), std::string::npos) << line;
+  EXPECT_NE(line.find(d.expected), std::string::npos) << line;
+  // The good plugin is still listed as ok after every broken one.
+  EXPECT_NE(line_of(r.out, "libgood_collective.so").find(" ok"), std::string::npos) << r.out;
+}
+
+TEST_P(BrokenPlugin, OpeningItByNameExitsWithCode2NamingPathAndReason) {
+  const Defect& d = GetParam();
+  auto r = run_process({kLoomBinary, "plugins", "check", d.name}, fixture_env());
+  EXPECT_EQ(r.signal, 0) << "the host crashed";
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find(std::string("/lib") + d.name + "_collective.so"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(d.expected), std::string::npos) << r.err;
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, BrokenPlugin, ::testing::ValuesIn(kDefects),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+TEST(GoodPlugin, ChecksOkAndDescribesItself) {
+  auto r = run_process({kLoomBinary, "plugins", "check", "good"}, fixture_env());
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("allreduce verified"), std::string::npos) << r.out;
+  r = run_process({kLoomBinary, "plugins", "info", "good", "--json"}, fixture_env());
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("\"state\": \"ok\""), std::string::npos) << r.out;
+}
+
+TEST(PluginsCommand, UnknownNameExitsWith2ListingWhatExists) {
+  auto r = run_process({kLoomBinary, "plugins", "check", "nosuch"}, fixture_env());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("no plugin named 'nosuch'"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("good (collective)"), std::string::npos) << r.err;
+}
+
+TEST(PluginsCommand, InfoOnABrokenPluginExitsWith2) {
+  auto r = run_process({kLoomBinary, "plugins", "info", "nullfn"}, fixture_env());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("mandatory function allreduce is NULL"), std::string::npos) << r.err;
+}
+
+TEST(PluginsCommand, JsonListingHasEveryFixture) {
+  auto r = run_process({kLoomBinary, "plugins", "--json"}, fixture_env());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const auto& d : kDefects) EXPECT_NE(r.out.find(std::string("\"name\": \"") + d.name + "\""), std::string::npos) << d.name;
+}
+
+TEST(PluginsCommand, UsageErrorsExitWith2) {
+  EXPECT_EQ(run_process({kLoomBinary}).exit_code, 2);
+  EXPECT_EQ(run_process({kLoomBinary, "frobnicate"}).exit_code, 2);
+  EXPECT_EQ(run_process({kLoomBinary, "plugins", "info"}).exit_code, 2);
+  EXPECT_EQ(run_process({kLoomBinary, "plugins", "info", "good", "--kind", "banana"}, fixture_env()).exit_code, 2);
+  EXPECT_EQ(run_process({kLoomBinary, "plugins", "--config", "/nonexistent.toml"}).exit_code, 2);
+}
+
+TEST(PluginsCommand, VersionPrintsVersionAndAbi) {
+  auto r = run_process({kLoomBinary, "--version"});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.out.find("plugin ABI 1.0"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace loom::test
