@@ -15,6 +15,9 @@ struct Defect {
   const char* listed;    // expected status word in the listing
 };
 
+// Names the case in ctest's output instead of gtest's byte dump.
+void PrintTo(const Defect& d, std::ostream* os) { *os << d.name; }
+
 const Defect kDefects[] = {
     {"notelf", "invalid ELF header", "broken"},
     {"noentry", "no entry point loom_collective_plugin_v1", "broken"},
