@@ -7,7 +7,7 @@ namespace loom {
 Request& Request::operator=(Request&& other) noexcept {
   if (this != &other) {
     reset();
-    owner_ = std::move(other.owner_);
+    owner_ = other.owner_;
     request_ = other.request_;
     other.request_ = nullptr;
   }
@@ -17,7 +17,7 @@ Request& Request::operator=(Request&& other) noexcept {
 void Request::reset() {
   if (request_ != nullptr) owner_->vtable().request_free(request_);
   request_ = nullptr;
-  owner_.reset();
+  owner_ = nullptr;
 }
 
 Status Request::test(bool* done) {
@@ -44,14 +44,20 @@ Communicator::~Communicator() { owner_->vtable().comm_destroy(comm_); }
 Status Communicator::posted(loom_status code, loom_request* raw, Request* request) const {
   if (code != LOOM_OK) return owner_->error(code, "post");
   request->reset();
-  request->owner_ = owner_;
+  request->owner_ = owner_.get();
   request->request_ = raw;
   return Status::ok();
 }
 
 Status Communicator::blocking(Status posted, Request* request) const {
   if (!posted.is_ok()) return posted;
-  return request->wait(LOOM_TIMEOUT_DEFAULT);
+  Status done = request->wait(LOOM_TIMEOUT_DEFAULT);
+  if (done.code() == LOOM_ERR_TIMEOUT) {
+    // Nobody will wait for this operation again, and a request may be freed
+    // unfinished only on an aborted communicator: the timeout ends it.
+    owner_->vtable().comm_abort(comm_);
+  }
+  return done;
 }
 
 // The call must run before raw is read: two statements, not two arguments.

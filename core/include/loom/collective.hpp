@@ -41,11 +41,14 @@ class Request {
   // Waits at most timeout_ms (LOOM_TIMEOUT_DEFAULT: the communicator's).
   Status wait(int64_t timeout_ms = LOOM_TIMEOUT_DEFAULT);
   // Frees the request (it must have finished, or its communicator aborted).
+  // Every request must be reset or destroyed before its communicator.
   void reset();
 
  private:
   friend class Communicator;
-  std::shared_ptr<const Collective> owner_;
+  // Not owning: a request must be reset before its communicator is
+  // destroyed (the plugin contract), and the communicator owns the plugin.
+  const Collective* owner_ = nullptr;
   loom_request* request_ = nullptr;
 };
 
@@ -89,7 +92,9 @@ class Communicator {
   Status isend(const void* buf, uint64_t count, loom_dtype dtype, int32_t peer, Request* request);
   Status irecv(void* buf, uint64_t count, loom_dtype dtype, int32_t peer, Request* request);
 
-  // Blocking forms: post, then wait for the communicator's timeout.
+  // Blocking forms: post, then wait for the communicator's timeout. A
+  // blocking call that times out aborts the communicator (its operation can
+  // no longer be finished in step with the peers): build a new one.
   Status allreduce(const void* send, void* recv, uint64_t count, loom_dtype dtype, loom_reduce_op op);
   Status broadcast(const void* send, void* recv, uint64_t count, loom_dtype dtype, int32_t root);
   Status reduce(const void* send, void* recv, uint64_t count, loom_dtype dtype, loom_reduce_op op, int32_t root);

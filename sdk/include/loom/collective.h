@@ -22,7 +22,10 @@
  *    allgather when send == recv + rank * sendcount; alltoall when
  *    send == recv. Any other overlap of send and recv is invalid.
  *  - Buffers are borrowed: they MUST stay valid and untouched until the
- *    request completes (or the communicator is aborted).
+ *    request completes, or, after an abort, until comm_destroy returns.
+ *    NULL buffers are valid when the count is 0 (an empty tensor's data).
+ *  - Once a communicator is aborted, posting fails with LOOM_ERR_ABORTED and
+ *    test() on its unfinished requests sets *done and returns ABORTED.
  *
  * Thread safety: the vtable functions are safe to call concurrently on
  * different communicators. Posting, test, wait and request_free on one

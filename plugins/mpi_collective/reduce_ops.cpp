@@ -1,0 +1,155 @@
+// MPI datatypes and reductions for every Loom dtype, including f16 and bf16.
+#include "reduce_ops.h"
+
+#include "error.h"
+#include "half.h"
+
+namespace loom_mpi {
+namespace {
+
+enum HalfKind { kF16, kBF16, kHalfKinds };
+enum OpIndex { kSum, kProd, kMin, kMax, kOps };
+
+// Created once per MPI lifetime; guarded by the MPI lock.
+MPI_Datatype g_half_type[kHalfKinds] = {MPI_DATATYPE_NULL, MPI_DATATYPE_NULL};
+MPI_Op g_half_op[kHalfKinds][kOps] = {{MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL},
+                                      {MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL}};
+
+struct F16 {
+  static float load(uint16_t h) { return f16_to_float(h); }
+  static uint16_t store(float f) { return float_to_f16(f); }
+};
+struct BF16 {
+  static float load(uint16_t h) { return bf16_to_float(h); }
+  static uint16_t store(float f) { return float_to_bf16(f); }
+};
+
+// MPI_User_function for 16-bit floats: inout[i] = in[i] (op) inout[i]. One
+// op per (type, operation) so it never has to inspect the datatype. Min and
+// max pick one operand unchanged, as MPI's own float ops do.
+template <class H, OpIndex Op>
+void half_reduce(void *in, void *inout, int *len, MPI_Datatype *) {
+  const uint16_t *a = static_cast<const uint16_t *>(in);
+  uint16_t *b = static_cast<uint16_t *>(inout);
+  for (int i = 0; i < *len; ++i) {
+    const float x = H::load(a[i]), y = H::load(b[i]);
+    switch (Op) {
+      case kSum: b[i] = H::store(x + y); break;
+      case kProd: b[i] = H::store(x * y); break;
+      case kMin: b[i] = y < x ? b[i] : a[i]; break;
+      case kMax: b[i] = y > x ? b[i] : a[i]; break;
+      default: break;
+    }
+  }
+}
+
+template <class H>
+loom_status create_ops(HalfKind k) {
+  MPI_User_function *fns[kOps] = {half_reduce<H, kSum>, half_reduce<H, kProd>, half_reduce<H, kMin>,
+                                  half_reduce<H, kMax>};
+  for (int op = 0; op < kOps; ++op) {
+    int rc = MPI_Op_create(fns[op], /*commute=*/1, &g_half_op[k][op]);
+    if (rc != MPI_SUCCESS) return fail_mpi(rc, "MPI_Op_create");
+  }
+  return LOOM_OK;
+}
+
+template <class T>
+void divide_float(void *buf, uint64_t count, int divisor) {
+  T *p = static_cast<T *>(buf);
+  const T d = T(divisor);
+  for (uint64_t i = 0; i < count; ++i) p[i] /= d;
+}
+
+// Divides in int64 so a divisor wider than T (300 ranks, u8) stays exact;
+// the quotient truncates toward zero (C integer division).
+template <class T>
+void divide_int(void *buf, uint64_t count, int divisor) {
+  T *p = static_cast<T *>(buf);
+  for (uint64_t i = 0; i < count; ++i) p[i] = T(int64_t(p[i]) / divisor);
+}
+
+template <class H>
+void divide_half(void *buf, uint64_t count, int divisor) {
+  uint16_t *p = static_cast<uint16_t *>(buf);
+  const float d = float(divisor);
+  for (uint64_t i = 0; i < count; ++i) p[i] = H::store(H::load(p[i]) / d);
+}
+
+}  // namespace
+
+loom_status create_half_types() {
+  for (int k = 0; k < kHalfKinds; ++k) {
+    int rc = MPI_Type_contiguous(2, MPI_BYTE, &g_half_type[k]);
+    if (rc == MPI_SUCCESS) rc = MPI_Type_commit(&g_half_type[k]);
+    if (rc != MPI_SUCCESS) return fail_mpi(rc, "MPI_Type_contiguous for a 16-bit float type");
+  }
+  MPI_Type_set_name(g_half_type[kF16], const_cast<char *>("LOOM_F16"));
+  MPI_Type_set_name(g_half_type[kBF16], const_cast<char *>("LOOM_BF16"));
+  loom_status s = create_ops<F16>(kF16);
+  return s != LOOM_OK ? s : create_ops<BF16>(kBF16);
+}
+
+void free_half_types() {
+  for (int k = 0; k < kHalfKinds; ++k) {
+    if (g_half_type[k] != MPI_DATATYPE_NULL) MPI_Type_free(&g_half_type[k]);
+    for (MPI_Op &op : g_half_op[k])
+      if (op != MPI_OP_NULL) MPI_Op_free(&op);
+  }
+}
+
+MPI_Datatype mpi_datatype(loom_dtype dtype) {
+  switch (dtype) {
+    case LOOM_DTYPE_F16: return g_half_type[kF16];
+    case LOOM_DTYPE_BF16: return g_half_type[kBF16];
+    case LOOM_DTYPE_F32: return MPI_FLOAT;
+    case LOOM_DTYPE_F64: return MPI_DOUBLE;
+    case LOOM_DTYPE_I8: return MPI_INT8_T;
+    case LOOM_DTYPE_U8: return MPI_UINT8_T;
+    case LOOM_DTYPE_I32: return MPI_INT32_T;
+    case LOOM_DTYPE_I64: return MPI_INT64_T;
+    default: return MPI_DATATYPE_NULL;
+  }
+}
+
+MPI_Op mpi_op(loom_dtype dtype, loom_reduce_op op) {
+  int index;
+  switch (op) {
+    case LOOM_REDUCE_SUM:
+    case LOOM_REDUCE_AVG: index = kSum; break;
+    case LOOM_REDUCE_PROD: index = kProd; break;
+    case LOOM_REDUCE_MIN: index = kMin; break;
+    case LOOM_REDUCE_MAX: index = kMax; break;
+    default: return MPI_OP_NULL;
+  }
+  if (dtype == LOOM_DTYPE_F16) return g_half_op[kF16][index];
+  if (dtype == LOOM_DTYPE_BF16) return g_half_op[kBF16][index];
+  const MPI_Op builtin[kOps] = {MPI_SUM, MPI_PROD, MPI_MIN, MPI_MAX};
+  return builtin[index];
+}
+
+void divide_in_place(void *buf, uint64_t count, loom_dtype dtype, int divisor) {
+  switch (dtype) {
+    case LOOM_DTYPE_F16: divide_half<F16>(buf, count, divisor); break;
+    case LOOM_DTYPE_BF16: divide_half<BF16>(buf, count, divisor); break;
+    case LOOM_DTYPE_F32: divide_float<float>(buf, count, divisor); break;
+    case LOOM_DTYPE_F64: divide_float<double>(buf, count, divisor); break;
+    case LOOM_DTYPE_I8: divide_int<int8_t>(buf, count, divisor); break;
+    case LOOM_DTYPE_U8: divide_int<uint8_t>(buf, count, divisor); break;
+    case LOOM_DTYPE_I32: divide_int<int32_t>(buf, count, divisor); break;
+    case LOOM_DTYPE_I64: divide_int<int64_t>(buf, count, divisor); break;
+    default: break;
+  }
+}
+
+const char *dtype_name(loom_dtype dtype) {
+  static const char *const names[] = {"?", "f16", "bf16", "f32", "f64", "i8", "u8", "i32", "i64"};
+  return dtype >= 1 && dtype <= 8 ? names[dtype] : "unknown dtype";
+}
+
+const char *reduce_op_name(loom_reduce_op op) {
+  static const char *const names[] = {"?", "sum", "prod", "min", "max", "avg"};
+  return op >= 1 && op <= 5 ? names[op] : "unknown op";
+}
+
+}  // namespace loom_mpi

@@ -1,0 +1,110 @@
+// A posted operation: the MPI request, the work left for after completion
+// (AVG division, moving an in-place reduce_scatter result), and its outcome.
+#ifndef LOOM_MPI_REQUEST_H
+#define LOOM_MPI_REQUEST_H
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "comm.h"
+#include "error.h"
+#include "instance.h"
+
+namespace loom_mpi {
+
+// What happens when a request ends: the work after MPI reports completion
+// (in field order), and how an unfinished request may be let go.
+struct Finish {
+  // send/recv may be released unfinished with MPI_Request_free (a recv is
+  // cancelled first); collectives may not.
+  enum Kind { kCollective, kSend, kRecv } kind = kCollective;
+  // In-place reduce_scatter: MPI leaves the result at the start of the
+  // buffer, NCCL's rule wants it at send + rank * recvcount.
+  const void *move_from = nullptr;
+  void *move_to = nullptr;
+  size_t move_bytes = 0;
+  // AVG: MPI summed, divide by the communicator size.
+  void *avg_buf = nullptr;
+  uint64_t avg_count = 0;
+  loom_dtype dtype = 0;
+  // recv: check that the message had the expected length.
+  bool check_recv = false;
+  int recv_count = 0;
+  MPI_Datatype recv_type = MPI_DATATYPE_NULL;
+};
+
+}  // namespace loom_mpi
+
+struct loom_request {
+  loom_request(loom_comm *c, const char *op_name, const loom_mpi::Finish &f) : comm(c), op(op_name), finish(f) {}
+  loom_comm *comm;
+  const char *op;  // "allreduce", for messages
+  loom_mpi::Finish finish;
+  MPI_Request mpi = MPI_REQUEST_NULL;
+  bool finished = false;  // MPI completed it (successfully or not)
+  loom_status status = LOOM_OK;
+  std::string error;  // the message when status != LOOM_OK
+};
+
+namespace loom_mpi {
+
+// A request for a new post: the communicator's spare one when it has it.
+inline std::unique_ptr<loom_request> new_request(loom_comm *comm, const char *op, const Finish &finish) {
+  if (loom_request *reused = comm->spare) {
+    comm->spare = nullptr;
+    *reused = loom_request(comm, op, finish);
+    return std::unique_ptr<loom_request>(reused);
+  }
+  return std::make_unique<loom_request>(comm, op, finish);
+}
+
+// Records the outcome of a request whose MPI call has already completed (the
+// blocking option): the AVG division and in-place moves run here.
+void finish_now(loom_request *request);
+
+// Allocates a request, posts it with start(MPI_Request *) under the MPI lock
+// and hands it out in *out; mpi_name names the MPI call in errors. With the
+// blocking option, run_now() (MPI's blocking call) runs instead and the
+// request holds MPI_REQUEST_NULL, which MPI_Test reports as finished at once.
+template <class Start, class RunNow>
+loom_status post(loom_comm *comm, const char *op, const char *mpi_name, const Finish &finish, loom_request **out,
+                 Start &&start, RunNow &&run_now) {
+  auto req = new_request(comm, op, finish);
+  {
+    MpiCallLock lock;
+    int rc = comm->blocking ? run_now() : start(&req->mpi);
+    if (rc != MPI_SUCCESS) return fail_mpi(rc, mpi_name);
+  }
+  // Finished already: settle it now, so test and wait need not touch MPI.
+  if (comm->blocking) finish_now(req.get());
+  comm->live_requests.fetch_add(1, std::memory_order_relaxed);
+  *out = req.release();
+  return LOOM_OK;
+}
+
+// Point to point has no blocking form here: a blocking send could deadlock
+// against the peer's order of posts.
+template <class Start>
+loom_status post(loom_comm *comm, const char *op, const char *mpi_name, const Finish &finish, loom_request **out,
+                 Start &&start) {
+  auto req = new_request(comm, op, finish);
+  {
+    MpiCallLock lock;
+    int rc = start(&req->mpi);
+    if (rc != MPI_SUCCESS) return fail_mpi(rc, mpi_name);
+  }
+  comm->live_requests.fetch_add(1, std::memory_order_relaxed);
+  *out = req.release();
+  return LOOM_OK;
+}
+
+loom_status test(loom_request *request, int32_t *done) noexcept;
+loom_status wait(loom_request *request, int64_t timeout_ms) noexcept;
+void request_free(loom_request *request) noexcept;
+
+}  // namespace loom_mpi
+
+#endif  // LOOM_MPI_REQUEST_H

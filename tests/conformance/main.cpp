@@ -1,0 +1,191 @@
+// main.cpp: loom_conformance, the collective conformance suite.
+//
+//   mpirun -np N loom_conformance [gtest flags] --plugin NAME
+//          [--plugin-path DIR]... [--timeout-ms N]
+//
+// Every rank runs the same tests in the same order on one world
+// communicator of the plugin under test. Only rank 0 prints GoogleTest's
+// report; other ranks print their failures, each line prefixed "[rank r]".
+//
+// Exit code: at the end the ranks allgather their pass/fail flags through the
+// communicator under test, and every rank exits 1 when any rank failed (rank
+// 0 names them), 0 otherwise. Should that exchange itself fail, each rank
+// exits with its own result; either way mpirun propagates a non-zero exit.
+// Usage errors and a plugin that cannot be opened exit 2, as DESIGN.md says.
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "loom/plugin_record.hpp"
+#include "run_op.hpp"
+#include "world.hpp"
+
+namespace conformance {
+namespace {
+
+const char kUsage[] =
+    "usage: loom_conformance [gtest flags] --plugin NAME [--plugin-path DIR]... [--timeout-ms N]\n"
+    "  --plugin NAME       collective plugin under test (lib<NAME>_collective.so)\n"
+    "  --plugin-path DIR   look for plugins here first (repeatable)\n"
+    "  --timeout-ms N      bound of every wait, default 20000\n";
+
+// Parses what GoogleTest left in argv; false with *error on a usage error.
+bool parse_args(int argc, char** argv, SuiteOptions* options, std::string* error) {
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    std::string value;
+    const size_t eq = arg.find('=');
+    const bool inline_value = arg.rfind("--", 0) == 0 && eq != std::string::npos;
+    if (inline_value) {
+      value = arg.substr(eq + 1);
+      arg = arg.substr(0, eq);
+    }
+    if (arg != "--plugin" && arg != "--plugin-path" && arg != "--timeout-ms") {
+      *error = "unknown argument '" + std::string(argv[i]) + "'";
+      return false;
+    }
+    if (!inline_value) {
+      if (i + 1 >= argc) {
+        *error = arg + " needs a value";
+        return false;
+      }
+      value = argv[++i];
+    }
+    if (arg == "--plugin") {
+      options->plugin = value;
+    } else if (arg == "--plugin-path") {
+      options->plugin_paths.push_back(value);
+    } else {
+      char* end = nullptr;
+      const long long ms = std::strtoll(value.c_str(), &end, 10);
+      if (value.empty() || *end != '\0' || ms <= 0) {
+        *error = "--timeout-ms wants a positive integer, not '" + value + "'";
+        return false;
+      }
+      options->timeout_ms = ms;
+    }
+  }
+  if (options->plugin.empty()) {
+    *error = "--plugin NAME is required";
+    return false;
+  }
+  return true;
+}
+
+// Replaces the default printer on ranks other than 0: only failures, each
+// line prefixed with the rank.
+class RankFailurePrinter : public testing::EmptyTestEventListener {
+ public:
+  explicit RankFailurePrinter(int rank) : prefix_("[rank " + std::to_string(rank) + "] ") {}
+
+  void OnTestPartResult(const testing::TestPartResult& result) override {
+    if (!result.failed()) return;
+    std::ostringstream text;
+    text << (result.file_name() ? result.file_name() : "unknown file") << ":" << result.line_number()
+         << ": Failure\n"
+         << result.message();
+    print(text.str());
+  }
+  void OnTestEnd(const testing::TestInfo& info) override {
+    if (info.result()->Failed()) print(std::string("[  FAILED  ] ") + info.test_suite_name() + "." + info.name());
+  }
+
+ private:
+  void print(const std::string& text) const {
+    std::istringstream lines(text);
+    std::string out, line;
+    while (std::getline(lines, line)) out += prefix_ + line + "\n";
+    std::fputs(out.c_str(), stdout);
+    std::fflush(stdout);
+  }
+  std::string prefix_;
+};
+
+void print_banner() {
+  const loom::Collective& c = World::collective();
+  std::string caps;
+  for (const std::string& cap : loom::capability_names(LOOM_KIND_COLLECTIVE, c.descriptor().capabilities))
+    caps += (caps.empty() ? "" : ", ") + cap;
+  std::printf("[conformance] plugin %s %s (%s), %d rank(s), capabilities: %s, timeout %lld ms\n",
+              c.descriptor().name.c_str(), c.descriptor().version.c_str(), c.path().c_str(), World::size(),
+              caps.c_str(), static_cast<long long>(World::timeout_ms()));
+  std::fflush(stdout);
+}
+
+// Exit code of this rank, from every rank's result.
+int agree_on_exit_code(bool failed_here) {
+  const int rank = World::rank();
+  const int32_t flag = failed_here ? 1 : 0;
+  std::vector<int32_t> flags(static_cast<size_t>(World::size()), 0);
+  loom::Request request;
+  loom::Status s = World::comm().iallgather(&flag, flags.data(), 1, LOOM_DTYPE_I32, &request);
+  if (s.is_ok()) s = complete(request, World::timeout_ms());
+  if (!s.is_ok()) {
+    std::printf("[rank %d] [conformance] could not gather the other ranks' results (%s); exiting with this "
+                "rank's own result\n",
+                rank, s.to_string().c_str());
+    return failed_here ? 1 : 0;
+  }
+  std::string failed;
+  for (size_t r = 0; r < flags.size(); ++r)
+    if (flags[r]) failed += (failed.empty() ? "" : ", ") + std::to_string(r);
+  if (rank == 0) {
+    if (failed.empty()) std::printf("[conformance] all %d rank(s) passed\n", World::size());
+    else std::printf("[conformance] FAILED on rank(s) %s (their failures are the [rank r] lines)\n", failed.c_str());
+    std::fflush(stdout);
+  }
+  return failed.empty() ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace conformance
+
+int main(int argc, char** argv) {
+  using namespace conformance;
+  bool help = false;
+  for (int i = 1; i < argc; ++i)
+    if (!std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h")) help = true;
+  // mpirun hands rank 0 a pseudo-terminal, so "auto" would colour logs that
+  // end up in files (ctest); colour only when asked for.
+  if (!std::getenv("GTEST_COLOR")) GTEST_FLAG_SET(color, "no");
+  testing::InitGoogleTest(&argc, argv);
+  if (help) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  if (GTEST_FLAG_GET(list_tests)) return RUN_ALL_TESTS();  // listing needs no plugin
+
+  SuiteOptions options;
+  std::string error;
+  if (!parse_args(argc, argv, &options, &error)) {
+    std::fprintf(stderr, "loom_conformance: %s\n%s", error.c_str(), kUsage);
+    return 2;
+  }
+  try {
+    World::open(options);
+  } catch (const loom::Error& e) {
+    std::fprintf(stderr, "loom_conformance: %s\n", e.what());
+    return e.exit_code();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "loom_conformance: %s\n", e.what());
+    return 1;
+  }
+
+  testing::TestEventListeners& listeners = testing::UnitTest::GetInstance()->listeners();
+  if (World::rank() != 0) {
+    delete listeners.Release(listeners.default_result_printer());
+    listeners.Append(new RankFailurePrinter(World::rank()));
+  } else {
+    print_banner();
+  }
+
+  const bool failed_here = RUN_ALL_TESTS() != 0;
+  const int code = agree_on_exit_code(failed_here);
+  World::close();
+  return code;
+}

@@ -1,0 +1,75 @@
+// world.cpp: the Host, the plugin instance and the world communicator.
+#include "world.hpp"
+
+#include <utility>
+
+#include "loom/job.hpp"
+#include "loom/plugin_path.hpp"
+
+namespace conformance {
+namespace {
+
+struct State {
+  SuiteOptions options;
+  std::unique_ptr<loom::Host> host;
+  std::shared_ptr<loom::Collective> collective;
+  std::unique_ptr<loom::Communicator> comm;
+};
+
+State& state() {
+  static State s;
+  return s;
+}
+
+loom::CommOptions comm_options(const std::string& name) {
+  const loom::JobInfo& job = state().host->job();
+  loom::CommOptions o;
+  o.rank = job.rank;
+  o.size = job.world_size;
+  o.timeout = std::chrono::milliseconds(state().options.timeout_ms);
+  o.name = name;
+  return o;
+}
+
+}  // namespace
+
+void World::open(const SuiteOptions& options) {
+  State& s = state();
+  s.options = options;
+  loom::HostConfig config;
+  config.search_path = loom::plugin_search_path(options.plugin_paths, {});
+  s.host = std::make_unique<loom::Host>(std::move(config), loom::JobInfo::from_environment());
+  s.collective = s.host->open_collective(options.plugin);
+  loom::check(s.collective->create_comm(comm_options("conformance-world"), &s.comm),
+              "creating the world communicator of plugin " + options.plugin);
+}
+
+void World::close() {
+  State& s = state();
+  s.comm.reset();
+  s.collective.reset();
+  s.host.reset();
+}
+
+const SuiteOptions& World::options() { return state().options; }
+loom::Host& World::host() { return *state().host; }
+loom::Collective& World::collective() { return *state().collective; }
+loom::Communicator& World::comm() { return *state().comm; }
+int World::rank() { return state().comm->rank(); }
+int World::size() { return state().comm->size(); }
+
+loom::Status World::create_comm(const std::string& name, std::unique_ptr<loom::Communicator>* comm) {
+  return state().collective->create_comm(comm_options(name), comm);
+}
+
+testing::AssertionResult is_ok(const loom::Status& status) {
+  if (status.is_ok()) return testing::AssertionSuccess();
+  return testing::AssertionFailure() << status.to_string();
+}
+
+testing::AssertionResult has_code(const loom::Status& status, loom_status code) {
+  if (status.code() == code) return testing::AssertionSuccess() << status.to_string();
+  return testing::AssertionFailure() << "expected " << loom_status_name(code) << ", got " << status.to_string();
+}
+
+}  // namespace conformance

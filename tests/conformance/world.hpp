@@ -1,0 +1,52 @@
+// world.hpp: the plugin under test and the world communicator every case
+// runs on, set up once by main() from the command line.
+//
+// Thread safety: open() and close() run on the main thread before and after
+// the tests; the accessors may then be called from any thread (the
+// communicator itself follows loom/collective.h's rules).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "loom/collective.hpp"
+#include "loom/host.hpp"
+
+namespace conformance {
+
+struct SuiteOptions {
+  std::string plugin;                      // --plugin NAME
+  std::vector<std::string> plugin_paths;   // --plugin-path DIR (repeatable)
+  int64_t timeout_ms = 20000;              // --timeout-ms N: every wait's bound
+};
+
+class World {
+ public:
+  // Loads the plugin and creates the world communicator (collective over all
+  // ranks). Throws loom::Error when the plugin cannot be opened or the
+  // communicator cannot be created.
+  static void open(const SuiteOptions& options);
+  // Destroys the communicator, the plugin instance and the host, in order.
+  static void close();
+
+  static const SuiteOptions& options();
+  static loom::Host& host();
+  static loom::Collective& collective();
+  static loom::Communicator& comm();
+  static int rank();
+  static int size();
+  static int64_t timeout_ms() { return options().timeout_ms; }
+
+  // A further communicator over the same ranks (collective over all ranks).
+  static loom::Status create_comm(const std::string& name, std::unique_ptr<loom::Communicator>* comm);
+};
+
+// gtest predicates for statuses: the message carries Status::to_string().
+testing::AssertionResult is_ok(const loom::Status& status);
+testing::AssertionResult has_code(const loom::Status& status, loom_status code);
+
+}  // namespace conformance
