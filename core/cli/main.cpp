@@ -18,6 +18,7 @@ std::unique_ptr<Host> make_host(const GlobalOptions& global) {
     HostFileConfig file = load_host_config(global.config);
     config_paths = file.plugin_paths;
     config.options = file.options;
+    config.option_sources = file.option_sources;
   }
   config.search_path = plugin_search_path(global.plugin_paths, config_paths);
   return std::make_unique<Host>(std::move(config), JobInfo::from_environment());

@@ -80,9 +80,11 @@ HostFileConfig load_host_config(const std::string& path) {
         throw Error::usage(where(path, *options) + ": [collective.options] needs collective.name");
       }
       auto& target = config.options[{LOOM_KIND_COLLECTIVE, config.collective}];
+      auto& sources = config.option_sources[{LOOM_KIND_COLLECTIVE, config.collective}];
       for (const auto& [key, node] : *options) {
         std::string k(key.str());
         target[k] = option_text(path, "collective.options." + k, node);
+        sources[k] = where(path, node);
       }
     }
   }

@@ -98,8 +98,12 @@ std::shared_ptr<Collective> Host::open_collective(const std::string& name) {
   }
   std::map<std::string, std::string> configured;
   if (auto it = config_.options.find({LOOM_KIND_COLLECTIVE, name}); it != config_.options.end()) configured = it->second;
+  const std::map<std::string, std::string>* sources = nullptr;
+  if (auto it = config_.option_sources.find({LOOM_KIND_COLLECTIVE, name}); it != config_.option_sources.end()) {
+    sources = &it->second;
+  }
   auto services = make_host_context(this, *candidate, plugin.descriptor, configured, job_.rank, job_.world_size,
-                                    job_.local_rank);
+                                    job_.local_rank, sources);
   auto* vt = static_cast<const loom_collective_v1*>(plugin.vtable);
   loom_collective_ctx* ctx = nullptr;
   char why[1024] = {0};

@@ -133,8 +133,14 @@ std::string check_option_value(const OptionInfo& option, const std::string& valu
 std::unique_ptr<PluginHostContext> make_host_context(Host* host, const PluginCandidate& candidate,
                                                      const PluginDescriptor& descriptor,
                                                      const std::map<std::string, std::string>& configured,
-                                                     int32_t rank, int32_t world_size, int32_t local_rank) {
+                                                     int32_t rank, int32_t world_size, int32_t local_rank,
+                                                     const std::map<std::string, std::string>* sources) {
   auto ctx = std::make_unique<PluginHostContext>();
+  auto at = [sources](const std::string& key) -> std::string {
+    if (sources == nullptr) return "";
+    auto it = sources->find(key);
+    return it == sources->end() ? "" : it->second + ": ";
+  };
   ctx->host = host;
   ctx->label = std::string(kind_name(candidate.kind)) + " '" + descriptor.name + "'";
   for (const auto& [key, value] : configured) {
@@ -142,11 +148,11 @@ std::unique_ptr<PluginHostContext> make_host_context(Host* host, const PluginCan
     if (option == nullptr) {
       std::string valid;
       for (const auto& o : descriptor.options) valid += (valid.empty() ? "" : ", ") + o.name;
-      throw Error::usage("unknown option '" + key + "' for " + ctx->label + "; valid options: " +
+      throw Error::usage(at(key) + "unknown option '" + key + "' for " + ctx->label + "; valid options: " +
                          (valid.empty() ? "(none)" : valid));
     }
     if (auto why = check_option_value(*option, value); !why.empty()) {
-      throw Error::usage("option '" + key + "' of " + ctx->label + " has value '" + value + "': " + why + " (" +
+      throw Error::usage(at(key) + "option '" + key + "' of " + ctx->label + " has value '" + value + "': " + why + " (" +
                          option_type_name(option->type) + ")");
     }
   }

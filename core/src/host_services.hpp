@@ -26,10 +26,12 @@ struct PluginHostContext {
 
 // Checks the configured options against the plugin's declarations (unknown
 // key, wrong type: Error::usage listing what is valid) and builds the table.
+// sources, when given, maps an option to "file:line" for the messages.
 std::unique_ptr<PluginHostContext> make_host_context(Host* host, const PluginCandidate& candidate,
                                                      const PluginDescriptor& descriptor,
                                                      const std::map<std::string, std::string>& configured,
-                                                     int32_t rank, int32_t world_size, int32_t local_rank);
+                                                     int32_t rank, int32_t world_size, int32_t local_rank,
+                                                     const std::map<std::string, std::string>* sources = nullptr);
 
 // Checks one option value against its declared type; empty string when fine,
 // else what would be valid.

@@ -52,7 +52,7 @@ TEST(MpiPlugin, UnknownOptionInAConfigIsAUsageErrorListingValidOnes) {
   fclose(f);
   auto r = run_process({kLoomBinary, "--config", path, "plugins", "check", "mpi"}, kAlone);
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.err.find("unknown option 'timeout'"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(std::string(path) + ":4: unknown option 'timeout'"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("valid options: timeout_ms"), std::string::npos) << r.err;
   std::remove(path);
 }

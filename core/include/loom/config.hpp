@@ -16,6 +16,7 @@ struct HostFileConfig {
   std::vector<std::string> plugin_paths;  // absolute (relative ones resolved against the file's folder)
   std::string collective;                 // [collective] name; empty if absent
   PluginOptionMap options;                // [collective.options] for that collective
+  PluginOptionMap option_sources;         // where each option was set: "file:line"
 };
 
 // Reads path. Sections other than [plugins] and [collective] are left to

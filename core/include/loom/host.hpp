@@ -26,6 +26,7 @@ using PluginOptionMap = std::map<std::pair<loom_kind, std::string>, std::map<std
 struct HostConfig {
   std::vector<PluginDir> search_path;
   PluginOptionMap options;
+  PluginOptionMap option_sources;  // same keys as options: where each was set ("file:line")
   std::chrono::milliseconds store_timeout{std::chrono::seconds(300)};
   std::chrono::milliseconds probe_timeout{std::chrono::seconds(20)};
 };
