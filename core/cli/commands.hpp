@@ -28,5 +28,6 @@ using Runner = std::function<int()>;
 // Each add_* registers its subcommand and sets *run when that subcommand is chosen.
 void add_plugins_command(CLI::App& app, const GlobalOptions& global, Runner* run);
 void add_bench_command(CLI::App& app, const GlobalOptions& global, Runner* run);
+void add_launch_command(CLI::App& app, Runner* run);
 
 }  // namespace loom::cli

@@ -45,6 +45,7 @@ int main(int argc, char** argv) {
   Runner run;
   add_plugins_command(app, global, &run);
   add_bench_command(app, global, &run);
+  add_launch_command(app, &run);
 
   try {
     app.parse(argc, argv);

@@ -1,0 +1,234 @@
+#include "loom/launch.hpp"
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <iostream>
+
+#include "loom/status.hpp"
+
+namespace loom {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Rank {
+  int rank = 0;
+  pid_t pid = -1;
+  int out = -1, err = -1;        // read ends of its stdout and stderr
+  std::string out_line, err_line;  // partial lines not yet printed
+  bool running = true;
+  int status = 0;
+};
+
+// A stop request (Ctrl-C, SIGTERM) to the launcher is forwarded to the ranks.
+volatile sig_atomic_t g_stop_signal = 0;
+void on_stop_signal(int signo) { g_stop_signal = signo; }
+
+std::string describe(int status) {
+  if (WIFEXITED(status)) return "exited with code " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) {
+    const char* abbrev = sigabbrev_np(WTERMSIG(status));
+    return std::string("was killed by ") + (abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(WTERMSIG(status)));
+  }
+  return "ended with status " + std::to_string(status);
+}
+
+bool succeeded(int status) { return WIFEXITED(status) && WEXITSTATUS(status) == 0; }
+
+// Prints complete lines of buf with the rank prefix; keeps the rest.
+void flush_lines(std::string* buf, int rank, std::ostream& os, bool all) {
+  size_t start = 0, nl;
+  while ((nl = buf->find('\n', start)) != std::string::npos) {
+    os << "[rank " << rank << "] " << buf->substr(start, nl - start) << '\n';
+    start = nl + 1;
+  }
+  buf->erase(0, start);
+  if (all && !buf->empty()) {
+    os << "[rank " << rank << "] " << *buf << '\n';
+    buf->clear();
+  }
+  os.flush();
+}
+
+bool on_path(const std::string& command) {
+  if (command.find('/') != std::string::npos) return access(command.c_str(), X_OK) == 0;
+  const char* path = std::getenv("PATH");
+  std::string dirs = path ? path : "/usr/bin:/bin";
+  size_t start = 0;
+  while (start <= dirs.size()) {
+    size_t colon = dirs.find(':', start);
+    std::string dir = dirs.substr(start, colon == std::string::npos ? std::string::npos : colon - start);
+    if (access(((dir.empty() ? "." : dir) + "/" + command).c_str(), X_OK) == 0) return true;
+    if (colon == std::string::npos) break;
+    start = colon + 1;
+  }
+  return false;
+}
+
+void start_rank(Rank* r, const LaunchOptions& o, int port) {
+  int out[2], err[2];
+  if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) {
+    throw Error::runtime(std::string("cannot create pipes: ") + std::strerror(errno));
+  }
+  pid_t pid = fork();
+  if (pid < 0) throw Error::runtime(std::string("cannot fork: ") + std::strerror(errno));
+  if (pid == 0) {
+    setpgid(0, 0);  // its own group, so stopping a rank stops what it started too
+    dup2(out[1], STDOUT_FILENO);
+    dup2(err[1], STDERR_FILENO);
+    setenv("RANK", std::to_string(r->rank).c_str(), 1);
+    setenv("LOCAL_RANK", std::to_string(r->rank).c_str(), 1);
+    setenv("WORLD_SIZE", std::to_string(o.nproc).c_str(), 1);
+    setenv("LOCAL_WORLD_SIZE", std::to_string(o.nproc).c_str(), 1);
+    setenv("MASTER_ADDR", o.master_addr.c_str(), 1);
+    setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+    std::vector<char*> argv;
+    for (const auto& a : o.command) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execvp(argv[0], argv.data());
+    std::fprintf(stderr, "cannot run %s: %s\n", argv[0], std::strerror(errno));
+    _exit(127);
+  }
+  setpgid(pid, pid);  // also here: no race with the child's own call
+  close(out[1]);
+  close(err[1]);
+  r->pid = pid;
+  r->out = out[0];
+  r->err = err[0];
+}
+
+void signal_all(std::vector<Rank>& ranks, int signo) {
+  for (auto& r : ranks) {
+    if (r.running) killpg(r.pid, signo);
+  }
+}
+
+}  // namespace
+
+int pick_free_port() {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) throw Error::runtime(std::string("socket: ") + std::strerror(errno));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    close(fd);
+    throw Error::runtime(std::string("cannot find a free port: ") + std::strerror(errno));
+  }
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+LaunchResult launch(const LaunchOptions& o) {
+  if (o.nproc < 1 || o.nproc > 1024) throw Error::usage("-n must be from 1 to 1024, not " + std::to_string(o.nproc));
+  if (o.command.empty()) throw Error::usage("no command to launch: give it after --, as in: loom launch -n 2 -- CMD ARGS");
+  if (!on_path(o.command[0])) throw Error::usage("cannot find the command '" + o.command[0] + "' (not executable or not on PATH)");
+  const int port = o.master_port > 0 ? o.master_port : pick_free_port();
+
+  struct sigaction stop {}, old_int {}, old_term {};
+  stop.sa_handler = on_stop_signal;
+  sigemptyset(&stop.sa_mask);
+  g_stop_signal = 0;
+  sigaction(SIGINT, &stop, &old_int);
+  sigaction(SIGTERM, &stop, &old_term);
+
+  std::vector<Rank> ranks(static_cast<size_t>(o.nproc));
+  LaunchResult result;
+  for (int i = 0; i < o.nproc; ++i) {
+    ranks[i].rank = i;
+    start_rank(&ranks[i], o, port);
+  }
+  const auto started = Clock::now();
+  Clock::time_point kill_at = Clock::time_point::max();  // SIGKILL deadline once stopping
+  bool stopping = false;
+  auto stop_all = [&](const std::string& why) {
+    if (stopping) return;
+    stopping = true;
+    if (!why.empty()) std::cerr << "loom launch: " << why << "\n";
+    signal_all(ranks, SIGTERM);
+    kill_at = Clock::now() + o.grace;
+  };
+
+  for (;;) {
+    // Read what the ranks printed.
+    std::vector<pollfd> fds;
+    std::vector<std::pair<Rank*, bool>> owners;  // (rank, is stdout)
+    for (auto& r : ranks) {
+      if (r.out >= 0) fds.push_back({r.out, POLLIN, 0}), owners.push_back({&r, true});
+      if (r.err >= 0) fds.push_back({r.err, POLLIN, 0}), owners.push_back({&r, false});
+    }
+    if (!fds.empty() && poll(fds.data(), fds.size(), 50) > 0) {
+      for (size_t i = 0; i < fds.size(); ++i) {
+        if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+        auto [r, is_out] = owners[i];
+        char buf[8192];
+        ssize_t n = read(fds[i].fd, buf, sizeof buf);
+        std::string& line = is_out ? r->out_line : r->err_line;
+        if (n > 0) {
+          line.append(buf, static_cast<size_t>(n));
+          flush_lines(&line, r->rank, is_out ? std::cout : std::cerr, false);
+        } else if (n == 0 || errno != EINTR) {
+          flush_lines(&line, r->rank, is_out ? std::cout : std::cerr, true);
+          close(fds[i].fd);
+          (is_out ? r->out : r->err) = -1;
+        }
+      }
+    } else if (fds.empty()) {
+      usleep(20000);
+    }
+    // Reap the ranks that ended.
+    for (auto& r : ranks) {
+      if (!r.running) continue;
+      int status = 0;
+      pid_t got = waitpid(r.pid, &status, WNOHANG);
+      if (got != r.pid) continue;
+      r.running = false;
+      r.status = status;
+      killpg(r.pid, SIGKILL);  // whatever the rank left behind in its group
+      if (!succeeded(status) && !stopping) {
+        std::string what = "rank " + std::to_string(r.rank) + " (pid " + std::to_string(r.pid) + ") " + describe(status);
+        result.failures.push_back(what);
+        if (!o.keep_going) stop_all(what + "; stopping the other ranks");
+        else std::cerr << "loom launch: " << what << "; the other ranks go on (--keep-going)\n";
+      }
+    }
+    bool any_running = false, any_open = false;
+    for (const auto& r : ranks) {
+      any_running = any_running || r.running;
+      any_open = any_open || r.out >= 0 || r.err >= 0;
+    }
+    if (!any_running && !any_open) break;
+    if (!any_running) continue;  // drain the last output
+    if (g_stop_signal != 0 && !stopping) {
+      result.failures.push_back(std::string("launcher got ") + (g_stop_signal == SIGINT ? "SIGINT" : "SIGTERM"));
+      stop_all("stopping every rank (" + std::string(g_stop_signal == SIGINT ? "SIGINT" : "SIGTERM") + ")");
+    }
+    if (o.timeout.count() > 0 && !stopping && Clock::now() - started > o.timeout) {
+      std::string what = "the job ran past --timeout " + std::to_string(o.timeout.count() / 1000) + " s";
+      result.failures.push_back(what);
+      stop_all(what + "; stopping every rank");
+    }
+    if (stopping && Clock::now() >= kill_at) {
+      signal_all(ranks, SIGKILL);
+      kill_at = Clock::time_point::max();
+    }
+  }
+  sigaction(SIGINT, &old_int, nullptr);
+  sigaction(SIGTERM, &old_term, nullptr);
+  for (const auto& r : ranks) {
+    if (!succeeded(r.status)) result.exit_code = 1;
+  }
+  return result;
+}
+
+}  // namespace loom
