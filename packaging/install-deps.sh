@@ -12,7 +12,7 @@ build_pkgs=(
   libucx-dev ucx-utils
   libspdlog-dev libfmt-dev libdlpack-dev libtomlplusplus-dev libcli11-dev nlohmann-json3-dev
   libopendht-dev libgloo-dev
-  python3-sklearn
+  python3-sklearn zlib1g-dev
 )
 test_pkgs=(
   libgtest-dev libgmock-dev abigail-tools python3-torch procps

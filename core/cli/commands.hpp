@@ -29,5 +29,6 @@ using Runner = std::function<int()>;
 void add_plugins_command(CLI::App& app, const GlobalOptions& global, Runner* run);
 void add_bench_command(CLI::App& app, const GlobalOptions& global, Runner* run);
 void add_launch_command(CLI::App& app, Runner* run);
+void add_train_command(CLI::App& app, const GlobalOptions& global, Runner* run);
 
 }  // namespace loom::cli

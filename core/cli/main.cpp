@@ -46,6 +46,7 @@ int main(int argc, char** argv) {
   add_plugins_command(app, global, &run);
   add_bench_command(app, global, &run);
   add_launch_command(app, &run);
+  add_train_command(app, global, &run);
 
   try {
     app.parse(argc, argv);

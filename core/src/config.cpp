@@ -1,6 +1,6 @@
 #include "loom/config.hpp"
 
-#include <toml++/toml.h>
+#include "config_toml.hpp"
 
 #include <iomanip>
 #include <sstream>
@@ -8,17 +8,30 @@
 namespace loom {
 namespace {
 
-std::string where(const std::string& path, const toml::node& node) {
-  return path + ":" + std::to_string(node.source().begin.line);
-}
+std::string where(const std::string& path, const toml::node& node) { return toml_where(path, node); }
 
 std::string dirname_of(const std::string& path) {
   auto slash = path.find_last_of('/');
   return slash == std::string::npos ? "." : path.substr(0, slash);
 }
 
+}  // namespace
+
+std::string toml_where(const std::string& path, const toml::node& node) {
+  auto line = node.source().begin.line;
+  return line > 0 ? path + ":" + std::to_string(line) : std::string("--set");
+}
+
+toml::table parse_toml_file(const std::string& path) {
+  try {
+    return toml::parse_file(path);
+  } catch (const toml::parse_error& e) {
+    throw Error::usage(path + ":" + std::to_string(e.source().begin.line) + ": " + std::string(e.description()));
+  }
+}
+
 // The text form of a scalar option value, as plugins receive it.
-std::string option_text(const std::string& path, const std::string& key, const toml::node& node) {
+std::string toml_option_text(const std::string& path, const std::string& key, const toml::node& node) {
   if (auto v = node.value<bool>(); v && node.is_boolean()) return *v ? "true" : "false";
   if (node.is_integer()) return std::to_string(*node.value<int64_t>());
   if (node.is_floating_point()) {
@@ -38,15 +51,9 @@ std::string option_text(const std::string& path, const std::string& key, const t
   throw Error::usage(where(path, node) + ": " + key + " must be a boolean, number, string or list of strings");
 }
 
-}  // namespace
+HostFileConfig load_host_config(const std::string& path) { return host_config_from(parse_toml_file(path), path); }
 
-HostFileConfig load_host_config(const std::string& path) {
-  toml::table root;
-  try {
-    root = toml::parse_file(path);
-  } catch (const toml::parse_error& e) {
-    throw Error::usage(path + ":" + std::to_string(e.source().begin.line) + ": " + std::string(e.description()));
-  }
+HostFileConfig host_config_from(const toml::table& root, const std::string& path) {
   HostFileConfig config;
   if (auto* plugins = root["plugins"].as_table()) {
     for (const auto& [key, node] : *plugins) {
@@ -83,7 +90,7 @@ HostFileConfig load_host_config(const std::string& path) {
       auto& sources = config.option_sources[{LOOM_KIND_COLLECTIVE, config.collective}];
       for (const auto& [key, node] : *options) {
         std::string k(key.str());
-        target[k] = option_text(path, "collective.options." + k, node);
+        target[k] = toml_option_text(path, "collective.options." + k, node);
         sources[k] = where(path, node);
       }
     }

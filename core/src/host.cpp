@@ -5,6 +5,8 @@
 #include "crash_guard.hpp"
 #include "host_services.hpp"
 #include "plugin_loader.hpp"
+#include "loom/strategy.h"
+#include "strategy_internal.hpp"
 
 namespace loom {
 
@@ -58,6 +60,12 @@ class HostedCollective final : public Collective {
   std::unique_ptr<PluginHostContext> services_;
 };
 
+struct Host::OpenedInstance {
+  LoadedPlugin plugin;
+  std::unique_ptr<PluginHostContext> services;
+  void* ctx = nullptr;
+};
+
 Host::Host(HostConfig config, JobInfo job) : config_(std::move(config)), job_(std::move(job)) {
   candidates_ = find_plugin_files(config_.search_path);
 }
@@ -80,47 +88,69 @@ std::vector<std::string> Host::names(loom_kind kind) const {
 }
 
 std::shared_ptr<Collective> Host::open_collective(const std::string& name) {
-  const PluginCandidate* candidate = find(LOOM_KIND_COLLECTIVE, name);
-  if (candidate == nullptr) {
-    std::string valid, searched;
-    for (const auto& n : names(LOOM_KIND_COLLECTIVE)) valid += (valid.empty() ? "" : ", ") + n;
-    for (const auto& d : config_.search_path) searched += (searched.empty() ? "" : ":") + d.path;
-    throw Error::usage("no collective plugin named '" + name + "' (no lib" + name +
-                       "_collective.so in the plugin path " + searched + "); found: " +
-                       (valid.empty() ? "none" : valid));
+  OpenedInstance opened = open_instance(LOOM_KIND_COLLECTIVE, name);
+  return std::make_shared<HostedCollective>(this, opened.plugin, std::move(opened.services),
+                                            static_cast<loom_collective_ctx*>(opened.ctx));
+}
+
+Host::OpenedInstance Host::open_instance(loom_kind kind, const std::string& name) {
+  const std::string kind_word = kind_name(kind);
+  OpenedInstance opened;
+  if (kind == LOOM_KIND_STRATEGY && name == "single" && find(kind, name) == nullptr) {
+    opened.plugin = builtin_single_strategy();
+  } else {
+    const PluginCandidate* candidate = find(kind, name);
+    if (candidate == nullptr) {
+      std::string valid, searched;
+      if (kind == LOOM_KIND_STRATEGY) valid = "single (built in)";
+      for (const auto& n : names(kind)) valid += (valid.empty() ? "" : ", ") + n;
+      for (const auto& d : config_.search_path) searched += (searched.empty() ? "" : ":") + d.path;
+      throw Error::usage("no " + kind_word + " plugin named '" + name + "' (no lib" + name + "_" + kind_word +
+                         ".so in the plugin path " + searched + "); valid choices: " + (valid.empty() ? "none" : valid));
+    }
+    std::string reason;
+    CrashGuard guard(kind_word + " plugin '" + name + "' (" + candidate->path + ") crashed while loading");
+    if (!load_plugin(*candidate, &opened.plugin, &reason)) {
+      throw Error::usage(kind_word + " plugin '" + name + "' (" + candidate->path + "): " + reason);
+    }
   }
-  const std::string where = "collective plugin '" + name + "' (" + candidate->path + ")";
-  LoadedPlugin plugin;
-  std::string reason;
-  {
-    CrashGuard guard(where + " crashed while loading");
-    if (!load_plugin(*candidate, &plugin, &reason)) throw Error::usage(where + ": " + reason);
-  }
+  const std::string where = kind_word + " plugin '" + name + "' (" + opened.plugin.candidate.path + ")";
   std::map<std::string, std::string> configured;
-  if (auto it = config_.options.find({LOOM_KIND_COLLECTIVE, name}); it != config_.options.end()) configured = it->second;
+  if (auto it = config_.options.find({kind, name}); it != config_.options.end()) configured = it->second;
   const std::map<std::string, std::string>* sources = nullptr;
-  if (auto it = config_.option_sources.find({LOOM_KIND_COLLECTIVE, name}); it != config_.option_sources.end()) {
-    sources = &it->second;
-  }
-  auto services = make_host_context(this, *candidate, plugin.descriptor, configured, job_.rank, job_.world_size,
-                                    job_.local_rank, sources);
-  auto* vt = static_cast<const loom_collective_v1*>(plugin.vtable);
-  loom_collective_ctx* ctx = nullptr;
+  if (auto it = config_.option_sources.find({kind, name}); it != config_.option_sources.end()) sources = &it->second;
+  opened.services = make_host_context(this, opened.plugin.candidate, opened.plugin.descriptor, configured, job_.rank,
+                                      job_.world_size, job_.local_rank, sources);
   char why[1024] = {0};
   loom_status status;
   {
     CrashGuard guard(where + " crashed during init");
-    status = vt->init(&services->table, &ctx, why, sizeof why);
+    if (kind == LOOM_KIND_COLLECTIVE) {
+      auto* vt = static_cast<const loom_collective_v1*>(opened.plugin.vtable);
+      loom_collective_ctx* ctx = nullptr;
+      status = vt->init(&opened.services->table, &ctx, why, sizeof why);
+      opened.ctx = ctx;
+    } else {
+      auto* vt = static_cast<const loom_strategy_v1*>(opened.plugin.vtable);
+      loom_strategy_ctx* ctx = nullptr;
+      status = vt->init(&opened.services->table, &ctx, why, sizeof why);
+      opened.ctx = ctx;
+    }
   }
   why[sizeof why - 1] = '\0';
-  if (status != LOOM_OK || ctx == nullptr) {
+  if (status != LOOM_OK || opened.ctx == nullptr) {
     if (status == LOOM_ERR_UNAVAILABLE) throw Error::usage(where + " is unavailable here: " + why);
     throw Error::usage(where + " failed to initialise (" + loom_status_name(status) + "): " +
                        (why[0] ? why : "no reason given"));
   }
-  spdlog::debug("opened {} version {} (ABI {})", where, plugin.descriptor.version,
-                abi_string(plugin.descriptor.abi_version));
-  return std::make_shared<HostedCollective>(this, plugin, std::move(services), ctx);
+  spdlog::debug("opened {} version {} (ABI {})", where, opened.plugin.descriptor.version,
+                abi_string(opened.plugin.descriptor.abi_version));
+  return opened;
+}
+
+std::shared_ptr<Strategy> Host::open_strategy(const std::string& name) {
+  OpenedInstance opened = open_instance(LOOM_KIND_STRATEGY, name);
+  return make_hosted_strategy(opened.plugin, std::move(opened.services), static_cast<loom_strategy_ctx*>(opened.ctx));
 }
 
 Store* Host::store() {

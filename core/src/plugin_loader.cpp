@@ -123,7 +123,11 @@ bool validate_vtable(const PluginCandidate& c, const void* vtable, PluginDescrip
              false;
     }
     if (!copy_descriptor(vt->info, c, d, reason)) return false;
-    missing = first_null(vt, {LOOM_FN(init), LOOM_FN(fini), LOOM_FN(last_error)});
+    missing = first_null(vt, {LOOM_FN(init), LOOM_FN(fini), LOOM_FN(last_error), LOOM_FN(setup), LOOM_FN(teardown),
+                              LOOM_FN(data_shard), LOOM_FN(after_backward), LOOM_FN(after_optimizer_step),
+                              LOOM_FN(reduce_metric), LOOM_FN(reduce_decision), LOOM_FN(barrier),
+                              LOOM_FN(broadcast_bytes), LOOM_FN(is_global_zero), LOOM_FN(global_step),
+                              LOOM_FN(should_stop), LOOM_FN(status_line)});
 #undef LOOM_FN
   }
   if (missing != nullptr) {

@@ -17,6 +17,7 @@
 #include "loom/plugin_path.hpp"
 #include "loom/plugin_record.hpp"
 #include "loom/store.hpp"
+#include "loom/strategy.hpp"
 
 namespace loom {
 
@@ -60,10 +61,16 @@ class Host {
   // init ends the process with exit code 2 and that message.
   std::shared_ptr<Collective> open_collective(const std::string& name);
 
+  // The same for a strategy plugin; "single" is built in (no file needed).
+  std::shared_ptr<Strategy> open_strategy(const std::string& name);
+
   // The job's rendezvous store, connected on first use; nullptr if none.
   Store* store();
 
  private:
+  struct OpenedInstance;
+  OpenedInstance open_instance(loom_kind kind, const std::string& name);
+
   HostConfig config_;
   JobInfo job_;
   std::vector<PluginCandidate> candidates_;

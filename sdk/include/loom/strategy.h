@@ -1,24 +1,33 @@
 /*
- * loom/strategy.h: the strategy plugin ABI, version 1 (PROVISIONAL).
+ * loom/strategy.h: the strategy plugin ABI, version 1.
  *
- * A strategy decides how training is distributed: when gradients are
- * averaged, with whom, and when the optimizer steps (DDP, collaborative
- * swarms). It exports
+ * A strategy decides how training is distributed: with whom gradients are
+ * averaged, when the optimizer steps, what the global step is (DDP,
+ * collaborative swarms). The trainer runs forward and backward and asks the
+ * strategy after each backward; a strategy never sees C++ types and never
+ * calls LibTorch: it reads and writes gradients through DLPack views.
+ *
+ * A strategy plugin exports
  *
  *     LOOM_PLUGIN_EXPORT loom_status loom_strategy_plugin_v1(
  *         const loom_negotiate_request *, loom_negotiate_reply *);
  *
- * which answers with a const loom_strategy_v1 * as reply->vtable.
+ * which answers with a const loom_strategy_v1 * as reply->vtable. It reaches
+ * a collective through the host's open_plugin service (by name, usually an
+ * option of its own) and the job's store through the host services.
  *
- * This header is a skeleton: the descriptor, lifecycle and error functions
- * below are final; the training hooks (setup, after_backward, ...) are
- * appended by the trainer work before v1 is frozen, so nothing built against
- * this revision is expected to load into a later host.
+ * Lifecycle, in the host's order: init -> setup -> (after_backward ->
+ * [optimizer step -> after_optimizer_step])* ... -> teardown -> fini. The
+ * other functions may be called between setup and teardown.
  *
- * Thread safety: the host calls a strategy from one thread at a time.
+ * Thread safety: the host calls a strategy from one thread at a time. A
+ * strategy may run threads of its own; it must have joined them by the time
+ * teardown returns.
  */
 #ifndef LOOM_STRATEGY_H
 #define LOOM_STRATEGY_H
+
+#include <dlpack/dlpack.h>
 
 #include "loom/plugin.h"
 
@@ -27,6 +36,44 @@ extern "C" {
 #endif
 
 typedef struct loom_strategy_ctx loom_strategy_ctx; /* one initialised strategy instance */
+
+/* What after_backward decides. */
+typedef int32_t loom_step_decision;
+enum {
+  LOOM_STEP_ACCUMULATE = 0, /* keep the gradients; run another forward/backward first */
+  LOOM_STEP_APPLY = 1       /* step the optimizer now with the gradients in the buffers */
+};
+
+/* Metric reductions across the processes the strategy trains with. */
+typedef int32_t loom_metric_op;
+enum { LOOM_METRIC_SUM = 1, LOOM_METRIC_MEAN = 2, LOOM_METRIC_MIN = 3, LOOM_METRIC_MAX = 4 };
+
+/* The training state the host lends a strategy, from setup to teardown.
+ * Tensors are views of the host's parameters and gradients in place (no
+ * copies): a strategy reads and writes the gradient data to average it, and
+ * writes parameter data only inside restore-like operations it documents
+ * (state averaging). Shapes, dtypes and data pointers stay fixed until
+ * teardown. */
+typedef struct loom_training_state_v1 {
+  uint32_t struct_size;
+  uint32_t num_params;
+  const DLTensor *params; /* num_params contiguous tensors */
+  const DLTensor *grads;  /* same shapes and dtypes as params */
+  void *user;             /* pass back to the callbacks */
+  /* Serialises the whole training state (parameters, optimizer state, LR
+   * schedule, step counters: what a peer joining later needs) into a buffer
+   * owned by the host; *data stays valid until the next snapshot or restore
+   * call, or teardown. */
+  loom_status (*snapshot)(void *user, const uint8_t **data, size_t *len);
+  /* Replaces the whole training state with one made by snapshot (possibly in
+   * another process). LOOM_ERR_INVALID_ARGUMENT for bytes that do not parse
+   * or do not fit this model; the state is then unchanged. */
+  loom_status (*restore)(void *user, const uint8_t *data, size_t len);
+  /* Samples this process trains on per forward/backward (its micro-batch). */
+  uint64_t batch_size;
+  /* The step the trainer's own counters start from (non-zero on resume). */
+  int64_t start_step;
+} loom_training_state_v1;
 
 typedef struct loom_strategy_v1 {
   uint32_t struct_size;
@@ -39,10 +86,57 @@ typedef struct loom_strategy_v1 {
   void (*fini)(loom_strategy_ctx *ctx);
   /* As loom_collective_v1.last_error. */
   const char *(*last_error)(loom_strategy_ctx *ctx);
+
+  /* Connects to the other processes and makes the training state agree
+   * (DDP: broadcast rank 0's parameters). state lives until teardown. */
+  loom_status (*setup)(loom_strategy_ctx *ctx, const loom_training_state_v1 *state);
+  /* Leaves the group; the state is no longer touched after it returns. */
+  loom_status (*teardown)(loom_strategy_ctx *ctx);
+
+  /* Which share of the data this process trains on: shard index and count
+   * (DDP: rank and world size; a swarm peer: 0 of 1, it samples on its own). */
+  loom_status (*data_shard)(loom_strategy_ctx *ctx, int32_t *index, int32_t *count);
+
+  /* Called after each backward with the samples that backward covered. Sets
+   * *decision; on LOOM_STEP_APPLY the gradient buffers hold what the
+   * optimizer must apply (averaged as the strategy sees fit). */
+  loom_status (*after_backward)(loom_strategy_ctx *ctx, uint64_t local_samples, loom_step_decision *decision);
+  /* Called after the optimizer stepped (the host then zeroes gradients). */
+  loom_status (*after_optimizer_step)(loom_strategy_ctx *ctx);
+
+  /* Reduces *value in place across the processes training together. */
+  loom_status (*reduce_metric)(loom_strategy_ctx *ctx, double *value, loom_metric_op op);
+  /* *decision (0 or 1) becomes the AND (all != 0) or OR of every process's;
+   * the strategy, not the collective, owns this (Lightning's
+   * reduce_boolean_decision). */
+  loom_status (*reduce_decision)(loom_strategy_ctx *ctx, int32_t *decision, int32_t all);
+  loom_status (*barrier)(loom_strategy_ctx *ctx);
+  /* Copies root's len bytes at data into every process's data (len equal everywhere). */
+  loom_status (*broadcast_bytes)(loom_strategy_ctx *ctx, void *data, uint64_t len, int32_t root);
+
+  /* 1 on the process that logs and writes checkpoints, else 0. */
+  int32_t (*is_global_zero)(loom_strategy_ctx *ctx);
+  /* The number of optimizer steps the whole job has taken: the LR schedule
+   * and max_steps follow it, not the local count. */
+  int64_t (*global_step)(loom_strategy_ctx *ctx);
+  /* 1 when the strategy wants training to end (e.g. the swarm finished). */
+  int32_t (*should_stop)(loom_strategy_ctx *ctx);
+  /* One line for the progress display ("4 peers, epoch 12, 3100/8192
+   * samples"); owned by the plugin, valid until the next call. Never NULL. */
+  const char *(*status_line)(loom_strategy_ctx *ctx);
 } loom_strategy_v1;
 
 #define LOOM_STRATEGY_ENTRY loom_strategy_plugin_v1
 #define LOOM_STRATEGY_ENTRY_NAME "loom_strategy_plugin_v1"
+
+#if UINTPTR_MAX == 0xffffffffffffffffu
+LOOM_STATIC_ASSERT(sizeof(loom_training_state_v1) == 64, "loom_training_state_v1 layout is frozen");
+LOOM_STATIC_ASSERT(offsetof(loom_training_state_v1, restore) == 40, "loom_training_state_v1 layout is frozen");
+LOOM_STATIC_ASSERT(offsetof(loom_training_state_v1, start_step) == 56, "loom_training_state_v1 layout is frozen");
+LOOM_STATIC_ASSERT(sizeof(loom_strategy_v1) == 144, "loom_strategy_v1 layout is frozen");
+LOOM_STATIC_ASSERT(offsetof(loom_strategy_v1, setup) == 40, "loom_strategy_v1 layout is frozen");
+LOOM_STATIC_ASSERT(offsetof(loom_strategy_v1, status_line) == 136, "loom_strategy_v1 layout is frozen");
+#endif
 
 #ifdef __cplusplus
 } /* extern "C" */

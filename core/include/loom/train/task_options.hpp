@@ -1,0 +1,17 @@
+// loom/train/task_options.hpp: the [task] section of a config, as the
+// trainer hands it to a task (no LibTorch here).
+#pragma once
+
+#include <map>
+#include <string>
+
+namespace loom::train {
+
+// Option values of the [task] section, as text, with where each was set
+// ("file:line") for error messages.
+struct TaskOptions {
+  std::map<std::string, std::string> values;
+  std::map<std::string, std::string> sources;
+};
+
+}  // namespace loom::train

@@ -1,0 +1,35 @@
+// loom/train/trainer.hpp: run a training job from its configuration.
+//
+// The loop: forward, backward, the strategy's after_backward (which averages
+// gradients and decides whether to step), gradient clipping, the optimizer
+// step and LR schedule (following the strategy's global step), validation,
+// metrics and checkpoints. No LibTorch in this header.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "loom/train/config.hpp"
+
+namespace loom::train {
+
+struct TrainRequest {
+  bool resume = false;         // continue from <output_dir>/checkpoint.pt
+  std::string dump_init_dir;   // write initial parameters, data and sample order (raw files + manifest.json)
+  std::string dump_final_dir;  // write the final parameters the same way
+};
+
+struct TrainResult {
+  int64_t steps = 0;                      // global steps reached
+  std::map<std::string, double> metrics;  // final validation metrics
+  std::string headline;                   // e.g. "accuracy"
+  std::string checkpoint;                 // last checkpoint written, if any
+  bool global_zero = true;
+};
+
+// Runs the job to max_steps (or until the strategy stops it). Throws
+// Error::usage for configuration problems, Error::runtime for failures.
+TrainResult run_training(const TrainConfig& config, const TrainRequest& request);
+
+}  // namespace loom::train

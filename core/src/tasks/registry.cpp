@@ -1,0 +1,165 @@
+// tasks/registry.cpp: the built-in tasks by name, the options each accepts,
+// and the checks every [task] option goes through before a task sees it.
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <sstream>
+
+#include "builtin.hpp"
+
+namespace loom::train {
+namespace {
+
+using Factory = std::unique_ptr<Task> (*)(const tasks::Options&, uint64_t);
+
+struct TaskEntry {
+  const char* name;
+  Factory make;
+  std::vector<TaskOptionInfo> options;
+};
+
+const std::vector<TaskEntry>& table() {
+  static const std::vector<TaskEntry> entries = {
+      {"charlm",
+       tasks::make_charlm,
+       {{"path", "string", "", "UTF-8 text file to model, byte by byte (required)"},
+        {"context", "int", "64", "window length in bytes"},
+        {"d_model", "int", "128", "embedding width"},
+        {"layers", "int", "2", "transformer blocks"},
+        {"heads", "int", "4", "attention heads (must divide d_model)"},
+        {"ffn", "int", "512", "hidden width of each block's MLP"},
+        {"val_fraction", "float", "0.1", "trailing fraction of the file held out for validation"}}},
+      {"digits",
+       tasks::make_digits,
+       {{"path", "string", "/usr/lib/python3/dist-packages/sklearn/datasets/data/digits.csv.gz",
+         "digits CSV (plain or gzip): 64 pixels 0..16 then the label, per row"},
+        {"hidden", "int", "128", "width of the two hidden layers"},
+        {"test_fraction", "float", "0.2", "fraction of the rows held out for testing"},
+        {"split_seed", "int", "0", "seed of the train/test split (independent of the run seed)"}}},
+      {"teacher",
+       tasks::make_teacher,
+       {{"inputs", "int", "16", "input features"},
+        {"hidden", "int", "32", "hidden width of the student"},
+        {"samples", "int", "4096", "training samples"},
+        {"teacher_seed", "int", "1234", "seed of the teacher's weights and the data"},
+        {"noise", "float", "0.0", "standard deviation of the noise added to training targets"}}},
+  };
+  return entries;
+}
+
+const TaskEntry& find(const std::string& task) {
+  for (const auto& entry : table()) {
+    if (task == entry.name) return entry;
+  }
+  std::string valid;
+  for (const auto& name : task_names()) valid += (valid.empty() ? "" : ", ") + name;
+  throw Error::usage("unknown task '" + task + "'; valid tasks: " + valid);
+}
+
+bool parses_as(const std::string& type, const std::string& text) {
+  if (type == "string") return true;
+  if (type == "bool") return text == "true" || text == "false";
+  if (text.empty() || std::isspace(static_cast<unsigned char>(text[0]))) return false;
+  char* end = nullptr;
+  errno = 0;
+  if (type == "int") {
+    (void)std::strtoll(text.c_str(), &end, 10);
+  } else {
+    double value = std::strtod(text.c_str(), &end);
+    if (!std::isfinite(value)) return false;
+  }
+  return errno == 0 && *end == '\0';
+}
+
+const char* example_of(const std::string& type) {
+  if (type == "int") return "an integer such as 128";
+  if (type == "float") return "a number such as 0.2";
+  if (type == "bool") return "true or false";
+  return "a string";
+}
+
+}  // namespace
+
+namespace tasks {
+
+std::string where(const TaskOptions& options, const std::string& name) {
+  auto it = options.sources.find(name);
+  return it == options.sources.end() || it->second.empty() ? "" : it->second + ": ";
+}
+
+std::string Options::text(const std::string& name) const {
+  if (auto it = raw_.values.find(name); it != raw_.values.end()) return it->second;
+  for (const auto& info : infos_) {
+    if (info.name == name) return info.default_value;
+  }
+  throw Error::runtime("task '" + task_ + "' read undeclared option '" + name + "'");  // a bug in the task
+}
+
+Error Options::invalid(const std::string& name, const std::string& problem) const {
+  return Error::usage(where(raw_, name) + "option '" + name + "' for task '" + task_ + "' " + problem);
+}
+
+int64_t Options::get_int(const std::string& name, int64_t min) const {
+  int64_t value = std::strtoll(text(name).c_str(), nullptr, 10);
+  if (value < min) throw invalid(name, "must be at least " + std::to_string(min) + ", got " + std::to_string(value));
+  return value;
+}
+
+double Options::get_float(const std::string& name, double lo, double hi, bool hi_open) const {
+  double value = std::strtod(text(name).c_str(), nullptr);
+  if (value < lo || value > hi || (hi_open && value == hi)) {
+    std::ostringstream range;
+    range << "must be in [" << lo << ", " << hi << (hi_open ? ")" : "]") << ", got " << text(name);
+    throw invalid(name, range.str());
+  }
+  return value;
+}
+
+torch::Tensor index_tensor(const std::vector<int64_t>& indices, int64_t size, const char* dataset) {
+  for (int64_t i : indices) {
+    if (i < 0 || i >= size) {
+      throw Error::runtime(std::string(dataset) + ": sample index " + std::to_string(i) + " outside [0, " +
+                           std::to_string(size) + ")");
+    }
+  }
+  return torch::tensor(indices, torch::kLong);
+}
+
+torch::Device device_of(torch::nn::Module& model) {
+  auto params = model.parameters();
+  return params.empty() ? torch::Device(torch::kCPU) : params.front().device();
+}
+
+}  // namespace tasks
+
+std::vector<std::string> task_names() {
+  std::vector<std::string> names;
+  for (const auto& entry : table()) names.push_back(entry.name);
+  return names;
+}
+
+std::vector<TaskOptionInfo> task_options(const std::string& task) { return find(task).options; }
+
+std::unique_ptr<Task> make_task(const std::string& task, const TaskOptions& options, uint64_t seed) {
+  const TaskEntry& entry = find(task);
+  for (const auto& [key, value] : options.values) {
+    const TaskOptionInfo* info = nullptr;
+    for (const auto& candidate : entry.options) {
+      if (candidate.name == key) info = &candidate;
+    }
+    if (!info) {
+      std::string valid;
+      for (const auto& candidate : entry.options) valid += (valid.empty() ? "" : ", ") + candidate.name;
+      throw Error::usage(tasks::where(options, key) + "unknown option '" + key + "' for task '" + task +
+                         "'; valid options: " + valid);
+    }
+    if (!parses_as(info->type, value)) {
+      throw Error::usage(tasks::where(options, key) + "option '" + key + "' for task '" + task + "' must be " +
+                         (info->type == "int" ? "an " : "a ") + info->type + " (" + example_of(info->type) +
+                         "), got '" + value + "'");
+    }
+  }
+  return entry.make(tasks::Options(task, options, entry.options), seed);
+}
+
+}  // namespace loom::train

@@ -1,0 +1,78 @@
+#include "files.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "loom/status.hpp"
+
+namespace loom::train {
+namespace {
+
+std::string why() { return std::strerror(errno); }
+
+void fsync_path(const std::string& path, int flags) {
+  int fd = open(path.c_str(), flags | O_CLOEXEC);
+  if (fd >= 0) {
+    fsync(fd);
+    close(fd);
+  }
+}
+
+}  // namespace
+
+void write_file_atomically(const std::string& path, const std::string& data) {
+  const std::string tmp = path + ".tmp." + std::to_string(getpid());
+  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw Error::runtime("cannot write " + tmp + ": " + why());
+  size_t done = 0;
+  while (done < data.size()) {
+    ssize_t n = write(fd, data.data() + done, data.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      std::string err = why();
+      close(fd);
+      unlink(tmp.c_str());
+      throw Error::runtime("cannot write " + tmp + ": " + err);
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (fsync(fd) != 0 || close(fd) != 0) {
+    unlink(tmp.c_str());
+    throw Error::runtime("cannot flush " + tmp + ": " + why());
+  }
+  if (rename(tmp.c_str(), path.c_str()) != 0) {
+    std::string err = why();
+    unlink(tmp.c_str());
+    throw Error::runtime("cannot rename " + tmp + " to " + path + ": " + err);
+  }
+  auto slash = path.find_last_of('/');
+  fsync_path(slash == std::string::npos ? "." : path.substr(0, slash), O_RDONLY | O_DIRECTORY);
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error::runtime("cannot read " + path + ": " + why());
+  std::ostringstream data;
+  data << in.rdbuf();
+  return data.str();
+}
+
+void make_dirs(const std::string& path) {
+  std::error_code ec;
+  std::filesystem::create_directories(path, ec);
+  if (ec) throw Error::runtime("cannot create the folder " + path + ": " + ec.message());
+}
+
+bool file_exists(const std::string& path) {
+  struct stat st {};
+  return stat(path.c_str(), &st) == 0;
+}
+
+}  // namespace loom::train

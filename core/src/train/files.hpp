@@ -1,0 +1,19 @@
+// Writing files so that a crash never leaves a half-written one in place:
+// a temporary file in the same folder, fsync, rename over the target, fsync
+// of the folder. No LibTorch.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace loom::train {
+
+// Replaces path with data atomically; throws Error::runtime naming the path.
+void write_file_atomically(const std::string& path, const std::string& data);
+// Reads a whole file; throws Error::runtime naming the path.
+std::string read_file(const std::string& path);
+// Creates a folder and its parents; throws Error::runtime naming it.
+void make_dirs(const std::string& path);
+bool file_exists(const std::string& path);
+
+}  // namespace loom::train

@@ -1,0 +1,164 @@
+#include "state.hpp"
+
+#include <sstream>
+
+#include "loom/status.hpp"
+
+namespace loom::train {
+namespace {
+
+DLDataType dl_dtype(const torch::Tensor& t) {
+  switch (t.scalar_type()) {
+    case torch::kFloat: return {kDLFloat, 32, 1};
+    case torch::kDouble: return {kDLFloat, 64, 1};
+    case torch::kHalf: return {kDLFloat, 16, 1};
+    case torch::kBFloat16: return {kDLBfloat, 16, 1};
+    default: throw Error::usage("parameters of type " + std::string(c10::toString(t.scalar_type())) + " are not supported");
+  }
+}
+
+DLDevice dl_device(const torch::Tensor& t) {
+  return t.is_cuda() ? DLDevice{kDLCUDA, static_cast<int32_t>(t.device().index())} : DLDevice{kDLCPU, 0};
+}
+
+loom_status snapshot_cb(void* user, const uint8_t** data, size_t* len) {
+  try {
+    auto* self = static_cast<TrainingState*>(user);
+    static thread_local std::string held;  // the ABI promises validity until the next call
+    held = self->snapshot();
+    *data = reinterpret_cast<const uint8_t*>(held.data());
+    *len = held.size();
+    return LOOM_OK;
+  } catch (...) {
+    return LOOM_ERR_INTERNAL;
+  }
+}
+
+loom_status restore_cb(void* user, const uint8_t* data, size_t len) {
+  try {
+    static_cast<TrainingState*>(user)->restore(std::string(reinterpret_cast<const char*>(data), len));
+    return LOOM_OK;
+  } catch (...) {
+    return LOOM_ERR_INVALID_ARGUMENT;
+  }
+}
+
+}  // namespace
+
+TrainingState::TrainingState(Task& task, const TrainerSettings& s) : task_(task) {
+  for (auto& named : task.model().named_parameters()) {
+    names_.push_back(named.key());
+    params_.push_back(named.value());
+  }
+  // Gradient buffers exist from the start and are only ever zeroed in place,
+  // so the views handed to the strategy stay valid (backward accumulates into
+  // an existing .grad in place).
+  for (auto& p : params_) p.mutable_grad() = torch::zeros_like(p);
+  if (s.optimizer == "sgd") {
+    optimizer_ = std::make_unique<torch::optim::SGD>(
+        params_, torch::optim::SGDOptions(s.lr).momentum(s.momentum).weight_decay(s.weight_decay));
+  } else if (s.optimizer == "adamw") {
+    optimizer_ = std::make_unique<torch::optim::AdamW>(params_, torch::optim::AdamWOptions(s.lr).weight_decay(s.weight_decay));
+  } else {
+    optimizer_ = std::make_unique<torch::optim::Adam>(params_, torch::optim::AdamOptions(s.lr).weight_decay(s.weight_decay));
+  }
+  shapes_.reserve(params_.size());
+  for (auto& p : params_) {
+    if (!p.is_contiguous()) throw Error::runtime("parameter is not contiguous");
+    shapes_.push_back(p.sizes().vec());
+    auto& shape = shapes_.back();
+    DLTensor v{};
+    v.data = p.data_ptr();
+    v.device = dl_device(p);
+    v.ndim = static_cast<int32_t>(shape.size());
+    v.dtype = dl_dtype(p);
+    v.shape = shape.data();
+    param_views_.push_back(v);
+    v.data = p.grad().data_ptr();
+    grad_views_.push_back(v);
+    grad_data_.push_back(v.data);
+  }
+  view_.struct_size = sizeof view_;
+  view_.num_params = static_cast<uint32_t>(params_.size());
+  view_.params = param_views_.data();
+  view_.grads = grad_views_.data();
+  view_.user = this;
+  view_.snapshot = snapshot_cb;
+  view_.restore = restore_cb;
+  view_.batch_size = static_cast<uint64_t>(s.batch_size);
+}
+
+void TrainingState::set_lr(double lr) {
+  for (auto& group : optimizer_->param_groups()) group.options().set_lr(lr);
+}
+
+void TrainingState::zero_grads() {
+  torch::NoGradGuard guard;
+  for (auto& p : params_) p.mutable_grad().zero_();
+}
+
+void TrainingState::check_views() const {
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (params_[i].grad().data_ptr() != grad_data_[i]) {
+      throw Error::runtime("gradient buffer of parameter " + names_[i] + " was replaced during backward");
+    }
+  }
+}
+
+std::string TrainingState::snapshot() const {
+  torch::serialize::OutputArchive archive;
+  archive.write("format", c10::IValue(std::string("loom-state-1")));
+  archive.write("task", c10::IValue(task_.name()));
+  archive.write("step", c10::IValue(step));
+  archive.write("count", c10::IValue(static_cast<int64_t>(params_.size())));
+  for (size_t i = 0; i < params_.size(); ++i) archive.write("p" + std::to_string(i), params_[i].detach());
+  torch::serialize::OutputArchive opt;
+  optimizer_->save(opt);
+  archive.write("optimizer", opt);
+  std::ostringstream out;
+  archive.save_to(out);
+  return out.str();
+}
+
+void TrainingState::restore(const std::string& bytes) {
+  torch::serialize::InputArchive archive;
+  try {
+    archive.load_from(bytes.data(), bytes.size());
+  } catch (const std::exception& e) {
+    throw Error::usage(std::string("not a Loom training state: ") + e.what());
+  }
+  c10::IValue format, task, step_value, count;
+  try {
+    archive.read("format", format);
+    archive.read("task", task);
+    archive.read("step", step_value);
+    archive.read("count", count);
+  } catch (const std::exception&) {
+    throw Error::usage("not a Loom training state (missing its header)");
+  }
+  if (!format.isString() || format.toStringRef() != "loom-state-1") throw Error::usage("unknown training state format");
+  if (task.toStringRef() != task_.name()) {
+    throw Error::usage("the state is of task '" + task.toStringRef() + "', this run trains '" + task_.name() + "'");
+  }
+  if (count.toInt() != static_cast<int64_t>(params_.size())) {
+    throw Error::usage("the state has " + std::to_string(count.toInt()) + " parameters, this model " +
+                       std::to_string(params_.size()));
+  }
+  std::vector<torch::Tensor> loaded(params_.size());
+  for (size_t i = 0; i < params_.size(); ++i) {
+    archive.read("p" + std::to_string(i), loaded[i]);
+    if (!loaded[i].sizes().equals(params_[i].sizes())) {
+      throw Error::usage("parameter " + names_[i] + " has shape " + c10::str(loaded[i].sizes()) + " in the state, " +
+                         c10::str(params_[i].sizes()) + " in this model");
+    }
+  }
+  torch::serialize::InputArchive opt;
+  archive.read("optimizer", opt);
+  // Copy in place: the strategy holds views of these tensors.
+  torch::NoGradGuard guard;
+  for (size_t i = 0; i < params_.size(); ++i) params_[i].copy_(loaded[i]);
+  optimizer_->load(opt);
+  step = step_value.toInt();
+}
+
+}  // namespace loom::train

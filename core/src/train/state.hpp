@@ -1,0 +1,55 @@
+// The training state a run owns: the task's model, the optimizer, and the
+// step counter; DLPack views of parameters and gradients for the strategy;
+// and its serialised form (checkpoints, and snapshots for joining peers).
+// Internal; includes LibTorch.
+#pragma once
+
+#include <dlpack/dlpack.h>
+#include <torch/torch.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "loom/strategy.h"
+#include "loom/train/config.hpp"
+#include "loom/train/task.hpp"
+
+namespace loom::train {
+
+class TrainingState {
+ public:
+  TrainingState(Task& task, const TrainerSettings& settings);
+
+  torch::optim::Optimizer& optimizer() { return *optimizer_; }
+  const std::vector<torch::Tensor>& params() const { return params_; }
+  void set_lr(double lr);
+  // Zeroes the gradients in place: their buffers are what the strategy sees.
+  void zero_grads();
+  // Throws Error::runtime if backward replaced a gradient buffer.
+  void check_views() const;
+
+  // The view lent to the strategy (valid while this object lives).
+  const loom_training_state_v1& abi_view() const { return view_; }
+
+  // Parameters, optimizer state and step; restore copies into the existing
+  // tensors (their addresses stay what the strategy was given) and throws
+  // Error::usage when the bytes do not fit this model.
+  std::string snapshot() const;
+  void restore(const std::string& bytes);
+
+  int64_t step = 0;  // global optimizer steps, as saved in snapshots
+
+ private:
+  Task& task_;
+  std::vector<torch::Tensor> params_;
+  std::vector<std::string> names_;
+  std::unique_ptr<torch::optim::Optimizer> optimizer_;
+  std::vector<std::vector<int64_t>> shapes_;
+  std::vector<DLTensor> param_views_, grad_views_;
+  std::vector<void*> grad_data_;
+  loom_training_state_v1 view_{};
+  mutable std::string last_snapshot_;
+};
+
+}  // namespace loom::train

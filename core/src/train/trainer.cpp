@@ -1,0 +1,162 @@
+// The training loop. See loom/train/trainer.hpp for what it does; the
+// strategy makes every distribution decision.
+#include "loom/train/trainer.hpp"
+
+#include <spdlog/spdlog.h>
+#include <torch/torch.h>
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <fstream>
+#include <thread>
+
+#include "dump.hpp"
+#include "files.hpp"
+#include "loom/host.hpp"
+#include "progress.hpp"
+#include "schedule.hpp"
+#include "state.hpp"
+
+namespace loom::train {
+namespace {
+
+void check_status(const Status& s) {
+  if (!s.is_ok()) throw Error::runtime(s.to_string());
+}
+
+// Mean over the processes training together.
+double global_mean(Strategy& strategy, double value) {
+  check_status(strategy.reduce_metric(&value, LOOM_METRIC_MEAN));
+  return value;
+}
+
+void choose_threads(const TrainerSettings& s, const JobInfo& job) {
+  if (s.threads > 0) {
+    torch::set_num_threads(static_cast<int>(s.threads));
+  } else if (job.world_size > 1) {
+    // Ranks on one machine share its cores; don't let each take them all.
+    int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    torch::set_num_threads(std::max(1, cores / job.world_size));
+  }
+}
+
+}  // namespace
+
+TrainResult run_training(const TrainConfig& config, const TrainRequest& request) {
+  const TrainerSettings& s = config.trainer;
+  if (s.device != "cpu") {
+    if (!torch::cuda::is_available()) {
+      throw Error::usage(config.path + ": trainer.device = \"" + s.device +
+                         "\" but this LibTorch has no usable CUDA device; valid here: \"cpu\"");
+    }
+    throw Error::usage(config.path + ": trainer.device = \"" + s.device + "\": CUDA training is not supported yet; use \"cpu\"");
+  }
+  Host host(config.host, JobInfo::from_environment());
+  choose_threads(s, host.job());
+  auto strategy = host.open_strategy(config.strategy);
+
+  torch::manual_seed(s.seed);
+  std::unique_ptr<Task> task = make_task(s.task, config.task, s.seed);
+  TrainingState state(*task, s);
+
+  const std::string checkpoint = s.output_dir + "/checkpoint.pt";
+  if (request.resume) {
+    if (!file_exists(checkpoint)) {
+      throw Error::usage("--resume: there is no checkpoint at " + checkpoint + " (trainer.output_dir = " + s.output_dir + ")");
+    }
+    state.restore(read_file(checkpoint));
+  }
+  loom_training_state_v1 view = state.abi_view();
+  view.start_step = state.step;
+  check_status(strategy->setup(view));
+  int32_t shard = 0, shards = 1;
+  check_status(strategy->data_shard(&shard, &shards));
+  const bool zero = strategy->is_global_zero();
+  if (zero) make_dirs(s.output_dir);
+
+  Sampler sampler(task->train_data().size(), s.batch_size, shard, shards, s.seed);
+  if (!request.dump_init_dir.empty()) dump_run(request.dump_init_dir, *task, state, sampler, s, /*with_data=*/true);
+  Progress progress(zero ? s.output_dir + "/metrics.csv" : "", state.step, s.max_steps, request.resume);
+  if (zero) {
+    spdlog::info("training {} ({} parameters) for {} steps with strategy {} [{}]", task->name(),
+                 [&] { int64_t n = 0; for (auto& p : state.params()) n += p.numel(); return n; }(), s.max_steps,
+                 strategy->descriptor().name, strategy->status_line());
+  }
+
+  TrainResult result;
+  result.global_zero = zero;
+  result.headline = task->headline_metric();
+  auto validate = [&](int64_t step) {
+    const Dataset* val = task->validation_data();
+    if (val == nullptr) return;
+    torch::NoGradGuard no_grad;
+    task->model().eval();
+    Metrics metrics = task->evaluate(*val);
+    task->model().train();
+    std::string line;
+    for (auto& [name, value] : metrics) {
+      value = global_mean(*strategy, value);
+      progress.record(step, "val_" + name, value);
+      char item[64];
+      std::snprintf(item, sizeof item, "%s%s %.4f", line.empty() ? "" : "  ", name.c_str(), value);
+      line += item;
+    }
+    if (zero) spdlog::info("validation at step {}: {}", step, line);
+    result.metrics = metrics;
+  };
+  auto save = [&]() {
+    if (!zero) return;
+    state.step = strategy->global_step();
+    write_file_atomically(checkpoint, state.snapshot());
+    result.checkpoint = checkpoint;
+  };
+
+  int64_t micro = state.step * s.accumulate;  // global micro-batch index drives the sample order
+  int64_t samples = 0;
+  double loss_sum = 0;
+  int64_t loss_count = 0;
+  task->model().train();
+  int64_t step = strategy->global_step();
+  while (step < s.max_steps && !strategy->should_stop()) {
+    for (int64_t a = 0; a < s.accumulate; ++a, ++micro) {
+      Batch batch = task->train_data().get(sampler.batch(micro));
+      torch::Tensor loss = task->loss(batch);
+      (s.accumulate > 1 ? loss / double(s.accumulate) : loss).backward();
+      loss_sum += loss.item<double>();
+      ++loss_count;
+      samples += batch.size;
+    }
+    state.check_views();
+    bool apply = false;
+    check_status(strategy->after_backward(static_cast<uint64_t>(s.batch_size * s.accumulate), &apply));
+    if (!apply) continue;
+    if (s.grad_clip > 0) torch::nn::utils::clip_grad_norm_(state.params(), s.grad_clip);
+    const double lr = lr_at(s, step);
+    state.set_lr(lr);
+    state.optimizer().step();
+    check_status(strategy->after_optimizer_step());
+    state.zero_grads();
+    step = strategy->global_step();
+
+    if (step % s.log_every == 0 || step == s.max_steps) {
+      double loss = global_mean(*strategy, loss_sum / double(std::max<int64_t>(1, loss_count)));
+      progress.record(step, "train_loss", loss);
+      progress.record(step, "lr", lr);
+      std::string line = progress.line(step, loss, lr, samples, strategy->status_line());
+      if (zero) spdlog::info("{}", line);
+      loss_sum = 0;
+      loss_count = 0;
+    }
+    if (s.val_every > 0 && step % s.val_every == 0 && step < s.max_steps) validate(step);
+    if (s.checkpoint_every > 0 && step % s.checkpoint_every == 0 && step < s.max_steps) save();
+  }
+  result.steps = step;
+  validate(step);
+  save();
+  if (!request.dump_final_dir.empty() && zero) dump_run(request.dump_final_dir, *task, state, sampler, s, false);
+  check_status(strategy->teardown());
+  return result;
+}
+
+}  // namespace loom::train
