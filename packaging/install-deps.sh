@@ -12,7 +12,7 @@ build_pkgs=(
   libucx-dev ucx-utils
   libspdlog-dev libfmt-dev libdlpack-dev libtomlplusplus-dev libcli11-dev nlohmann-json3-dev
   libopendht-dev libgloo-dev
-  python3-sklearn zlib1g-dev
+  python3-sklearn zlib1g-dev libopenblas0-pthread
 )
 test_pkgs=(
   libgtest-dev libgmock-dev abigail-tools python3-torch procps

@@ -119,6 +119,7 @@ Host::OpenedInstance Host::open_instance(loom_kind kind, const std::string& name
   if (auto it = config_.options.find({kind, name}); it != config_.options.end()) configured = it->second;
   const std::map<std::string, std::string>* sources = nullptr;
   if (auto it = config_.option_sources.find({kind, name}); it != config_.option_sources.end()) sources = &it->second;
+  if (kind == LOOM_KIND_STRATEGY) resolve_collective_option(opened.plugin.descriptor, &configured, sources);
   opened.services = make_host_context(this, opened.plugin.candidate, opened.plugin.descriptor, configured, job_.rank,
                                       job_.world_size, job_.local_rank, sources);
   char why[1024] = {0};
@@ -146,6 +147,46 @@ Host::OpenedInstance Host::open_instance(loom_kind kind, const std::string& name
   spdlog::debug("opened {} version {} (ABI {})", where, opened.plugin.descriptor.version,
                 abi_string(opened.plugin.descriptor.abi_version));
   return opened;
+}
+
+void Host::resolve_collective_option(const PluginDescriptor& strategy, std::map<std::string, std::string>* configured,
+                                     const std::map<std::string, std::string>* sources) const {
+  const OptionInfo* option = strategy.find_option("collective");
+  if (option == nullptr) return;
+  if (!configured->count("collective") && !config_.default_collective.empty()) {
+    (*configured)["collective"] = config_.default_collective;
+  }
+  std::string chosen = configured->count("collective") ? configured->at("collective") : option->default_value.value_or("");
+  if (chosen.empty() || find(LOOM_KIND_COLLECTIVE, chosen) != nullptr) return;
+  std::string valid, where;
+  for (const auto& n : names(LOOM_KIND_COLLECTIVE)) valid += (valid.empty() ? "" : ", ") + n;
+  if (sources != nullptr && sources->count("collective")) where = sources->at("collective") + ": ";
+  throw Error::usage(where + "strategy '" + strategy.name + "' would use the collective plugin '" + chosen +
+                     "', which is not in the plugin path; valid choices: " + (valid.empty() ? "none" : valid));
+}
+
+void Host::check_options(loom_kind kind, const std::string& name) {
+  const PluginCandidate* candidate = find(kind, name);
+  const std::string kind_word = kind_name(kind);
+  if (candidate == nullptr) {
+    std::string valid;
+    for (const auto& n : names(kind)) valid += (valid.empty() ? "" : ", ") + n;
+    throw Error::usage("no " + kind_word + " plugin named '" + name + "'; valid choices: " + (valid.empty() ? "none" : valid));
+  }
+  LoadedPlugin plugin;
+  std::string reason;
+  {
+    CrashGuard guard(kind_word + " plugin '" + name + "' (" + candidate->path + ") crashed while loading");
+    if (!load_plugin(*candidate, &plugin, &reason)) {
+      throw Error::usage(kind_word + " plugin '" + name + "' (" + candidate->path + "): " + reason);
+    }
+  }
+  std::map<std::string, std::string> configured;
+  if (auto it = config_.options.find({kind, name}); it != config_.options.end()) configured = it->second;
+  const std::map<std::string, std::string>* sources = nullptr;
+  if (auto it = config_.option_sources.find({kind, name}); it != config_.option_sources.end()) sources = &it->second;
+  make_host_context(nullptr, *candidate, plugin.descriptor, configured, job_.rank, job_.world_size, job_.local_rank,
+                    sources);
 }
 
 std::shared_ptr<Strategy> Host::open_strategy(const std::string& name) {

@@ -72,4 +72,62 @@ ProcessResult run_process(const std::vector<std::string>& argv, const std::map<s
   return result;
 }
 
+namespace {
+
+void apply_env(const std::map<std::string, std::string>& env) {
+  for (const auto& [key, value] : env) {
+    if (value.empty()) {
+      unsetenv(key.c_str());
+    } else {
+      setenv(key.c_str(), value.c_str(), 1);
+    }
+  }
+}
+
+}  // namespace
+
+Child::Child(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
+             const std::string& log_path) {
+  pid_ = fork();
+  if (pid_ == 0) {
+    int fd = open(log_path.empty() ? "/dev/null" : log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd >= 0) {
+      dup2(fd, STDOUT_FILENO);
+      dup2(fd, STDERR_FILENO);
+    }
+    apply_env(env);
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+}
+
+Child::~Child() {
+  if (pid_ > 0 && !reaped_) {
+    ::kill(pid_, SIGKILL);
+    waitpid(pid_, &status_, 0);
+  }
+}
+
+bool Child::running() {
+  if (reaped_) return false;
+  if (waitpid(pid_, &status_, WNOHANG) == pid_) reaped_ = true;
+  return !reaped_;
+}
+
+void Child::kill(int signo) {
+  if (!reaped_) ::kill(pid_, signo);
+}
+
+int Child::wait(std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (running()) {
+    if (std::chrono::steady_clock::now() >= deadline) return -1;
+    usleep(10000);
+  }
+  return status_;
+}
+
 }  // namespace loom::test

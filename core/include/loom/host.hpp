@@ -28,6 +28,8 @@ struct HostConfig {
   std::vector<PluginDir> search_path;
   PluginOptionMap options;
   PluginOptionMap option_sources;  // same keys as options: where each was set ("file:line")
+  // [collective] name: the default for a strategy's `collective` option.
+  std::string default_collective;
   std::chrono::milliseconds store_timeout{std::chrono::seconds(300)};
   std::chrono::milliseconds probe_timeout{std::chrono::seconds(20)};
 };
@@ -64,12 +66,20 @@ class Host {
   // The same for a strategy plugin; "single" is built in (no file needed).
   std::shared_ptr<Strategy> open_strategy(const std::string& name);
 
+  // Loads a plugin (without initialising it) and checks the options the
+  // config gives it; throws Error::usage like open_*.
+  void check_options(loom_kind kind, const std::string& name);
+
   // The job's rendezvous store, connected on first use; nullptr if none.
   Store* store();
 
  private:
   struct OpenedInstance;
   OpenedInstance open_instance(loom_kind kind, const std::string& name);
+  // A strategy option named `collective` names a collective plugin: default
+  // it to [collective] name and check that the plugin exists.
+  void resolve_collective_option(const PluginDescriptor& strategy, std::map<std::string, std::string>* configured,
+                                 const std::map<std::string, std::string>* sources) const;
 
   HostConfig config_;
   JobInfo job_;

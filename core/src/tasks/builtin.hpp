@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "loom/status.hpp"
@@ -51,6 +52,22 @@ torch::Tensor index_tensor(const std::vector<int64_t>& indices, int64_t size, co
 
 // The device of the model's first parameter (CPU when it has none).
 torch::Device device_of(torch::nn::Module& model);
+
+// Inputs and targets held as tensors whose first dimension is the sample.
+class TensorDataset : public Dataset {
+ public:
+  TensorDataset(const char* name, torch::Tensor input, torch::Tensor target)
+      : name_(name), input_(std::move(input)), target_(std::move(target)) {}
+  int64_t size() const override { return input_.size(0); }
+  Batch get(const std::vector<int64_t>& indices) const override {
+    auto idx = index_tensor(indices, size(), name_);
+    return {input_.index_select(0, idx), target_.index_select(0, idx), static_cast<int64_t>(indices.size())};
+  }
+
+ private:
+  const char* name_;
+  torch::Tensor input_, target_;
+};
 
 std::unique_ptr<Task> make_digits(const Options& options, uint64_t seed);
 std::unique_ptr<Task> make_teacher(const Options& options, uint64_t seed);

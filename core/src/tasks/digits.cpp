@@ -26,19 +26,6 @@ namespace {
 constexpr int kPixels = 64;
 constexpr int kClasses = 10;
 
-class TensorDataset : public Dataset {
- public:
-  TensorDataset(torch::Tensor x, torch::Tensor y) : x_(std::move(x)), y_(std::move(y)) {}
-  int64_t size() const override { return x_.size(0); }
-  Batch get(const std::vector<int64_t>& indices) const override {
-    auto idx = index_tensor(indices, size(), "digits");
-    return {x_.index_select(0, idx), y_.index_select(0, idx), static_cast<int64_t>(indices.size())};
-  }
-
- private:
-  torch::Tensor x_, y_;  // [n, 64] float32 in [0, 1]; [n] int64 labels
-};
-
 // The whole file, decompressed when it is gzip.
 std::string read_file(const Options& options, const std::string& path) {
   struct stat info {};
@@ -86,7 +73,7 @@ class DigitsTask : public Task {
     std::sort(train.begin(), train.end());
     auto pick = [&](const std::vector<int64_t>& rows) {
       auto idx = torch::tensor(rows, torch::kLong);
-      return std::make_unique<TensorDataset>(x.index_select(0, idx), y.index_select(0, idx));
+      return std::make_unique<TensorDataset>("digits", x.index_select(0, idx), y.index_select(0, idx));
     };
     train_ = pick(train);
     if (n_test > 0) test_ = pick(test);

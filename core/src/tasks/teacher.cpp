@@ -28,19 +28,6 @@ namespace {
 constexpr int64_t kTeacherHidden = 64;
 constexpr int64_t kValidationSamples = 1024;
 
-class TensorDataset : public Dataset {
- public:
-  TensorDataset(torch::Tensor x, torch::Tensor y) : x_(std::move(x)), y_(std::move(y)) {}
-  int64_t size() const override { return x_.size(0); }
-  Batch get(const std::vector<int64_t>& indices) const override {
-    auto idx = index_tensor(indices, size(), "teacher");
-    return {x_.index_select(0, idx), y_.index_select(0, idx), static_cast<int64_t>(indices.size())};
-  }
-
- private:
-  torch::Tensor x_, y_;  // [n, inputs], [n, 1], float32
-};
-
 class TeacherTask : public Task {
  public:
   TeacherTask(const Options& options, uint64_t seed) {
@@ -60,11 +47,11 @@ class TeacherTask : public Task {
     auto x = torch::randn({samples, inputs}, gen);
     auto y = teacher(x);
     if (noise > 0) y = y + noise * torch::randn({samples, 1}, gen);
-    train_ = std::make_unique<TensorDataset>(x, y);
+    train_ = std::make_unique<TensorDataset>("teacher", x, y);
 
     auto val_gen = at::detail::createCPUGenerator(teacher_seed + 1);
     auto val_x = torch::randn({kValidationSamples, inputs}, val_gen);
-    validation_ = std::make_unique<TensorDataset>(val_x, teacher(val_x));
+    validation_ = std::make_unique<TensorDataset>("teacher", val_x, teacher(val_x));
 
     torch::manual_seed(seed);
     model_ = torch::nn::Sequential(torch::nn::Linear(inputs, hidden), torch::nn::Tanh(), torch::nn::Linear(hidden, 1));

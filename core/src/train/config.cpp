@@ -159,6 +159,11 @@ TrainConfig load_train_config(const std::string& path, const std::vector<std::st
     }
   }
   if (config.trainer.task.empty()) throw Error::usage(toml_where(path, *trainer) + ": trainer.task is required (digits, charlm or teacher)");
+  const auto tasks = task_names();
+  if (std::find(tasks.begin(), tasks.end(), config.trainer.task) == tasks.end()) {
+    throw Error::usage(toml_where(path, *(*trainer).get("task")) + ": unknown task '" + config.trainer.task +
+                       "'; valid tasks: " + join(tasks));
+  }
   if (config.trainer.output_dir.empty()) config.trainer.output_dir = "runs/" + config.trainer.task;
 
   if (const toml::table* task = root["task"].as_table()) {
@@ -193,6 +198,7 @@ TrainConfig load_train_config(const std::string& path, const std::vector<std::st
   HostFileConfig host = host_config_from(root, path);
   for (auto& [k, v] : host.options) config.host.options[k] = v;
   for (auto& [k, v] : host.option_sources) config.host.option_sources[k] = v;
+  config.host.default_collective = host.collective;
   config.host.search_path = plugin_search_path(cli_plugin_paths, host.plugin_paths);
   return config;
 }

@@ -75,4 +75,14 @@ bool file_exists(const std::string& path) {
   return stat(path.c_str(), &st) == 0;
 }
 
+void remove_stale_temporaries(const std::string& path) {
+  namespace fs = std::filesystem;
+  const fs::path target(path);
+  const std::string prefix = target.filename().string() + ".tmp.";
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(target.parent_path().empty() ? "." : target.parent_path(), ec)) {
+    if (entry.path().filename().string().rfind(prefix, 0) == 0) fs::remove(entry.path(), ec);
+  }
+}
+
 }  // namespace loom::train

@@ -15,5 +15,7 @@ std::string read_file(const std::string& path);
 // Creates a folder and its parents; throws Error::runtime naming it.
 void make_dirs(const std::string& path);
 bool file_exists(const std::string& path);
+// Deletes <path>.tmp.* files that a process killed during a write left behind.
+void remove_stale_temporaries(const std::string& path);
 
 }  // namespace loom::train

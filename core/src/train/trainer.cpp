@@ -54,6 +54,10 @@ TrainResult run_training(const TrainConfig& config, const TrainRequest& request)
   }
   Host host(config.host, JobInfo::from_environment());
   choose_threads(s, host.job());
+  // Every configured collective's options are checked now, used or not.
+  for (const auto& [key, values] : config.host.options) {
+    if (key.first == LOOM_KIND_COLLECTIVE) host.check_options(key.first, key.second);
+  }
   auto strategy = host.open_strategy(config.strategy);
 
   torch::manual_seed(s.seed);
@@ -73,7 +77,10 @@ TrainResult run_training(const TrainConfig& config, const TrainRequest& request)
   int32_t shard = 0, shards = 1;
   check_status(strategy->data_shard(&shard, &shards));
   const bool zero = strategy->is_global_zero();
-  if (zero) make_dirs(s.output_dir);
+  if (zero) {
+    make_dirs(s.output_dir);
+    remove_stale_temporaries(checkpoint);  // left by a run killed mid-write
+  }
 
   Sampler sampler(task->train_data().size(), s.batch_size, shard, shards, s.seed);
   if (!request.dump_init_dir.empty()) dump_run(request.dump_init_dir, *task, state, sampler, s, /*with_data=*/true);

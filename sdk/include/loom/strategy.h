@@ -13,8 +13,10 @@
  *         const loom_negotiate_request *, loom_negotiate_reply *);
  *
  * which answers with a const loom_strategy_v1 * as reply->vtable. It reaches
- * a collective through the host's open_plugin service (by name, usually an
- * option of its own) and the job's store through the host services.
+ * a collective through the host's open_plugin service and the job's store
+ * through the host services. By convention a strategy that uses a collective
+ * declares an option named `collective`: the host defaults it to the
+ * config's [collective] name and refuses names that are not installed.
  *
  * Lifecycle, in the host's order: init -> setup -> (after_backward ->
  * [optimizer step -> after_optimizer_step])* ... -> teardown -> fini. The
@@ -97,7 +99,8 @@ typedef struct loom_strategy_v1 {
    * (DDP: rank and world size; a swarm peer: 0 of 1, it samples on its own). */
   loom_status (*data_shard)(loom_strategy_ctx *ctx, int32_t *index, int32_t *count);
 
-  /* Called after each backward with the samples that backward covered. Sets
+  /* Called once per optimizer-step window (after the last backward of a
+   * gradient-accumulation window), with the samples the window covered. Sets
    * *decision; on LOOM_STEP_APPLY the gradient buffers hold what the
    * optimizer must apply (averaged as the strategy sees fit). */
   loom_status (*after_backward)(loom_strategy_ctx *ctx, uint64_t local_samples, loom_step_decision *decision);

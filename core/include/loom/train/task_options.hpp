@@ -4,6 +4,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 namespace loom::train {
 
@@ -13,5 +14,8 @@ struct TaskOptions {
   std::map<std::string, std::string> values;
   std::map<std::string, std::string> sources;
 };
+
+// The built-in task names: "charlm", "digits", "teacher".
+std::vector<std::string> task_names();
 
 }  // namespace loom::train

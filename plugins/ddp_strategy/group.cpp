@@ -1,0 +1,193 @@
+// Opening the collective, creating the communicator, posting and waiting.
+#include "group.h"
+
+#include <algorithm>
+#include <cstddef>
+#include <cstring>
+
+#include "error.h"
+
+namespace loom_ddp {
+namespace {
+
+// Elements per request: well inside the int counts of MPI-based backends.
+constexpr uint64_t kMaxChunk = uint64_t(1) << 30;
+
+// Whether the host's table (struct_size bytes) has a non-NULL field.
+#define HOST_HAS(host, field) \
+  ((host)->struct_size >= offsetof(loom_host_v1, field) + sizeof((host)->field) && (host)->field != nullptr)
+
+}  // namespace
+
+Clock::time_point deadline_after(int64_t timeout_ms) {
+  constexpr int64_t kMaxMs = int64_t(10) * 365 * 24 * 3600 * 1000;  // ten years
+  return Clock::now() + std::chrono::milliseconds(std::min(std::max<int64_t>(timeout_ms, 0), kMaxMs));
+}
+
+loom_status Group::open(const loom_host_v1 *host, const char *name, int32_t rank, int32_t size, int64_t timeout_ms) {
+  close();
+  broken_ = LOOM_OK;
+  detail_.clear();
+  host_ = host;
+  name_ = name;
+  size_ = size;
+  if (!HOST_HAS(host, open_plugin) || !HOST_HAS(host, close_plugin))
+    return fail(LOOM_ERR_UNAVAILABLE,
+                "the host offers no open_plugin service, so the ddp strategy cannot reach "
+                "collective plugin '%s'",
+                name);
+  const void *vtable = nullptr;
+  void *instance = nullptr;
+  loom_status s = host->open_plugin(host->host_ctx, LOOM_KIND_COLLECTIVE, name, &vtable, &instance);
+  if (s != LOOM_OK || vtable == nullptr || instance == nullptr) {
+    if (s == LOOM_OK) {
+      if (instance) host->close_plugin(host->host_ctx, instance);
+      s = LOOM_ERR_INTERNAL;
+    }
+    return fail(s, "the host could not open collective plugin '%s' (%s); its log above says why", name,
+                loom_status_name(s));
+  }
+  vt_ = static_cast<const loom_collective_v1 *>(vtable);
+  instance_ = static_cast<loom_collective_ctx *>(instance);
+  if (vt_->struct_size < sizeof(loom_collective_v1)) {
+    const uint32_t got = vt_->struct_size;
+    close();
+    return fail(LOOM_ERR_INTERNAL, "collective plugin '%s' came with a vtable of %u bytes, smaller than v1's %zu", name,
+                got, sizeof(loom_collective_v1));
+  }
+
+  oob_ = std::make_unique<StoreOob>(host, rank, size);
+  loom_comm_config_v1 config;
+  std::memset(&config, 0, sizeof config);
+  config.struct_size = sizeof config;
+  config.rank = rank;
+  config.size = size;
+  config.device_type = LOOM_DEVICE_CPU;
+  config.oob = oob_->table();
+  config.timeout_ms = timeout_ms;
+  config.name = "ddp";
+  loom_comm *comm = nullptr;
+  s = vt_->comm_create(instance_, &config, &comm);
+  if (s != LOOM_OK || comm == nullptr) {
+    const char *text = vt_->last_error(instance_);
+    std::string why = text ? text : "no message";
+    if (!oob_->error().empty() && why.find(oob_->error()) == std::string::npos) why += " (" + oob_->error() + ")";
+    if (s == LOOM_OK) s = LOOM_ERR_INTERNAL;
+    close();
+    return fail(s,
+                "creating the communicator of %d ranks (this is rank %d) with collective plugin '%s' failed (%s): %s",
+                size, rank, name, loom_status_name(s), why.c_str());
+  }
+  comm_ = comm;
+  return LOOM_OK;
+}
+
+void Group::free_all() {
+  for (auto &requests : ops_) {
+    for (loom_request *&r : requests) {
+      if (r) vt_->request_free(r);
+      r = nullptr;
+    }
+  }
+  ops_.clear();
+  pending_ = 0;
+}
+
+loom_status Group::break_group(loom_status s) {
+  const char *text = vt_->last_error(instance_);  // first: the next call may overwrite it
+  detail_ = text ? text : "no message";
+  broken_ = s;
+  vt_->comm_abort(comm_);
+  free_all();
+  return s;
+}
+
+loom_status Group::close() {
+  loom_status s = LOOM_OK;
+  if (comm_) {
+    if (pending_ > 0) {  // only after an exception: the ranks are out of step
+      vt_->comm_abort(comm_);
+      free_all();
+    }
+    s = vt_->comm_destroy(comm_);
+    if (s != LOOM_OK) {
+      const char *text = vt_->last_error(instance_);
+      detail_ = text ? text : "no message";
+    }
+    comm_ = nullptr;
+  }
+  if (instance_) host_->close_plugin(host_->host_ctx, instance_);
+  instance_ = nullptr;
+  vt_ = nullptr;
+  oob_.reset();
+  ops_.clear();
+  pending_ = 0;
+  return s;
+}
+
+loom_status Group::check_usable(size_t *op) {
+  if (!comm_) return LOOM_ERR_INTERNAL;
+  if (broken_ != LOOM_OK) return broken_;
+  if (pending_ == 0) ops_.clear();  // indices restart once nothing is in flight
+  ops_.emplace_back();
+  *op = ops_.size() - 1;
+  return LOOM_OK;
+}
+
+template <class PostOne>
+loom_status Group::post_chunked(uint64_t count, size_t elem, PostOne &&post_one, size_t *op) {
+  LOOM_DDP_TRY(check_usable(op));
+  uint64_t offset = 0;
+  do {
+    const uint64_t n = std::min(count - offset, kMaxChunk);
+    loom_request *request = nullptr;
+    const loom_status s = post_one(offset * elem, n, &request);
+    if (s != LOOM_OK) return break_group(s);
+    ops_[*op].push_back(request);
+    ++pending_;
+    offset += n;
+  } while (offset < count);
+  return LOOM_OK;
+}
+
+loom_status Group::allreduce(void *buf, uint64_t count, loom_dtype dtype, loom_reduce_op reduce, size_t *op) {
+  auto *base = static_cast<unsigned char *>(buf);
+  return post_chunked(
+      count, loom_dtype_size(dtype),
+      [&](uint64_t at, uint64_t n, loom_request **r) {
+        return vt_->allreduce(comm_, base + at, base + at, n, dtype, reduce, r);
+      },
+      op);
+}
+
+loom_status Group::broadcast(void *buf, uint64_t count, loom_dtype dtype, int32_t root, size_t *op) {
+  auto *base = static_cast<unsigned char *>(buf);
+  return post_chunked(
+      count, loom_dtype_size(dtype),
+      [&](uint64_t at, uint64_t n, loom_request **r) {
+        return vt_->broadcast(comm_, base + at, base + at, n, dtype, root, r);
+      },
+      op);
+}
+
+loom_status Group::barrier(size_t *op) {
+  return post_chunked(
+      1, 1, [&](uint64_t, uint64_t, loom_request **r) { return vt_->barrier(comm_, r); }, op);
+}
+
+loom_status Group::wait(size_t op, Clock::time_point deadline) {
+  if (!comm_ || op >= ops_.size()) return LOOM_ERR_INTERNAL;
+  if (broken_ != LOOM_OK) return broken_;
+  for (loom_request *&request : ops_[op]) {
+    if (!request) continue;
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    const loom_status s = vt_->wait(request, std::max<int64_t>(left, 0));
+    if (s != LOOM_OK) return break_group(s);
+    vt_->request_free(request);
+    request = nullptr;
+    --pending_;
+  }
+  return LOOM_OK;
+}
+
+}  // namespace loom_ddp
