@@ -46,4 +46,26 @@ inline double max_relative_difference(const std::map<std::string, std::vector<fl
   return worst;
 }
 
+// Largest ||a - b|| / ||b|| over the parameter tensors (L2 norms): the
+// relative error of each tensor as a whole, which rounding differences from
+// another summation order (more ranks) barely move, unlike single elements
+// near zero. Infinity when the sets of parameters differ.
+inline double max_tensor_relative_difference(const std::map<std::string, std::vector<float>>& a,
+                                             const std::map<std::string, std::vector<float>>& b) {
+  if (a.size() != b.size() || a.empty()) return INFINITY;
+  double worst = 0;
+  for (const auto& [name, va] : a) {
+    auto it = b.find(name);
+    if (it == b.end() || it->second.size() != va.size()) return INFINITY;
+    double diff = 0, norm = 0;
+    for (size_t i = 0; i < va.size(); ++i) {
+      double d = double(va[i]) - double(it->second[i]);
+      diff += d * d;
+      norm += double(it->second[i]) * double(it->second[i]);
+    }
+    worst = std::max(worst, std::sqrt(diff) / std::max(std::sqrt(norm), 1e-12));
+  }
+  return worst;
+}
+
 }  // namespace loom::test
