@@ -27,8 +27,8 @@ if [[ "$mode" == demo ]]; then
   echo "== the plugins this build found"
   build/bin/loom plugins
   echo
-  echo "== a real 2-process job: allreduce sweep over the MPI plugin, checked and timed"
-  mpirun --oversubscribe -np 2 build/bin/loom bench collective --plugin mpi --max-bytes $((4 << 20))
+  echo "== the main job: train a digits classifier (sklearn's 8x8 digits) and report its test accuracy"
+  build/bin/loom train examples/configs/digits.toml
 else
   ctest --preset "$preset" -j "$jobs"
 fi
