@@ -5,6 +5,7 @@
 #pragma once
 
 #include <csignal>
+#include <mutex>
 #include <string>
 
 namespace loom {
@@ -19,6 +20,11 @@ class CrashGuard {
 
  private:
   static constexpr int kSignals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
+  // Guards nest (a strategy opening its collective inside init) and may be
+  // taken on several threads: one guarded section at a time, messages stacked.
+  std::unique_lock<std::recursive_mutex> lock_;
+  std::string outer_message_;
+  bool outermost_ = false;
   struct sigaction previous_[5];
 };
 

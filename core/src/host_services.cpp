@@ -13,6 +13,19 @@ namespace {
 
 PluginHostContext* self(void* host_ctx) { return static_cast<PluginHostContext*>(host_ctx); }
 
+// Host services are called from plugin code: no exception may escape.
+template <typename F>
+loom_status no_throw(F&& body) {
+  try {
+    return body();
+  } catch (const std::exception& e) {
+    spdlog::error("host service failed: {}", e.what());
+    return LOOM_ERR_INTERNAL;
+  } catch (...) {
+    return LOOM_ERR_INTERNAL;
+  }
+}
+
 void host_log(void* host_ctx, loom_log_level level, const char* message) {
   static const spdlog::level::level_enum kLevels[] = {spdlog::level::trace, spdlog::level::debug, spdlog::level::info,
                                                       spdlog::level::warn, spdlog::level::err};
@@ -44,15 +57,18 @@ Store* store_of(void* host_ctx) {
 }
 
 loom_status host_store_set(void* host_ctx, const char* key, const void* value, size_t len) {
+  return no_throw([&]() -> loom_status {
   if (key == nullptr || (value == nullptr && len > 0)) return LOOM_ERR_INVALID_ARGUMENT;
   Store* store = store_of(host_ctx);
   if (store == nullptr) return LOOM_ERR_UNAVAILABLE;
   auto bytes = static_cast<const uint8_t*>(value);
   return store->set(key, std::vector<uint8_t>(bytes, bytes + len)).code();
+  });
 }
 
 loom_status host_store_get(void* host_ctx, const char* key, void* buf, size_t capacity, size_t* len,
                            int64_t timeout_ms) {
+  return no_throw([&]() -> loom_status {
   if (key == nullptr || len == nullptr || (buf == nullptr && capacity > 0)) return LOOM_ERR_INVALID_ARGUMENT;
   Host* host = self(host_ctx)->host;
   Store* store = store_of(host_ctx);
@@ -65,13 +81,16 @@ loom_status host_store_get(void* host_ctx, const char* key, void* buf, size_t ca
   if (value.size() > capacity) return LOOM_ERR_INVALID_ARGUMENT;
   if (!value.empty()) std::memcpy(buf, value.data(), value.size());
   return LOOM_OK;
+  });
 }
 
 loom_status host_store_add(void* host_ctx, const char* key, int64_t delta, int64_t* result) {
+  return no_throw([&]() -> loom_status {
   if (key == nullptr || result == nullptr) return LOOM_ERR_INVALID_ARGUMENT;
   Store* store = store_of(host_ctx);
   if (store == nullptr) return LOOM_ERR_UNAVAILABLE;
   return store->add(key, delta, result).code();
+  });
 }
 
 loom_status host_open_plugin(void* host_ctx, loom_kind kind, const char* name, const void** vtable, void** instance) {
@@ -86,6 +105,11 @@ loom_status host_open_plugin(void* host_ctx, loom_kind kind, const char* name, c
     std::lock_guard<std::mutex> lock(ctx->children_mutex);
     ctx->children[*instance] = std::move(collective);
     return LOOM_OK;
+  } catch (const Error& e) {
+    spdlog::error("[{}] cannot open collective plugin '{}': {}", ctx->label, name, e.what());
+    std::lock_guard<std::mutex> lock(ctx->children_mutex);
+    ctx->open_error = std::make_shared<Error>(e);  // the host reports it with its exit code
+    return LOOM_ERR_UNAVAILABLE;
   } catch (const std::exception& e) {
     spdlog::error("[{}] cannot open collective plugin '{}': {}", ctx->label, name, e.what());
     return LOOM_ERR_UNAVAILABLE;

@@ -21,6 +21,7 @@ struct PluginHostContext {
   std::map<std::string, std::string> values;  // every declared option with a value
   std::mutex children_mutex;  // plugins this plugin opened through open_plugin
   std::map<void*, std::shared_ptr<Collective>> children;
+  std::shared_ptr<Error> open_error;  // why the last open_plugin failed, if it did
   loom_host_v1 table{};
 };
 

@@ -4,6 +4,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -82,6 +83,7 @@ void start_rank(Rank* r, const LaunchOptions& o, int port) {
   if (pid < 0) throw Error::runtime(std::string("cannot fork: ") + std::strerror(errno));
   if (pid == 0) {
     setpgid(0, 0);  // its own group, so stopping a rank stops what it started too
+    prctl(PR_SET_PDEATHSIG, SIGTERM);  // and a launcher killed outright takes its ranks along
     dup2(out[1], STDOUT_FILENO);
     dup2(err[1], STDERR_FILENO);
     setenv("RANK", std::to_string(r->rank).c_str(), 1);
@@ -146,11 +148,22 @@ LaunchResult launch(const LaunchOptions& o) {
   LaunchResult result;
   for (int i = 0; i < o.nproc; ++i) {
     ranks[i].rank = i;
-    start_rank(&ranks[i], o, port);
+    try {
+      start_rank(&ranks[i], o, port);
+    } catch (...) {
+      for (int j = 0; j < i; ++j) {  // no orphans: end the ranks already started
+        killpg(ranks[j].pid, SIGKILL);
+        waitpid(ranks[j].pid, nullptr, 0);
+      }
+      sigaction(SIGINT, &old_int, nullptr);
+      sigaction(SIGTERM, &old_term, nullptr);
+      throw;
+    }
   }
   const auto started = Clock::now();
   Clock::time_point kill_at = Clock::time_point::max();  // SIGKILL deadline once stopping
   bool stopping = false;
+  Clock::time_point drain_until = Clock::time_point::max();
   auto stop_all = [&](const std::string& why) {
     if (stopping) return;
     stopping = true;
@@ -208,7 +221,13 @@ LaunchResult launch(const LaunchOptions& o) {
       any_open = any_open || r.out >= 0 || r.err >= 0;
     }
     if (!any_running && !any_open) break;
-    if (!any_running) continue;  // drain the last output
+    if (!any_running) {
+      // Drain the last output, but not forever: something outside the
+      // ranks' groups may still hold a pipe open.
+      if (drain_until == Clock::time_point::max()) drain_until = Clock::now() + o.grace;
+      if (Clock::now() < drain_until) continue;
+      break;
+    }
     if (g_stop_signal != 0 && !stopping) {
       result.failures.push_back(std::string("launcher got ") + (g_stop_signal == SIGINT ? "SIGINT" : "SIGTERM"));
       stop_all("stopping every rank (" + std::string(g_stop_signal == SIGINT ? "SIGINT" : "SIGTERM") + ")");
@@ -225,6 +244,10 @@ LaunchResult launch(const LaunchOptions& o) {
   }
   sigaction(SIGINT, &old_int, nullptr);
   sigaction(SIGTERM, &old_term, nullptr);
+  for (auto& r : ranks) {
+    if (r.out >= 0) close(r.out);
+    if (r.err >= 0) close(r.err);
+  }
   for (const auto& r : ranks) {
     if (!succeeded(r.status)) result.exit_code = 1;
   }

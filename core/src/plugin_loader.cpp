@@ -46,7 +46,7 @@ std::string explain_missing_entry(const PluginCandidate& c) {
   }
   std::string list;
   for (const auto& m : majors) list += (list.empty() ? "" : ", ") + m;
-  bool newer = std::stoul(majors.front()) > LOOM_ABI_MAJOR;
+  bool newer = majors.front().size() > 4 || std::stoul(majors.front()) > LOOM_ABI_MAJOR;
   return "plugin speaks ABI major " + list + " but this host speaks " + host + " (no entry point " + expected +
          "); " + (newer ? "upgrade Loom to use this plugin" : "rebuild the plugin against this Loom SDK");
 }

@@ -70,12 +70,12 @@ void write_all(int fd, const std::string& text) {
   std::string reason;
   if (!load_plugin(c, &plugin, &reason)) {
     result["reason"] = reason;
-    write_all(fd, "result " + result.dump() + "\n");
+    write_all(fd, "result " + result.dump(-1, ' ', false, json::error_handler_t::replace) + "\n");
     _exit(0);
   }
   result["descriptor"] = descriptor_json(plugin.descriptor);
   // Sent before init, so a plugin that crashes there is still described.
-  write_all(fd, "descriptor " + result["descriptor"].dump() + "\n");
+  write_all(fd, "descriptor " + result["descriptor"].dump(-1, ' ', false, json::error_handler_t::replace) + "\n");
   write_all(fd, "phase init\n");
   std::unique_ptr<PluginHostContext> services;
   try {
@@ -83,7 +83,7 @@ void write_all(int fd, const std::string& text) {
   } catch (const std::exception& e) {
     result["state"] = "unavailable";
     result["reason"] = e.what();
-    write_all(fd, "result " + result.dump() + "\n");
+    write_all(fd, "result " + result.dump(-1, ' ', false, json::error_handler_t::replace) + "\n");
     _exit(0);
   }
   char why[1024] = {0};
@@ -108,7 +108,7 @@ void write_all(int fd, const std::string& text) {
   } else {
     result["reason"] = std::string("init failed (") + loom_status_name(status) + "): " + (why[0] ? why : "no reason given");
   }
-  write_all(fd, "result " + result.dump() + "\n");
+  write_all(fd, "result " + result.dump(-1, ' ', false, json::error_handler_t::replace) + "\n");
   _exit(0);
 }
 
@@ -169,9 +169,18 @@ PluginRecord Host::probe(const PluginCandidate& c) const {
     output.append(buf, static_cast<size_t>(n));
   }
   close(fds[0]);
-  if (timed_out) kill(pid, SIGKILL);
+  // The child may have closed the pipe and still hang: bound the wait too.
   int wstatus = 0;
-  while (waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
+  for (;;) {
+    pid_t got = waitpid(pid, &wstatus, WNOHANG);
+    if (got == pid || (got < 0 && errno != EINTR)) break;
+    if (timed_out || std::chrono::steady_clock::now() >= deadline) {
+      timed_out = true;
+      kill(pid, SIGKILL);
+      waitpid(pid, &wstatus, 0);
+      break;
+    }
+    usleep(1000);
   }
 
   std::string phase = "loading";

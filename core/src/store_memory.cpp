@@ -1,6 +1,8 @@
 // An in-process Store: a map under a mutex, with a condition variable for
 // get-with-wait.
+#include <cerrno>
 #include <condition_variable>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 
@@ -33,7 +35,16 @@ class MemoryStore final : public Store {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       auto& bytes = values_[key];
-      int64_t current = bytes.empty() ? 0 : std::stoll(std::string(bytes.begin(), bytes.end()));
+      int64_t current = 0;
+      if (!bytes.empty()) {
+        std::string text(bytes.begin(), bytes.end());
+        char* end = nullptr;
+        errno = 0;
+        current = std::strtoll(text.c_str(), &end, 10);
+        if (errno != 0 || *end != '\0') {
+          return Status(LOOM_ERR_INVALID_ARGUMENT, "key '" + key + "' holds a value that is not an integer");
+        }
+      }
       current += delta;
       std::string text = std::to_string(current);
       bytes.assign(text.begin(), text.end());

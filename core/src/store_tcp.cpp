@@ -2,6 +2,8 @@
 // that includes LibTorch headers (they cost ~25 s of compile time each).
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include <thread>
+
 #include "loom/job.hpp"
 #include "loom/store.hpp"
 
@@ -17,15 +19,21 @@ class TcpStore final : public Store {
   }
 
   Status get(const std::string& key, std::vector<uint8_t>* value, std::chrono::milliseconds timeout) override {
-    // TCPStore::wait takes its own timeout; get() then returns at once.
-    Status waited = guarded([&] { store_->wait({key}, timeout); });
-    if (!waited.is_ok()) {
-      if (waited.message().find("imeout") != std::string::npos || waited.message().find("timed out") != std::string::npos) {
+    // TCPStore::wait with a short timeout leaves that timeout on the shared
+    // connection (LibTorch 1.13), breaking later calls: poll check() instead.
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    auto pause = std::chrono::microseconds(100);
+    for (;;) {
+      bool present = false;
+      Status s = guarded([&] { present = store_->check({key}); });
+      if (!s.is_ok()) return s;
+      if (present) return guarded([&] { *value = store_->get(key); });
+      if (std::chrono::steady_clock::now() >= deadline) {
         return Status(LOOM_ERR_TIMEOUT, "key '" + key + "' did not appear within " + std::to_string(timeout.count()) + " ms");
       }
-      return waited;
+      std::this_thread::sleep_for(pause);
+      pause = std::min(pause * 2, std::chrono::microseconds(20000));
     }
-    return guarded([&] { *value = store_->get(key); });
   }
 
   Status add(const std::string& key, int64_t delta, int64_t* result) override {

@@ -52,6 +52,7 @@ class HostedStrategy final : public Strategy {
       : Strategy(static_cast<const loom_strategy_v1*>(plugin.vtable), ctx, plugin.descriptor, plugin.candidate.path),
         services_(std::move(services)) {}
   ~HostedStrategy() override { vtable_->fini(ctx_); }
+  const Error* host_error() const override { return services_->open_error.get(); }
 
  private:
   std::unique_ptr<PluginHostContext> services_;

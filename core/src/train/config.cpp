@@ -180,6 +180,7 @@ TrainConfig load_train_config(const std::string& path, const std::vector<std::st
       if (k == "name") {
         if (!node.is_string()) throw Error::usage(toml_where(path, node) + ": strategy.name must be a string, not " + describe(node));
         config.strategy = *node.value<std::string>();
+        config.strategy_where = toml_where(path, node);
       } else if (k != "options") {
         throw Error::usage(toml_where(path, node) + ": unknown key strategy." + k + "; valid keys: name, options");
       }
@@ -199,6 +200,7 @@ TrainConfig load_train_config(const std::string& path, const std::vector<std::st
   for (auto& [k, v] : host.options) config.host.options[k] = v;
   for (auto& [k, v] : host.option_sources) config.host.option_sources[k] = v;
   config.host.default_collective = host.collective;
+  if (const toml::node* name = root["collective"]["name"].node()) config.collective_where = toml_where(path, *name);
   config.host.search_path = plugin_search_path(cli_plugin_paths, host.plugin_paths);
   return config;
 }

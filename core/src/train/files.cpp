@@ -43,7 +43,8 @@ void write_file_atomically(const std::string& path, const std::string& data) {
     }
     done += static_cast<size_t>(n);
   }
-  if (fsync(fd) != 0 || close(fd) != 0) {
+  const bool synced = fsync(fd) == 0;
+  if (close(fd) != 0 || !synced) {
     unlink(tmp.c_str());
     throw Error::runtime("cannot flush " + tmp + ": " + why());
   }

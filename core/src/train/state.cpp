@@ -1,5 +1,6 @@
 #include "state.hpp"
 
+#include <map>
 #include <sstream>
 
 #include "loom/status.hpp"
@@ -52,8 +53,20 @@ TrainingState::TrainingState(Task& task, const TrainerSettings& s) : task_(task)
   }
   // Gradient buffers exist from the start and are only ever zeroed in place,
   // so the views handed to the strategy stay valid (backward accumulates into
-  // an existing .grad in place).
-  for (auto& p : params_) p.mutable_grad() = torch::zeros_like(p);
+  // an existing .grad in place). They are slices of one flat buffer per
+  // dtype, laid out in reverse parameter order, the order in which backward
+  // produces them and DDP buckets them: a bucket is then one contiguous
+  // range a collective can reduce in place, with no copies.
+  std::map<c10::ScalarType, int64_t> totals;
+  for (auto& p : params_) totals[p.scalar_type()] += p.numel();
+  std::map<c10::ScalarType, std::pair<torch::Tensor, int64_t>> flats;  // buffer, next offset
+  for (auto& [type, total] : totals) flats[type] = {torch::zeros({total}, params_.front().options().dtype(type)), 0};
+  for (auto it = params_.rbegin(); it != params_.rend(); ++it) {
+    auto& [flat, offset] = flats[it->scalar_type()];
+    it->mutable_grad() = flat.narrow(0, offset, it->numel()).view(it->sizes());
+    offset += it->numel();
+  }
+  for (auto& [type, entry] : flats) grad_buffers_.push_back(entry.first);
   if (s.optimizer == "sgd") {
     optimizer_ = std::make_unique<torch::optim::SGD>(
         params_, torch::optim::SGDOptions(s.lr).momentum(s.momentum).weight_decay(s.weight_decay));
@@ -94,7 +107,7 @@ void TrainingState::set_lr(double lr) {
 
 void TrainingState::zero_grads() {
   torch::NoGradGuard guard;
-  for (auto& p : params_) p.mutable_grad().zero_();
+  for (auto& buffer : grad_buffers_) buffer.zero_();
 }
 
 void TrainingState::check_views() const {
@@ -154,10 +167,18 @@ void TrainingState::restore(const std::string& bytes) {
   }
   torch::serialize::InputArchive opt;
   archive.read("optimizer", opt);
-  // Copy in place: the strategy holds views of these tensors.
+  // Copy in place (the strategy holds views of these tensors); if the
+  // optimizer state does not load, put the parameters back as they were.
   torch::NoGradGuard guard;
+  std::vector<torch::Tensor> before;
+  for (auto& p : params_) before.push_back(p.clone());
   for (size_t i = 0; i < params_.size(); ++i) params_[i].copy_(loaded[i]);
-  optimizer_->load(opt);
+  try {
+    optimizer_->load(opt);
+  } catch (const std::exception& e) {
+    for (size_t i = 0; i < params_.size(); ++i) params_[i].copy_(before[i]);
+    throw Error::usage(std::string("the optimizer state does not fit this run: ") + e.what());
+  }
   step = step_value.toInt();
 }
 

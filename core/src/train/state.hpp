@@ -48,6 +48,7 @@ class TrainingState {
   std::vector<std::vector<int64_t>> shapes_;
   std::vector<DLTensor> param_views_, grad_views_;
   std::vector<void*> grad_data_;
+  std::vector<torch::Tensor> grad_buffers_;  // the flat storage the gradients are views of
   loom_training_state_v1 view_{};
   mutable std::string last_snapshot_;
 };

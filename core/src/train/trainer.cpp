@@ -58,7 +58,19 @@ TrainResult run_training(const TrainConfig& config, const TrainRequest& request)
   for (const auto& [key, values] : config.host.options) {
     if (key.first == LOOM_KIND_COLLECTIVE) host.check_options(key.first, key.second);
   }
-  auto strategy = host.open_strategy(config.strategy);
+  if (!config.host.default_collective.empty() && host.find(LOOM_KIND_COLLECTIVE, config.host.default_collective) == nullptr) {
+    std::string valid;
+    for (const auto& n : host.names(LOOM_KIND_COLLECTIVE)) valid += (valid.empty() ? "" : ", ") + n;
+    throw Error::usage(config.collective_where + ": collective.name = \"" + config.host.default_collective +
+                       "\" is not in the plugin path; valid choices: " + (valid.empty() ? "none" : valid));
+  }
+  std::shared_ptr<Strategy> strategy;
+  try {
+    strategy = host.open_strategy(config.strategy);
+  } catch (const Error& e) {
+    if (e.exit_code() != Error::kUsage || config.strategy_where.empty()) throw;
+    throw Error::usage(config.strategy_where + ": strategy.name = \"" + config.strategy + "\": " + e.what());
+  }
 
   torch::manual_seed(s.seed);
   std::unique_ptr<Task> task = make_task(s.task, config.task, s.seed);
@@ -73,9 +85,25 @@ TrainResult run_training(const TrainConfig& config, const TrainRequest& request)
   }
   loom_training_state_v1 view = state.abi_view();
   view.start_step = state.step;
-  check_status(strategy->setup(view));
+  if (Status s = strategy->setup(view); !s.is_ok()) {
+    if (const Error* cause = strategy->host_error()) throw *cause;  // e.g. its collective is unavailable: exit 2
+    check_status(s);
+  }
+  // From here the strategy holds views of `state`: tear it down before the
+  // state goes, on every path out (strategy.h's lifecycle).
+  struct TeardownGuard {
+    Strategy* strategy;
+    bool armed = true;
+    ~TeardownGuard() {
+      if (armed) (void)strategy->teardown();
+    }
+  } teardown_guard{strategy.get()};
   int32_t shard = 0, shards = 1;
   check_status(strategy->data_shard(&shard, &shards));
+  if (shards < 1 || shard < 0 || shard >= shards) {
+    throw Error::runtime("strategy '" + strategy->descriptor().name + "' reported data shard " + std::to_string(shard) +
+                         " of " + std::to_string(shards) + ", which is not a valid share");
+  }
   const bool zero = strategy->is_global_zero();
   if (zero) {
     make_dirs(s.output_dir);
@@ -83,7 +111,7 @@ TrainResult run_training(const TrainConfig& config, const TrainRequest& request)
   }
 
   Sampler sampler(task->train_data().size(), s.batch_size, shard, shards, s.seed);
-  if (!request.dump_init_dir.empty()) dump_run(request.dump_init_dir, *task, state, sampler, s, /*with_data=*/true);
+  if (!request.dump_init_dir.empty() && zero) dump_run(request.dump_init_dir, *task, state, sampler, s, /*with_data=*/true);
   Progress progress(zero ? s.output_dir + "/metrics.csv" : "", state.step, s.max_steps, request.resume);
   if (zero) {
     spdlog::info("training {} ({} parameters) for {} steps with strategy {} [{}]", task->name(),
@@ -162,6 +190,7 @@ TrainResult run_training(const TrainConfig& config, const TrainRequest& request)
   validate(step);
   save();
   if (!request.dump_final_dir.empty() && zero) dump_run(request.dump_final_dir, *task, state, sampler, s, false);
+  teardown_guard.armed = false;
   check_status(strategy->teardown());
   return result;
 }

@@ -45,6 +45,8 @@ struct TrainConfig {
   TrainerSettings trainer;
   TaskOptions task;
   std::string strategy = "single";
+  std::string strategy_where;    // "file:line" of strategy.name, if set
+  std::string collective_where;  // "file:line" of collective.name, if set
   HostConfig host;             // plugin search path and plugin options
 };
 
