@@ -13,6 +13,8 @@ case "$mode" in
   *) echo "usage: ./run.sh demo|test" >&2; exit 2 ;;
 esac
 
+# ccache hits across clones in other folders (CI builds a fresh clone).
+export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=true
 preset=default
 [[ "${CI:-}" == "true" ]] && preset=ci
 jobs=$(nproc)
