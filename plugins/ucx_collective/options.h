@@ -1,0 +1,57 @@
+// The options the plugin declares (loom plugins info ucx lists them); the
+// host hands their values to init through get_option. The thresholds' and
+// chunk size's defaults were measured with bench/ucx_tune.sh (2 ranks, the
+// 2-core development machine, shared memory): recursive doubling beats the
+// ring up to 4 KiB (2.0 vs 3.3 us at 1 KiB), ties at 4 KiB and loses from
+// 8 KiB on (7 vs 5.5 us), where its staged message turns rendezvous; the
+// staged broadcast and the pipelined one cross between 8 and 16 KiB; 256 KiB
+// chunks, 4 deep, gave the best 4-64 MiB allreduces (3.8-3.9 GB/s busbw at
+// 64 MiB against 3.2-3.6 for 512 KiB-1 MiB chunks and 3.6-3.8 for 128 KiB).
+#ifndef LOOM_UCX_OPTIONS_H
+#define LOOM_UCX_OPTIONS_H
+
+#include "loom/plugin.h"
+
+namespace loom_ucx {
+
+enum OptionIndex {
+  kOptTransports,
+  kOptTimeoutMs,
+  kOptRingThreshold,
+  kOptTreePipelineThreshold,
+  kOptChunkBytes,
+  kOptPipelineDepth,
+  kOptKeepaliveMs,
+  kOptSpinUs,
+  kOptYieldUs,
+  kNumOptions
+};
+
+inline constexpr loom_option_decl kOptions[kNumOptions] = {
+    {sizeof(loom_option_decl), LOOM_OPTION_STRING_LIST, "transports", "",
+     "UCX transports to use (UCX_TLS syntax, e.g. sm,self or tcp); empty lets UCX choose, honouring UCX_TLS."},
+    {sizeof(loom_option_decl), LOOM_OPTION_INT, "timeout_ms", "300000",
+     "Milliseconds a wait or comm_create may block when the communicator config gives no timeout."},
+    {sizeof(loom_option_decl), LOOM_OPTION_INT, "ring_threshold_bytes", "8192",
+     "Allreduce payloads of at least this many bytes use the pipelined ring (reduce-scatter then allgather); "
+     "smaller ones use recursive doubling."},
+    {sizeof(loom_option_decl), LOOM_OPTION_INT, "tree_pipeline_threshold_bytes", "16384",
+     "Broadcast, reduce and alltoall payloads of at least this many bytes are sent in place and pipelined in "
+     "chunks; smaller ones travel as one staged message with the header."},
+    {sizeof(loom_option_decl), LOOM_OPTION_INT, "chunk_bytes", "262144",
+     "Pipeline chunk size in bytes: reduction of one chunk overlaps the transfer of the next."},
+    {sizeof(loom_option_decl), LOOM_OPTION_INT, "pipeline_depth", "4",
+     "Chunks in flight per link in pipelined algorithms (receive buffers of chunk_bytes each)."},
+    {sizeof(loom_option_decl), LOOM_OPTION_INT, "keepalive_ms", "500",
+     "How often UCX checks that peers are alive: a peer that died without a word is reported within about "
+     "twice this."},
+    {sizeof(loom_option_decl), LOOM_OPTION_INT, "spin_us", "50",
+     "Microseconds a wait polls without yielding the core."},
+    {sizeof(loom_option_decl), LOOM_OPTION_INT, "yield_us", "5000",
+     "Microseconds a wait then polls while yielding the core before it starts sleeping between polls; keep it "
+     "high when ranks oversubscribe the cores."},
+};
+
+}  // namespace loom_ucx
+
+#endif  // LOOM_UCX_OPTIONS_H

@@ -1,0 +1,150 @@
+// Reduction kernels. Built with -O3 (see CMakeLists.txt): the in-place and
+// out-of-place loops are separate so that each vectorises without alias checks.
+#include "reduce.h"
+
+#include <type_traits>
+
+#include "half.h"
+
+namespace loom_ucx {
+namespace {
+
+enum Kind { kSum, kProd, kMin, kMax };
+
+// Integer arithmetic wraps (through the unsigned type) instead of being
+// undefined on overflow.
+template <class T, Kind K>
+inline T apply(T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    if constexpr (K == kSum) return T(U(U(a) + U(b)));
+    if constexpr (K == kProd) return T(U(U(a) * U(b)));
+  } else {
+    if constexpr (K == kSum) return a + b;
+    if constexpr (K == kProd) return a * b;
+  }
+  if constexpr (K == kMin) return b < a ? b : a;
+  return b > a ? b : a;
+}
+
+template <class T, Kind K>
+void run(void *out, const void *a, const void *b, size_t n) {
+  if (out == a) {
+    T *__restrict o = static_cast<T *>(out);
+    const T *__restrict y = static_cast<const T *>(b);
+    for (size_t i = 0; i < n; ++i) o[i] = apply<T, K>(o[i], y[i]);
+  } else if (out == b) {
+    T *__restrict o = static_cast<T *>(out);
+    const T *__restrict x = static_cast<const T *>(a);
+    for (size_t i = 0; i < n; ++i) o[i] = apply<T, K>(x[i], o[i]);
+  } else {
+    T *__restrict o = static_cast<T *>(out);
+    const T *__restrict x = static_cast<const T *>(a);
+    const T *__restrict y = static_cast<const T *>(b);
+    for (size_t i = 0; i < n; ++i) o[i] = apply<T, K>(x[i], y[i]);
+  }
+}
+
+struct F16 {
+  static float load(uint16_t h) { return f16_to_float(h); }
+  static uint16_t store(float f) { return float_to_f16(f); }
+};
+struct BF16 {
+  static float load(uint16_t h) { return bf16_to_float(h); }
+  static uint16_t store(float f) { return float_to_bf16(f); }
+};
+
+// Min and max pick one operand unchanged, so no rounding happens there.
+template <class H, Kind K>
+void run_half(void *out, const void *a, const void *b, size_t n) {
+  uint16_t *o = static_cast<uint16_t *>(out);
+  const uint16_t *x = static_cast<const uint16_t *>(a);
+  const uint16_t *y = static_cast<const uint16_t *>(b);
+  for (size_t i = 0; i < n; ++i) {
+    const uint16_t xa = x[i], yb = y[i];
+    const float fx = H::load(xa), fy = H::load(yb);
+    if constexpr (K == kSum) o[i] = H::store(fx + fy);
+    else if constexpr (K == kProd) o[i] = H::store(fx * fy);
+    else if constexpr (K == kMin) o[i] = fy < fx ? yb : xa;
+    else o[i] = fy > fx ? yb : xa;
+  }
+}
+
+template <Kind K>
+void dispatch(loom_dtype dtype, void *out, const void *a, const void *b, size_t n) {
+  switch (dtype) {
+    case LOOM_DTYPE_F16: run_half<F16, K>(out, a, b, n); break;
+    case LOOM_DTYPE_BF16: run_half<BF16, K>(out, a, b, n); break;
+    case LOOM_DTYPE_F32: run<float, K>(out, a, b, n); break;
+    case LOOM_DTYPE_F64: run<double, K>(out, a, b, n); break;
+    case LOOM_DTYPE_I8: run<int8_t, K>(out, a, b, n); break;
+    case LOOM_DTYPE_U8: run<uint8_t, K>(out, a, b, n); break;
+    case LOOM_DTYPE_I32: run<int32_t, K>(out, a, b, n); break;
+    case LOOM_DTYPE_I64: run<int64_t, K>(out, a, b, n); break;
+    default: break;
+  }
+}
+
+template <class T>
+void divide_float(void *buf, size_t n, int divisor) {
+  T *p = static_cast<T *>(buf);
+  const T d = T(divisor);
+  for (size_t i = 0; i < n; ++i) p[i] /= d;
+}
+
+// In int64 so a divisor wider than T (300 ranks, u8) stays exact; the
+// quotient truncates toward zero (C integer division).
+template <class T>
+void divide_int(void *buf, size_t n, int divisor) {
+  T *p = static_cast<T *>(buf);
+  for (size_t i = 0; i < n; ++i) p[i] = T(int64_t(p[i]) / divisor);
+}
+
+template <class H>
+void divide_half(void *buf, size_t n, int divisor) {
+  uint16_t *p = static_cast<uint16_t *>(buf);
+  const float d = float(divisor);
+  for (size_t i = 0; i < n; ++i) p[i] = H::store(H::load(p[i]) / d);
+}
+
+}  // namespace
+
+void reduce(loom_dtype dtype, loom_reduce_op op, void *out, const void *a, const void *b, size_t n) {
+  switch (op) {
+    case LOOM_REDUCE_SUM:
+    case LOOM_REDUCE_AVG: dispatch<kSum>(dtype, out, a, b, n); break;
+    case LOOM_REDUCE_PROD: dispatch<kProd>(dtype, out, a, b, n); break;
+    case LOOM_REDUCE_MIN: dispatch<kMin>(dtype, out, a, b, n); break;
+    case LOOM_REDUCE_MAX: dispatch<kMax>(dtype, out, a, b, n); break;
+    default: break;
+  }
+}
+
+void divide(void *buf, size_t n, loom_dtype dtype, int divisor) {
+  if (divisor == 1) return;
+  switch (dtype) {
+    case LOOM_DTYPE_F16: divide_half<F16>(buf, n, divisor); break;
+    case LOOM_DTYPE_BF16: divide_half<BF16>(buf, n, divisor); break;
+    case LOOM_DTYPE_F32: divide_float<float>(buf, n, divisor); break;
+    case LOOM_DTYPE_F64: divide_float<double>(buf, n, divisor); break;
+    case LOOM_DTYPE_I8: divide_int<int8_t>(buf, n, divisor); break;
+    case LOOM_DTYPE_U8: divide_int<uint8_t>(buf, n, divisor); break;
+    case LOOM_DTYPE_I32: divide_int<int32_t>(buf, n, divisor); break;
+    case LOOM_DTYPE_I64: divide_int<int64_t>(buf, n, divisor); break;
+    default: break;
+  }
+}
+
+bool known_reduce_op(loom_reduce_op op) { return op >= LOOM_REDUCE_SUM && op <= LOOM_REDUCE_AVG; }
+
+const char *dtype_name(uint32_t dtype) {
+  static const char *const names[] = {"?", "f16", "bf16", "f32", "f64", "i8", "u8", "i32", "i64"};
+  return dtype >= 1 && dtype <= 8 ? names[dtype] : "unknown dtype";
+}
+
+const char *reduce_op_name(uint32_t op) {
+  static const char *const names[] = {"?", "sum", "prod", "min", "max", "avg"};
+  return op >= 1 && op <= 5 ? names[op] : "unknown op";
+}
+
+}  // namespace loom_ucx

@@ -1,0 +1,28 @@
+// Elementwise reductions for every Loom dtype and reduce op, and AVG's
+// final division. 16-bit floats are widened to float, reduced and rounded
+// back to nearest even after every step, as the MPI plugin does.
+#ifndef LOOM_UCX_REDUCE_H
+#define LOOM_UCX_REDUCE_H
+
+#include <cstddef>
+#include <cstdint>
+
+#include "loom/collective.h"
+
+namespace loom_ucx {
+
+// out[i] = a[i] (op) b[i] for i < n; out may equal a or b (exactly, not a
+// partial overlap). AVG reduces as SUM; divide afterwards.
+void reduce(loom_dtype dtype, loom_reduce_op op, void *out, const void *a, const void *b, size_t n);
+
+// Divides n elements at buf by divisor (AVG after SUM): integer division
+// (truncating) for integer dtypes, float division rounded back for halves.
+void divide(void *buf, size_t n, loom_dtype dtype, int divisor);
+
+bool known_reduce_op(loom_reduce_op op);
+const char *dtype_name(uint32_t dtype);
+const char *reduce_op_name(uint32_t op);
+
+}  // namespace loom_ucx
+
+#endif  // LOOM_UCX_REDUCE_H

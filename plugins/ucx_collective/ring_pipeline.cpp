@@ -1,0 +1,182 @@
+// The pipelined ring (see ring_pipeline.h). Units are (step, chunk) pairs in
+// step-major order; both neighbours number them alike, and unit u travels as
+// message 1 + u (message 0 is the header).
+//
+// Blocks, all modulo n: reduce-scatter step s sends block r-s-1 and receives
+// block r-s-2 (so rank r ends owning block r); allgather step t sends block
+// r-t and receives block r-t-1.
+#include "ring_pipeline.h"
+
+#include <cstring>
+
+#include "instance.h"
+#include "reduce.h"
+
+namespace loom_ucx {
+namespace {
+
+class RingPipeline : public Algorithm {
+ public:
+  RingPipeline(loom_request &op, RingLayout layout)
+      : lay_(std::move(layout)), n_(op.comm->size), r_(op.comm->rank), left_((r_ + n_ - 1) % n_),
+        right_((r_ + 1) % n_), elem_(op.elem) {
+    const Tuning &t = op.comm->ctx->tuning;
+    uint64_t longest = 0;
+    for (uint64_t len : lay_.length) longest = len > longest ? len : longest;
+    const Chunks chunks(longest, uint64_t(t.chunk_bytes), elem_);
+    per_ = chunks.per;
+    k_ = chunks.count;
+    rs_ = lay_.mode == RingLayout::kAllgather ? 0 : n_ - 1;
+    ag_ = lay_.mode == RingLayout::kReduceScatter ? 0 : n_ - 1;
+    total_ = uint64_t(rs_ + ag_) * k_;
+    depth_ = size_t(t.pipeline_depth);
+    recvs_.resize(depth_);
+    sends_.resize(2 * depth_);
+    size_t scratch = rs_ ? depth_ * per_ * elem_ : 0;
+    if (lay_.mode == RingLayout::kReduceScatter) scratch += 2 * longest * elem_;  // partial sums, two steps
+    if (scratch) {
+      op.scratch = take_scratch(op.comm, scratch);
+      slots_ = op.scratch->data();
+      partial_ = slots_ + depth_ * per_ * elem_;
+      partial_block_ = longest * elem_;
+    }
+  }
+
+  Step advance(loom_request &op) override {
+    if (!started_) {
+      send_to(op, hdr_out_, right_, 0, &op.header, sizeof(WireHeader));
+      recv_from(op, hdr_in_, left_, 0, &hdr_in_buf_, sizeof hdr_in_buf_);
+      started_ = true;
+    }
+    if (!hdr_ok_ && hdr_in_.poll()) {
+      if (!received_ok(op, hdr_in_, left_, sizeof(WireHeader)) || !header_ok(op, &hdr_in_buf_, left_))
+        return Step::kRunning;
+      hdr_ok_ = true;
+    }
+    if (hdr_out_.pending() && hdr_out_.poll() && !sent_ok(op, hdr_out_, right_)) return Step::kRunning;
+    for (bool moved = true; moved;) {
+      moved = false;
+      while (send_done_ < sends_posted_) {  // retire sends in order
+        Xfer &x = sends_[send_done_ % sends_.size()];
+        if (!x.done && !x.poll()) break;
+        if (!sent_ok(op, x, right_)) return Step::kRunning;
+        ++send_done_;
+        moved = true;
+      }
+      while (recvs_posted_ < total_ && recvs_posted_ < processed_ + depth_ && recv_allowed(recvs_posted_)) {
+        const uint64_t u = recvs_posted_++;
+        recv_from(op, recvs_[u % depth_], left_, uint32_t(1 + u), recv_ptr(u), bytes_of(recv_block(u), u));
+        moved = true;
+      }
+      while (hdr_ok_ && processed_ < recvs_posted_ && process_allowed(processed_)) {
+        Xfer &x = recvs_[processed_ % depth_];
+        if (!x.done && !x.poll()) break;
+        if (!received_ok(op, x, left_, bytes_of(recv_block(processed_), processed_))) return Step::kRunning;
+        process(op, processed_++);
+        moved = true;
+      }
+      while (sends_posted_ < total_ && sends_posted_ < send_done_ + sends_.size() && send_ready(sends_posted_)) {
+        const uint64_t u = sends_posted_++;
+        send_to(op, sends_[u % sends_.size()], right_, uint32_t(1 + u), send_ptr(u), bytes_of(send_block(u), u));
+        moved = true;
+      }
+    }
+    const bool done = processed_ == total_ && send_done_ == total_ && hdr_ok_ && hdr_out_.done;
+    return done ? Step::kDone : Step::kRunning;
+  }
+
+  bool sends_right() const override { return true; }
+  bool receives_left() const override { return true; }
+  void for_each_xfer(const std::function<void(Xfer &)> &fn) override {
+    fn(hdr_out_);
+    fn(hdr_in_);
+    for (Xfer &x : sends_) fn(x);
+    for (Xfer &x : recvs_) fn(x);
+  }
+
+ private:
+  int mod(int64_t b) const { return int(((b % n_) + n_) % n_); }
+  int step_of(uint64_t u) const { return int(u / k_); }
+  uint64_t chunk_of(uint64_t u) const { return u % k_; }
+  bool is_rs(uint64_t u) const { return step_of(u) < rs_; }
+  int send_block(uint64_t u) const {
+    const int s = step_of(u);
+    return is_rs(u) ? mod(int64_t(r_) - s - 1) : mod(int64_t(r_) - (s - rs_));
+  }
+  int recv_block(uint64_t u) const {
+    const int s = step_of(u);
+    return is_rs(u) ? mod(int64_t(r_) - s - 2) : mod(int64_t(r_) - (s - rs_) - 1);
+  }
+  size_t bytes_of(int block, uint64_t u) const { return size_t(chunk_len(block, u)) * elem_; }
+  uint64_t chunk_len(int block, uint64_t u) const {
+    const uint64_t len = lay_.length[size_t(block)], b = chunk_of(u) * per_;
+    return b >= len ? 0 : (len - b < per_ ? len - b : per_);
+  }
+  size_t chunk_offset(int block, uint64_t u) const {
+    const uint64_t b = chunk_of(u) * per_, len = lay_.length[size_t(block)];
+    return size_t(lay_.offset[size_t(block)] + (b < len ? b : len)) * elem_;
+  }
+  // Where reduce-scatter step s keeps its partial sum of `block`.
+  char *partial_ptr(int s, int block, uint64_t u) {
+    if (lay_.mode == RingLayout::kAllreduce) return lay_.full + chunk_offset(block, u);
+    const uint64_t b = chunk_of(u) * per_, len = lay_.length[size_t(block)];
+    const size_t within = size_t(b < len ? b : len) * elem_;
+    if (s == rs_ - 1) return lay_.final_out + within;
+    return partial_ + size_t(s % 2) * partial_block_ + within;
+  }
+  const char *send_ptr(uint64_t u) {
+    const int b = send_block(u), s = step_of(u);
+    if (!is_rs(u)) return lay_.full + chunk_offset(b, u);
+    if (s == 0) return lay_.contrib + chunk_offset(b, u);
+    return partial_ptr(s - 1, b, u);
+  }
+  char *recv_ptr(uint64_t u) {
+    if (is_rs(u)) return slots_ + (u % depth_) * per_ * elem_;
+    return lay_.full + chunk_offset(recv_block(u), u);
+  }
+  // Unit u forwards what unit u - k arrived with.
+  bool send_ready(uint64_t u) const { return u < k_ || processed_ > u - k_; }
+  // An allgather receive overwrites the block that the reduce-scatter step of
+  // the same index sent from: that send must be over.
+  bool recv_allowed(uint64_t u) const {
+    if (lay_.mode != RingLayout::kAllreduce || is_rs(u)) return true;
+    return send_done_ > u - uint64_t(rs_) * k_;
+  }
+  // reduce_scatter keeps two steps of partial sums: step s reuses step s-2's
+  // slot once step s-1 has sent it.
+  bool process_allowed(uint64_t u) const {
+    const int s = step_of(u);
+    if (lay_.mode != RingLayout::kReduceScatter || s < 2 || s == rs_ - 1) return true;
+    return send_done_ > u - k_;
+  }
+  void process(loom_request &op, uint64_t u) {
+    if (!is_rs(u)) return;  // allgather data landed in place
+    const int b = recv_block(u), s = step_of(u);
+    const uint64_t len = chunk_len(b, u);
+    char *out = partial_ptr(s, b, u);
+    reduce(op.dtype, op.reduce_op, out, lay_.contrib + chunk_offset(b, u), recv_ptr(u), len);
+    if (s == rs_ - 1 && op.reduce_op == LOOM_REDUCE_AVG) divide(out, len, op.dtype, n_);
+  }
+
+  RingLayout lay_;
+  int n_, r_, left_, right_;
+  size_t elem_;
+  uint64_t per_ = 1, k_ = 1, total_ = 0;
+  int rs_ = 0, ag_ = 0;
+  size_t depth_ = 1;
+  char *slots_ = nullptr, *partial_ = nullptr;
+  size_t partial_block_ = 0;
+  std::vector<Xfer> sends_, recvs_;
+  uint64_t sends_posted_ = 0, send_done_ = 0, recvs_posted_ = 0, processed_ = 0;
+  bool started_ = false, hdr_ok_ = false;
+  Xfer hdr_out_, hdr_in_;
+  WireHeader hdr_in_buf_{};
+};
+
+}  // namespace
+
+std::unique_ptr<Algorithm> make_ring_pipeline(loom_request &op, RingLayout layout) {
+  return std::make_unique<RingPipeline>(op, std::move(layout));
+}
+
+}  // namespace loom_ucx
