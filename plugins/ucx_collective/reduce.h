@@ -12,8 +12,11 @@
 namespace loom_ucx {
 
 // out[i] = a[i] (op) b[i] for i < n; out may equal a or b (exactly, not a
-// partial overlap). AVG reduces as SUM; divide afterwards.
-void reduce(loom_dtype dtype, loom_reduce_op op, void *out, const void *a, const void *b, size_t n);
+// partial overlap). AVG reduces as SUM; divide afterwards. `stream`: out
+// will not be read again soon (a large vector), so f32/f64 results bypass
+// the cache (non-temporal stores: no read of the line before writing it).
+void reduce(loom_dtype dtype, loom_reduce_op op, void *out, const void *a, const void *b, size_t n,
+            bool stream = false);
 
 // Divides n elements at buf by divisor (AVG after SUM): integer division
 // (truncating) for integer dtypes, float division rounded back for halves.

@@ -30,6 +30,9 @@ class RingPipeline : public Algorithm {
     ag_ = lay_.mode == RingLayout::kReduceScatter ? 0 : n_ - 1;
     total_ = uint64_t(rs_ + ag_) * k_;
     depth_ = size_t(t.pipeline_depth);
+    // Partial sums of a vector much larger than the caches are only read
+    // again by the transport, later: write them around the cache.
+    stream_ = uint64_t(op.count) * elem_ >= kStreamBytes;
     recvs_.resize(depth_);
     sends_.resize(2 * depth_);
     size_t scratch = rs_ ? depth_ * per_ * elem_ : 0;
@@ -154,7 +157,7 @@ class RingPipeline : public Algorithm {
     const int b = recv_block(u), s = step_of(u);
     const uint64_t len = chunk_len(b, u);
     char *out = partial_ptr(s, b, u);
-    reduce(op.dtype, op.reduce_op, out, lay_.contrib + chunk_offset(b, u), recv_ptr(u), len);
+    reduce(op.dtype, op.reduce_op, out, lay_.contrib + chunk_offset(b, u), recv_ptr(u), len, stream_);
     if (s == rs_ - 1 && op.reduce_op == LOOM_REDUCE_AVG) divide(out, len, op.dtype, n_);
   }
 
@@ -164,6 +167,8 @@ class RingPipeline : public Algorithm {
   uint64_t per_ = 1, k_ = 1, total_ = 0;
   int rs_ = 0, ag_ = 0;
   size_t depth_ = 1;
+  bool stream_ = false;
+  static constexpr uint64_t kStreamBytes = uint64_t(16) << 20;
   char *slots_ = nullptr, *partial_ = nullptr;
   size_t partial_block_ = 0;
   std::vector<Xfer> sends_, recvs_;

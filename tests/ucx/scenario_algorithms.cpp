@@ -143,6 +143,22 @@ void run_concurrent(Checker& ck, loom::Communicator& c) {
             "concurrent results");
 }
 
+// Vectors large enough (16 MiB) for the ring to write its sums around the
+// cache, with every op that path has.
+void run_large(Checker& ck, loom::Communicator& c) {
+  const int n = c.size(), me = c.rank();
+  for (loom_dtype d : {LOOM_DTYPE_F32, LOOM_DTYPE_F64}) {
+    const size_t count = (size_t(16) << 20) / loom_dtype_size(d) + 3;
+    for (loom_reduce_op op : {LOOM_REDUCE_SUM, LOOM_REDUCE_PROD, LOOM_REDUCE_MIN, LOOM_REDUCE_MAX}) {
+      Buf s = make(d, count);
+      for (size_t i = 0; i < count; ++i) store_value(d, s.data(), i, input(op, d, me, i));
+      ck.status(c.allreduce(s.data(), s.data(), count, d, op), "large allreduce");
+      check_values(ck, "large allreduce " + std::to_string(d) + "/" + std::to_string(op), d, s.data(), count,
+                   [&](size_t i) { return expected(op, d, n, i); });
+    }
+  }
+}
+
 }  // namespace
 
 int scenario_algorithms(Rank& rk) {
@@ -179,6 +195,7 @@ int scenario_algorithms(Rank& rk) {
     run_reductions(ck, *world, LOOM_DTYPE_F32, 70001);  // several default chunks
     run_movement(ck, *world, LOOM_DTYPE_I32, 70001);
     run_concurrent(ck, *world);
+    if (set.first == "defaults") run_large(ck, *world);
     // Communicators over the even and the odd ranks, beside the world one.
     if (a.size >= 3) {
       const int color = a.rank % 2, sub_rank = a.rank / 2, sub_size = (a.size - color + 1) / 2;
