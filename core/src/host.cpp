@@ -2,6 +2,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include <cctype>
+#include <cstdlib>
+
 #include "crash_guard.hpp"
 #include "host_services.hpp"
 #include "plugin_loader.hpp"
@@ -9,6 +12,27 @@
 #include "strategy_internal.hpp"
 
 namespace loom {
+namespace {
+
+// A strategy's options may also come from the environment as LOOM_<NAME>
+// (LOOM_INITIAL_PEERS for collab's initial_peers), overriding the config
+// file: each machine of a swarm passes its own values while all share one
+// config. Collectives are not mapped: their options are per job, not per
+// machine, and a stray variable should not retune a backend silently.
+void apply_environment(loom_kind kind, const PluginDescriptor& plugin, std::map<std::string, std::string>* configured,
+                       std::map<std::string, std::string>* sources) {
+  if (kind != LOOM_KIND_STRATEGY) return;
+  for (const auto& option : plugin.options) {
+    std::string var = "LOOM_";
+    for (char c : option.name) var += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    const char* value = std::getenv(var.c_str());
+    if (value == nullptr || *value == '\0') continue;
+    (*configured)[option.name] = value;
+    (*sources)[option.name] = "environment variable " + var;
+  }
+}
+
+}  // namespace
 
 // A collective plugin instance owned by the host: fini runs when the last
 // handle goes away, after every communicator of it.
@@ -117,11 +141,12 @@ Host::OpenedInstance Host::open_instance(loom_kind kind, const std::string& name
   const std::string where = kind_word + " plugin '" + name + "' (" + opened.plugin.candidate.path + ")";
   std::map<std::string, std::string> configured;
   if (auto it = config_.options.find({kind, name}); it != config_.options.end()) configured = it->second;
-  const std::map<std::string, std::string>* sources = nullptr;
-  if (auto it = config_.option_sources.find({kind, name}); it != config_.option_sources.end()) sources = &it->second;
-  if (kind == LOOM_KIND_STRATEGY) resolve_collective_option(opened.plugin.descriptor, &configured, sources);
+  std::map<std::string, std::string> sources;
+  if (auto it = config_.option_sources.find({kind, name}); it != config_.option_sources.end()) sources = it->second;
+  apply_environment(kind, opened.plugin.descriptor, &configured, &sources);
+  if (kind == LOOM_KIND_STRATEGY) resolve_collective_option(opened.plugin.descriptor, &configured, &sources);
   opened.services = make_host_context(this, opened.plugin.candidate, opened.plugin.descriptor, configured, job_.rank,
-                                      job_.world_size, job_.local_rank, sources);
+                                      job_.world_size, job_.local_rank, &sources);
   char why[1024] = {0};
   loom_status status;
   {
@@ -183,10 +208,11 @@ void Host::check_options(loom_kind kind, const std::string& name) {
   }
   std::map<std::string, std::string> configured;
   if (auto it = config_.options.find({kind, name}); it != config_.options.end()) configured = it->second;
-  const std::map<std::string, std::string>* sources = nullptr;
-  if (auto it = config_.option_sources.find({kind, name}); it != config_.option_sources.end()) sources = &it->second;
+  std::map<std::string, std::string> sources;
+  if (auto it = config_.option_sources.find({kind, name}); it != config_.option_sources.end()) sources = it->second;
+  apply_environment(kind, plugin.descriptor, &configured, &sources);
   make_host_context(nullptr, *candidate, plugin.descriptor, configured, job_.rank, job_.world_size, job_.local_rank,
-                    sources);
+                    &sources);
 }
 
 std::shared_ptr<Strategy> Host::open_strategy(const std::string& name) {

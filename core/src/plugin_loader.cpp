@@ -117,9 +117,9 @@ bool validate_vtable(const PluginCandidate& c, const void* vtable, PluginDescrip
                               LOOM_FN(request_free)});
   } else {
     auto* vt = static_cast<const loom_strategy_v1*>(vtable);
-    if (vt->struct_size < sizeof(loom_strategy_v1)) {
+    if (vt->struct_size < LOOM_STRATEGY_V1_0_SIZE) {
       return *reason = "strategy vtable struct_size " + std::to_string(vt->struct_size) + " is smaller than v1's " +
-                       std::to_string(sizeof(loom_strategy_v1)),
+                       std::to_string(LOOM_STRATEGY_V1_0_SIZE),
              false;
     }
     if (!copy_descriptor(vt->info, c, d, reason)) return false;
@@ -163,17 +163,17 @@ bool load_plugin(const PluginCandidate& c, LoadedPlugin* out, std::string* reaso
   }
   auto entry = library.get<loom_status(const loom_negotiate_request*, loom_negotiate_reply*)>(symbol);
 
-  loom_negotiate_request request{sizeof(loom_negotiate_request), c.kind, LOOM_ABI_VERSION, LOOM_ABI_VERSION};
+  loom_negotiate_request request{sizeof(loom_negotiate_request), c.kind, LOOM_ABI_VERSION_MIN, LOOM_ABI_VERSION};
   loom_negotiate_reply reply{};
   reply.struct_size = sizeof(loom_negotiate_reply);
-  const std::string host_range = abi_string(LOOM_ABI_VERSION) + " to " + abi_string(LOOM_ABI_VERSION);
+  const std::string host_range = abi_string(LOOM_ABI_VERSION_MIN) + " to " + abi_string(LOOM_ABI_VERSION);
   loom_status status = entry(&request, &reply);
   if (status != LOOM_OK) {
     *reason = "refused negotiation (" + std::string(loom_status_name(status)) + "): " +
               (reply.refusal ? reply.refusal : "no reason given") + "; this host speaks ABI " + host_range;
     return false;
   }
-  if (reply.abi_version < LOOM_ABI_VERSION || reply.abi_version > LOOM_ABI_VERSION) {
+  if (reply.abi_version < LOOM_ABI_VERSION_MIN || reply.abi_version > LOOM_ABI_VERSION) {
     *reason = "plugin chose ABI " + abi_string(reply.abi_version) + " but this host speaks ABI " + host_range;
     return false;
   }

@@ -38,6 +38,10 @@ Status Strategy::broadcast_bytes(void* data, uint64_t len, int32_t root) {
 }
 bool Strategy::is_global_zero() const { return vtable_->is_global_zero(ctx_) != 0; }
 int64_t Strategy::global_step() const { return vtable_->global_step(ctx_); }
+uint64_t Strategy::sample_salt() const {
+  if (vtable_->struct_size < LOOM_STRATEGY_V1_1_SIZE || vtable_->sample_salt == nullptr) return 0;
+  return vtable_->sample_salt(ctx_);
+}
 bool Strategy::should_stop() const { return vtable_->should_stop(ctx_) != 0; }
 std::string Strategy::status_line() const {
   const char* line = vtable_->status_line(ctx_);

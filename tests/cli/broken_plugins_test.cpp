@@ -27,8 +27,8 @@ const Defect kDefects[] = {
     {"namemismatch", "plugin calls itself 'somethingelse' but its file is libnamemismatch_collective.so", "broken"},
     {"initfails", "fixture: cannot open /dev/loom0 (simulated failure)", "broken"},
     {"initcrash", "SIGSEGV", "broken"},
-    {"refuses", "fixture speaks only ABI 1.7; this host speaks ABI 1.0", "broken"},
-    {"badanswer", "plugin chose ABI 2.0 but this host speaks ABI 1.0", "broken"},
+    {"refuses", "fixture speaks only ABI 1.7; this host speaks ABI 1.0 to 1.1", "broken"},
+    {"badanswer", "plugin chose ABI 2.0 but this host speaks ABI 1.0 to 1.1", "broken"},
     {"nullvtable", "NULL vtable", "broken"},
     {"unavail", "fixture: no such device here", "unavailable"},
 };
@@ -108,10 +108,20 @@ TEST(PluginsCommand, UsageErrorsExitWith2) {
   EXPECT_EQ(run_process({kLoomBinary, "plugins", "--config", "/nonexistent.toml"}).exit_code, 2);
 }
 
+// ABI 1.1 only appended: a plugin that chose 1.0 is listed, opened and run.
+TEST(PluginsCommand, PluginBuiltForAbi10StillWorks) {
+  auto r = run_process({kLoomBinary, "plugins"}, fixture_env());
+  const std::string line = line_of(r.out, "libabi10_collective.so");
+  EXPECT_NE(line.find(" 1.0 "), std::string::npos) << r.out;
+  EXPECT_NE(line.find(" ok"), std::string::npos) << r.out;
+  auto check = run_process({kLoomBinary, "plugins", "check", "abi10"}, fixture_env());
+  EXPECT_EQ(check.exit_code, 0) << check.out << check.err;
+}
+
 TEST(PluginsCommand, VersionPrintsVersionAndAbi) {
   auto r = run_process({kLoomBinary, "--version"});
   EXPECT_EQ(r.exit_code, 0);
-  EXPECT_NE(r.out.find("plugin ABI 1.0"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("plugin ABI 1.1"), std::string::npos) << r.out;
 }
 
 }  // namespace

@@ -34,6 +34,8 @@ class Strategy {
   int64_t global_step() const;
   bool should_stop() const;
   std::string status_line() const;
+  // Mixed into the trainer's sampling seed (ABI 1.1; 0 for 1.0 plugins).
+  uint64_t sample_salt() const;
   // When the strategy failed because the host could not open a plugin it
   // asked for (its collective), that error, with its exit code; else null.
   virtual const Error* host_error() const { return nullptr; }

@@ -99,6 +99,7 @@ TrainingState::TrainingState(Task& task, const TrainerSettings& s) : task_(task)
   view_.snapshot = snapshot_cb;
   view_.restore = restore_cb;
   view_.batch_size = static_cast<uint64_t>(s.batch_size);
+  view_.max_steps = s.max_steps;
 }
 
 void TrainingState::set_lr(double lr) {

@@ -110,7 +110,8 @@ TrainResult run_training(const TrainConfig& config, const TrainRequest& request)
     remove_stale_temporaries(checkpoint);  // left by a run killed mid-write
   }
 
-  Sampler sampler(task->train_data().size(), s.batch_size, shard, shards, s.seed);
+  // Peers that sample on their own get distinct orders through the salt.
+  Sampler sampler(task->train_data().size(), s.batch_size, shard, shards, s.seed ^ strategy->sample_salt());
   if (!request.dump_init_dir.empty() && zero) dump_run(request.dump_init_dir, *task, state, sampler, s, /*with_data=*/true);
   Progress progress(zero ? s.output_dir + "/metrics.csv" : "", state.step, s.max_steps, request.resume);
   if (zero) {

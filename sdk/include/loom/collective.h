@@ -75,6 +75,13 @@ enum {
 #define LOOM_CAP_DYNAMIC_GROUPS ((uint64_t)1 << 3) /* communicators from any member set, many at once */
 #define LOOM_CAP_ABORT ((uint64_t)1 << 4)          /* comm_abort unblocks waiters */
 #define LOOM_CAP_PEER_FAILURE ((uint64_t)1 << 5)   /* a dead peer gives PEER_FAILED, not only TIMEOUT */
+/* ABI 1.1: every operation also accepts request == NULL and then completes
+ * before returning, waiting at most the communicator's timeout_ms, and
+ * returns the operation's final status (what wait would have returned). No
+ * request object exists, so a plugin can skip allocating one; this is the
+ * path for small blocking collectives where that cost shows. Hosts pass NULL
+ * only to plugins that declare this bit. */
+#define LOOM_CAP_INLINE_COMPLETION ((uint64_t)1 << 6)
 
 /* Opaque objects owned by the plugin. */
 typedef struct loom_collective_ctx loom_collective_ctx; /* one initialised plugin instance */

@@ -36,14 +36,23 @@ extern "C" {
 /* ---- Versions ----------------------------------------------------------- */
 
 /* An ABI version is (major << 16) | minor. A new major renames the entry
- * symbol (_v2); a new minor only appends fields and functions. */
+ * symbol (_v2); a new minor only appends fields and functions at the end of
+ * a struct, or adds capability bits. Whoever reads an appended member first
+ * checks the struct's struct_size (or the negotiated minor) covers it, so a
+ * 1.0 plugin keeps working with a 1.1 host and the other way round.
+ *
+ *   1.0  first stable ABI
+ *   1.1  LOOM_CAP_INLINE_COMPLETION (collective.h); loom_training_state_v1
+ *        .max_steps and loom_strategy_v1.sample_salt (strategy.h) */
 #define LOOM_ABI_MAKE(major, minor) ((((uint32_t)(major)) << 16) | ((uint32_t)(minor) & 0xffffu))
 #define LOOM_ABI_MAJOR_OF(v) ((uint32_t)(v) >> 16)
 #define LOOM_ABI_MINOR_OF(v) ((uint32_t)(v) & 0xffffu)
 
 #define LOOM_ABI_MAJOR 1
-#define LOOM_ABI_MINOR 0
+#define LOOM_ABI_MINOR 1
 #define LOOM_ABI_VERSION LOOM_ABI_MAKE(LOOM_ABI_MAJOR, LOOM_ABI_MINOR)
+/* The oldest version of this major that hosts and plugins still accept. */
+#define LOOM_ABI_VERSION_MIN LOOM_ABI_MAKE(LOOM_ABI_MAJOR, 0)
 
 /* Marks the entry symbol(s) of a plugin as exported. */
 #if defined(__GNUC__) || defined(__clang__)
@@ -145,7 +154,9 @@ typedef struct loom_host_v1 {
    * against the declared type; the string is owned by the host and lives
    * until fini. Returns LOOM_ERR_INVALID_ARGUMENT for an undeclared name and
    * LOOM_ERR_UNAVAILABLE for a required option that was not set. Plugins
-   * never call getenv: the host maps the environment onto options. */
+   * never call getenv: the host maps the environment onto options (a
+   * strategy's option `name` may be set as LOOM_<NAME>, which overrides the
+   * config file). */
   loom_status (*get_option)(void *host_ctx, const char *name, const char **value);
 
   /* Rendezvous store shared by all processes of the job (c10d's Store).

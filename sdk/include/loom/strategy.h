@@ -75,6 +75,11 @@ typedef struct loom_training_state_v1 {
   uint64_t batch_size;
   /* The step the trainer's own counters start from (non-zero on resume). */
   int64_t start_step;
+  /* ABI 1.1 (present when struct_size >= LOOM_TRAINING_STATE_V1_1_SIZE): the
+   * global step at which training ends, so a strategy can finish its work
+   * (e.g. a last state averaging) in the final after_optimizer_step; -1 when
+   * unknown. */
+  int64_t max_steps;
 } loom_training_state_v1;
 
 typedef struct loom_strategy_v1 {
@@ -127,16 +132,33 @@ typedef struct loom_strategy_v1 {
   /* One line for the progress display ("4 peers, epoch 12, 3100/8192
    * samples"); owned by the plugin, valid until the next call. Never NULL. */
   const char *(*status_line)(loom_strategy_ctx *ctx);
+
+  /* ABI 1.1 (the host calls it only when struct_size >= LOOM_STRATEGY_V1_1_SIZE
+   * and it is not NULL): a value the host mixes into its data-sampling seed.
+   * 0 (or no function) for strategies whose processes split one sample order
+   * between them (DDP, via data_shard); a value unique to the process for
+   * peers that each sample on their own, so they do not all train on the same
+   * batches. Called once, after setup. */
+  uint64_t (*sample_salt)(loom_strategy_ctx *ctx);
 } loom_strategy_v1;
+
+/* Sizes of the structs as ABI 1.0 froze them: the smallest a reader accepts. */
+#define LOOM_TRAINING_STATE_V1_0_SIZE 64u
+#define LOOM_STRATEGY_V1_0_SIZE 144u
+/* Sizes with the members ABI 1.1 appended. */
+#define LOOM_TRAINING_STATE_V1_1_SIZE 72u
+#define LOOM_STRATEGY_V1_1_SIZE 152u
 
 #define LOOM_STRATEGY_ENTRY loom_strategy_plugin_v1
 #define LOOM_STRATEGY_ENTRY_NAME "loom_strategy_plugin_v1"
 
 #if UINTPTR_MAX == 0xffffffffffffffffu
-LOOM_STATIC_ASSERT(sizeof(loom_training_state_v1) == 64, "loom_training_state_v1 layout is frozen");
+LOOM_STATIC_ASSERT(sizeof(loom_training_state_v1) == LOOM_TRAINING_STATE_V1_1_SIZE, "loom_training_state_v1 layout is frozen");
+LOOM_STATIC_ASSERT(offsetof(loom_training_state_v1, max_steps) == LOOM_TRAINING_STATE_V1_0_SIZE, "1.1 appends after 1.0");
 LOOM_STATIC_ASSERT(offsetof(loom_training_state_v1, restore) == 40, "loom_training_state_v1 layout is frozen");
 LOOM_STATIC_ASSERT(offsetof(loom_training_state_v1, start_step) == 56, "loom_training_state_v1 layout is frozen");
-LOOM_STATIC_ASSERT(sizeof(loom_strategy_v1) == 144, "loom_strategy_v1 layout is frozen");
+LOOM_STATIC_ASSERT(sizeof(loom_strategy_v1) == LOOM_STRATEGY_V1_1_SIZE, "loom_strategy_v1 layout is frozen");
+LOOM_STATIC_ASSERT(offsetof(loom_strategy_v1, sample_salt) == LOOM_STRATEGY_V1_0_SIZE, "1.1 appends after 1.0");
 LOOM_STATIC_ASSERT(offsetof(loom_strategy_v1, setup) == 40, "loom_strategy_v1 layout is frozen");
 LOOM_STATIC_ASSERT(offsetof(loom_strategy_v1, status_line) == 136, "loom_strategy_v1 layout is frozen");
 #endif
