@@ -1,0 +1,370 @@
+// SwarmDht over OpenDHT's DhtRunner (its own thread runs the node; our calls
+// queue operations on it and wait on condition variables with deadlines).
+//
+// Values are of our own ValueType, whose edit policy lets a newer put of the
+// same value id replace the stored one (OpenDHT's default type refuses edits
+// of unsigned values). Each value carries a small envelope before the record:
+//
+//   version u8 = 1 | expiry u64 (ms since the Unix epoch) | stamp u64 (µs, grows per process)
+//
+// The stamp orders puts of the same id (the edit policy and get keep the
+// newest); the expiry lets get drop values whose ttl has passed even where a
+// node still holds them. OpenDHT expires a stored value at created + the
+// type's expiration, so put backdates `created` by (kMaxTtl - ttl): every node
+// then drops the value ttl after the put (OpenDHT sends `created` in whole
+// seconds, so a remote copy may go up to a second early). Clocks of peers are
+// assumed within a few seconds of each other, as hivemind does.
+#include "dht.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <opendht/dhtrunner.h>
+#include <opendht/log_enable.h>
+
+#include <atomic>
+#include <cctype>
+#include <condition_variable>
+#include <cstdarg>
+#include <cstdio>
+#include <map>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
+
+namespace loom_collab {
+namespace {
+
+using namespace std::chrono;
+
+constexpr dht::ValueType::Id kTypeId = 0x4c4d;  // "LM"; OpenDHT's own types use small ids
+constexpr auto kMaxTtl = minutes(10);           // the type's expiration: the longest ttl a put gets
+// A network id of our own, so a Loom node never merges with the public
+// OpenDHT network (or another application's) even if bootstrapped into it.
+constexpr dht::NetId kNetwork = 0x4c4f4f4d;  // "LOOM"
+constexpr size_t kEnvelope = 1 + 8 + 8;
+constexpr uint8_t kEnvelopeVersion = 1;
+// How long the destructor lets OpenDHT say goodbye to peers before joining;
+// with peers gone it never calls back, so this bounds the wait.
+constexpr auto kShutdownGrace = milliseconds(300);
+
+int64_t now_ms() { return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count(); }
+
+uint64_t load64(const uint8_t *p) {
+  uint64_t r = 0;
+  for (int i = 0; i < 8; ++i) r |= static_cast<uint64_t>(p[i]) << (8 * i);
+  return r;
+}
+void store64(uint8_t *p, uint64_t v) {
+  for (int i = 0; i < 8; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+
+struct Envelope {
+  int64_t expiry_ms = 0;
+  uint64_t stamp = 0;
+};
+
+bool parse_envelope(const dht::Value &v, Envelope *e) {
+  if (v.type != kTypeId || v.data.size() < kEnvelope || v.data[0] != kEnvelopeVersion) return false;
+  e->expiry_ms = static_cast<int64_t>(load64(v.data.data() + 1));
+  e->stamp = load64(v.data.data() + 9);
+  return true;
+}
+
+// Strictly increasing per process, close to wall-clock microseconds, so a
+// re-put after a restart still outranks the previous process's value.
+uint64_t next_stamp() {
+  static std::atomic<uint64_t> last{0};
+  const uint64_t now = static_cast<uint64_t>(duration_cast<microseconds>(system_clock::now().time_since_epoch()).count());
+  uint64_t prev = last.load();
+  uint64_t next;
+  do {
+    next = now > prev ? now : prev + 1;
+  } while (!last.compare_exchange_weak(prev, next));
+  return next;
+}
+
+// Value ids are an OpenDHT detail: 0 means "pick one at random", so ours are
+// XOR-ed with a constant and that single caller id is refused.
+constexpr uint64_t kIdMask = 0x9e3779b97f4a7c15ULL;
+
+bool store_policy(dht::InfoHash, const std::shared_ptr<dht::Value> &v, const dht::InfoHash &, const dht::SockAddr &) {
+  Envelope e;
+  return v && v->data.size() <= dht::MAX_VALUE_SIZE && parse_envelope(*v, &e) && e.expiry_ms > now_ms();
+}
+
+bool edit_policy(dht::InfoHash key, const std::shared_ptr<dht::Value> &old_v, std::shared_ptr<dht::Value> &new_v,
+                 const dht::InfoHash &from, const dht::SockAddr &addr) {
+  Envelope a, b;
+  if (!old_v || !new_v || !parse_envelope(*old_v, &a)) return new_v && store_policy(key, new_v, from, addr);
+  return store_policy(key, new_v, from, addr) && parse_envelope(*new_v, &b) && b.stamp > a.stamp;
+}
+
+const dht::ValueType &swarm_type() {
+  static const dht::ValueType type(kTypeId, "loom-swarm", kMaxTtl, store_policy, edit_policy);
+  return type;
+}
+
+// "host:port" with a non-empty host of hostname or IPv4 characters and a port 1-65535.
+bool split_host_port(const std::string &s, std::string *host, uint16_t *port) {
+  const size_t colon = s.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == s.size() || s.size() - colon - 1 > 5) return false;
+  *host = s.substr(0, colon);
+  for (char c : *host) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-')) return false;
+  }
+  unsigned long p = 0;
+  for (size_t i = colon + 1; i < s.size(); ++i) {
+    if (s[i] < '0' || s[i] > '9') return false;
+    p = p * 10 + static_cast<unsigned long>(s[i] - '0');
+  }
+  if (p == 0 || p > 65535) return false;
+  *port = static_cast<uint16_t>(p);
+  return true;
+}
+
+dht::LogMethod log_to(const LogFn &log, Level level) {
+  return dht::LogMethod([log, level](char const *format, va_list args) {
+    char buf[512];
+    std::vsnprintf(buf, sizeof buf, format, args);
+    log(level, std::string("opendht: ") + buf);
+  });
+}
+
+// A one-shot result that a callback on OpenDHT's thread may deliver after the
+// waiter gave up: shared, so a late callback touches live memory.
+struct Waiter {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  bool ok = false;
+  void finish(bool result) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (done) return;
+      done = true;
+      ok = result;
+    }
+    cv.notify_all();
+  }
+  // True when finished before the deadline; *result is the reported outcome.
+  bool wait(milliseconds timeout, bool *result) {
+    std::unique_lock<std::mutex> lock(mu);
+    const bool finished = cv.wait_for(lock, timeout, [this] { return done; });
+    *result = ok;
+    return finished;
+  }
+};
+
+}  // namespace
+
+struct SwarmDht::Impl {
+  LogFn log;
+  dht::DhtRunner runner;
+  uint16_t port = 0;
+  bool has_bootstrap = false;
+  // Puts made while the node knows no good peer, sent once it does (see put).
+  struct Pending {
+    Bytes value;
+    steady_clock::time_point expires;
+  };
+  std::mutex pending_mu;
+  std::map<std::pair<std::string, uint64_t>, Pending> pending;
+
+  void debug(const std::string &m) const {
+    if (log) log(Level::debug, m);
+  }
+};
+
+SwarmDht::SwarmDht(DhtConfig config) : impl_(new Impl) {
+  impl_->log = config.log;
+  // Validate everything before starting threads, so a bad peer throws cleanly.
+  std::vector<std::pair<std::string, uint16_t>> peers;
+  for (const auto &b : config.bootstrap) {
+    std::string host;
+    uint16_t p = 0;
+    if (!split_host_port(b, &host, &p)) {
+      throw std::runtime_error("bad initial peer '" + b + "': expected host:port, for example 192.0.2.7:31337");
+    }
+    peers.emplace_back(host, p);
+  }
+  sockaddr_in sin{};
+  sin.sin_family = AF_INET;
+  sin.sin_port = htons(config.port);
+  if (inet_pton(AF_INET, config.listen_host.c_str(), &sin.sin_addr) != 1) {
+    throw std::runtime_error("bad DHT listen address '" + config.listen_host +
+                             "': expected an IPv4 address such as 0.0.0.0");
+  }
+  const std::string where = config.listen_host + ":" + std::to_string(config.port);
+
+  dht::DhtRunner::Config rc;
+  rc.dht_config.node_config.network = kNetwork;
+  // Hand stored values on to closer nodes as they appear: values put while a
+  // node was alone then reach the peers that join later.
+  rc.dht_config.node_config.maintain_storage = true;
+  // OpenDHT limits requests per source IP; peers behind one NAT, or on one
+  // machine, share an IP, and matchmaking polls a few keys many times a
+  // second: the default limit dropped requests with four local peers.
+  rc.dht_config.node_config.max_peer_req_per_sec = -1;
+  rc.dht_config.node_config.max_req_per_sec = -1;
+  rc.threaded = true;
+  rc.bind4 = dht::SockAddr(reinterpret_cast<const sockaddr *>(&sin), sizeof sin);
+  dht::DhtRunner::Context ctx;
+  if (config.log) {
+    // OpenDHT reports routine events (searches without nodes, no IPv6) as
+    // errors: they reach us at debug; its debug stream stays off.
+    ctx.logger = std::make_shared<dht::Logger>(log_to(config.log, Level::debug), log_to(config.log, Level::debug),
+                                               dht::LogMethod());
+  }
+  try {
+    impl_->runner.run(rc, std::move(ctx));
+  } catch (const std::exception &e) {
+    throw std::runtime_error("cannot start the DHT node on UDP " + where + ": " + e.what());
+  }
+  impl_->runner.registerType(swarm_type());
+  impl_->port = impl_->runner.getBoundPort(AF_INET);
+  if (impl_->port == 0) {
+    impl_->runner.join();
+    throw std::runtime_error("cannot start the DHT node on UDP " + where + ": no IPv4 socket bound");
+  }
+  for (const auto &[host, p] : peers) {
+    // OpenDHT resolves names on its own thread and retries these peers while
+    // the node has no connection, so nothing here blocks on DNS.
+    impl_->runner.bootstrap(host, std::to_string(p));
+  }
+  impl_->has_bootstrap = !peers.empty();
+  impl_->debug("DHT node listening on UDP " + config.listen_host + ":" + std::to_string(impl_->port));
+}
+
+SwarmDht::~SwarmDht() {
+  auto w = std::make_shared<Waiter>();
+  impl_->runner.shutdown([w] { w->finish(true); });
+  bool ignored;
+  w->wait(duration_cast<milliseconds>(kShutdownGrace), &ignored);
+  impl_->runner.join();
+}
+
+uint16_t SwarmDht::port() const { return impl_->port; }
+
+size_t SwarmDht::good_nodes() const { return impl_->runner.getNodesStats(AF_INET).good_nodes; }
+
+size_t SwarmDht::stored_values() const { return impl_->runner.getStoreSize().second; }
+
+bool SwarmDht::wait_connected(std::chrono::milliseconds timeout) {
+  if (!impl_->has_bootstrap) return true;
+  const auto deadline = steady_clock::now() + timeout;
+  for (;;) {
+    if (good_nodes() > 0) return true;
+    const auto now = steady_clock::now();
+    if (now >= deadline) return false;
+    std::this_thread::sleep_for(std::min<steady_clock::duration>(milliseconds(10), deadline - now));
+  }
+}
+
+// A node that starts searches while it knows no peer never recovers in
+// OpenDHT 2.4: its failed searches keep it from taking in the peers that
+// bootstrap from it later (measured: a seed alone for 0.8 s stayed at zero
+// good nodes). So while alone, puts wait in `pending` and gets answer empty;
+// the first operation after a peer appears sends what waited.
+bool SwarmDht::put(const std::string &key, uint64_t value_id, const Bytes &value, std::chrono::seconds ttl,
+                   std::chrono::milliseconds timeout) {
+  if (good_nodes() == 0) {
+    std::lock_guard<std::mutex> lock(impl_->pending_mu);
+    impl_->pending[{key, value_id}] = Impl::Pending{value, steady_clock::now() + ttl};
+    impl_->debug("DHT put under " + key + ": no peer known yet (kept until one is)");
+    return false;
+  }
+  flush_pending();
+  return put_now(key, value_id, value, ttl, timeout);
+}
+
+void SwarmDht::flush_pending() {
+  std::map<std::pair<std::string, uint64_t>, Impl::Pending> due;
+  {
+    std::lock_guard<std::mutex> lock(impl_->pending_mu);
+    due.swap(impl_->pending);
+  }
+  const auto now = steady_clock::now();
+  for (auto &[where, p] : due) {
+    if (p.expires <= now) continue;
+    auto left = duration_cast<seconds>(p.expires - now);
+    if (left.count() > 0) put_now(where.first, where.second, p.value, left, milliseconds(0));
+  }
+}
+
+bool SwarmDht::put_now(const std::string &key, uint64_t value_id, const Bytes &value, std::chrono::seconds ttl,
+                       std::chrono::milliseconds timeout) {
+  if ((value_id ^ kIdMask) == dht::Value::INVALID_ID) {
+    impl_->debug("DHT put under " + key + ": value id " + std::to_string(value_id) + " is reserved");
+    return false;
+  }
+  if (ttl <= seconds(0)) {
+    impl_->debug("DHT put under " + key + ": ttl must be positive");
+    return false;
+  }
+  if (ttl > kMaxTtl) ttl = duration_cast<seconds>(kMaxTtl);
+  if (value.size() + kEnvelope > dht::MAX_VALUE_SIZE) {
+    impl_->debug("DHT put under " + key + ": " + std::to_string(value.size()) + " bytes is above OpenDHT's limit");
+    return false;
+  }
+  dht::Blob data(kEnvelope + value.size());
+  data[0] = kEnvelopeVersion;
+  store64(data.data() + 1, static_cast<uint64_t>(now_ms() + duration_cast<milliseconds>(ttl).count()));
+  store64(data.data() + 9, next_stamp());
+  std::copy(value.begin(), value.end(), data.begin() + kEnvelope);
+  auto v = std::make_shared<dht::Value>(kTypeId, std::move(data), value_id ^ kIdMask);
+
+  auto w = std::make_shared<Waiter>();
+  const auto created = dht::clock::now() - (kMaxTtl - ttl);
+  impl_->runner.put(
+      dht::InfoHash::get(key), v,
+      [w](bool ok, const std::vector<std::shared_ptr<dht::Node>> &) { w->finish(ok); }, created, false);
+  bool ok = false;
+  if (!w->wait(timeout, &ok)) {
+    impl_->debug("DHT put under " + key + ": no node confirmed within " + std::to_string(timeout.count()) + " ms");
+    return false;
+  }
+  if (!ok) impl_->debug("DHT put under " + key + ": no node accepted it (kept locally)");
+  return ok;
+}
+
+std::vector<Bytes> SwarmDht::get(const std::string &key, std::chrono::milliseconds timeout) {
+  if (good_nodes() == 0) return {};  // alone: see put
+  flush_pending();
+  struct Found {
+    std::mutex mu;
+    bool stop = false;
+    std::map<dht::Value::Id, std::pair<uint64_t, Bytes>> newest;  // id -> (stamp, record)
+  };
+  auto found = std::make_shared<Found>();
+  auto w = std::make_shared<Waiter>();
+  impl_->runner.get(
+      dht::InfoHash::get(key),
+      [found](const std::vector<std::shared_ptr<dht::Value>> &values) {
+        const int64_t now = now_ms();
+        std::lock_guard<std::mutex> lock(found->mu);
+        if (found->stop) return false;  // the caller has its answer: end the search
+        for (const auto &v : values) {
+          Envelope e;
+          if (!v || !parse_envelope(*v, &e) || e.expiry_ms <= now) continue;
+          auto it = found->newest.find(v->id);
+          if (it != found->newest.end() && it->second.first >= e.stamp) continue;
+          found->newest[v->id] = {e.stamp, Bytes(v->data.begin() + kEnvelope, v->data.end())};
+        }
+        return true;
+      },
+      [w](bool ok, const std::vector<std::shared_ptr<dht::Node>> &) { w->finish(ok); },
+      dht::Value::TypeFilter(kTypeId));
+  bool ok = false;
+  if (!w->wait(timeout, &ok)) {
+    impl_->debug("DHT get under " + key + ": search not finished within " + std::to_string(timeout.count()) +
+                 " ms (partial result)");
+  }
+  std::lock_guard<std::mutex> lock(found->mu);
+  found->stop = true;
+  std::vector<Bytes> out;
+  out.reserve(found->newest.size());
+  for (auto &entry : found->newest) out.push_back(std::move(entry.second.second));
+  return out;
+}
+
+}  // namespace loom_collab

@@ -1,0 +1,66 @@
+// One OpenDHT node per peer: discovery and the swarm's shared records.
+// OpenDHT types stay inside dht.cpp. Thread-safe: any thread may call.
+#ifndef LOOM_COLLAB_DHT_H
+#define LOOM_COLLAB_DHT_H
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "log.h"
+#include "records.h"
+
+namespace loom_collab {
+
+struct DhtConfig {
+  std::string listen_host = "0.0.0.0";  // IPv4 address to bind (UDP)
+  uint16_t port = 0;                    // 0: any free port
+  std::vector<std::string> bootstrap;   // "host:port" of initial peers
+  LogFn log;  // also called from OpenDHT's thread (its warnings, at debug)
+};
+
+class SwarmDht {
+ public:
+  // Starts the node and contacts the bootstrap peers (without waiting).
+  // Throws std::runtime_error naming what is wrong (an address that does not
+  // parse, a port in use).
+  explicit SwarmDht(DhtConfig config);
+  ~SwarmDht();  // stops the node and joins its threads
+  SwarmDht(const SwarmDht &) = delete;
+  SwarmDht &operator=(const SwarmDht &) = delete;
+
+  uint16_t port() const;  // the UDP port actually bound
+
+  // Waits until the node knows at least one good peer. Returns true at once
+  // when it was given no bootstrap peers (the first peer of a swarm).
+  bool wait_connected(std::chrono::milliseconds timeout);
+  size_t good_nodes() const;
+  // Values this node stores for the swarm (its own and others'): for tests
+  // and diagnostics.
+  size_t stored_values() const;
+
+  // Stores value under key (hashed with InfoHash::get). value_id names it:
+  // a later put of the same (key, value_id) replaces the earlier one. The
+  // value expires ttl after the put. Returns false (and logs at debug) when
+  // no node accepted it within timeout. A put made while the node knows no
+  // peer returns false and is sent as soon as it knows one.
+  bool put(const std::string &key, uint64_t value_id, const Bytes &value, std::chrono::seconds ttl,
+           std::chrono::milliseconds timeout);
+
+  // Every live value under key (this node's and the network's), at most one
+  // per value_id (the newest), within timeout: partial results on timeout.
+  std::vector<Bytes> get(const std::string &key, std::chrono::milliseconds timeout);
+
+ private:
+  bool put_now(const std::string &key, uint64_t value_id, const Bytes &value, std::chrono::seconds ttl,
+               std::chrono::milliseconds timeout);
+  void flush_pending();
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace loom_collab
+
+#endif

@@ -1,0 +1,227 @@
+// The exported symbol, the static info and vtable, and the C functions that
+// forward to the Peer. No exception crosses the C ABI.
+#include <cstddef>
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "loom/strategy.h"
+#include "options.h"
+#include "peer.h"
+
+struct loom_strategy_ctx {
+  const loom_host_v1 *host = nullptr;
+  loom_collab::Options options;
+  const loom_collective_v1 *collective = nullptr;
+  void *collective_instance = nullptr;
+  std::unique_ptr<loom_collab::Peer> peer;
+  std::string error;
+  std::string status;
+};
+
+namespace loom_collab {
+namespace {
+
+loom_status fail(loom_strategy_ctx *ctx, loom_status s, const std::string &message) {
+  ctx->error = message;
+  return s;
+}
+
+template <class Body>
+loom_status guarded(loom_strategy_ctx *ctx, Body &&body) noexcept {
+  try {
+    return static_cast<loom_status>(body());
+  } catch (const std::bad_alloc &) {
+    return fail(ctx, LOOM_ERR_SYSTEM, "collab: out of memory");
+  } catch (const std::exception &e) {
+    return fail(ctx, LOOM_ERR_INTERNAL, std::string("collab: unexpected exception: ") + e.what());
+  } catch (...) {
+    return fail(ctx, LOOM_ERR_INTERNAL, "collab: unexpected exception of unknown type");
+  }
+}
+
+void write_why(char *why, size_t len, const std::string &text) {
+  if (why && len) std::snprintf(why, len, "%s", text.c_str());
+}
+
+loom_status init(const loom_host_v1 *host, loom_strategy_ctx **out, char *why, size_t why_len) noexcept {
+  if (!out || !host) return LOOM_ERR_INVALID_ARGUMENT;
+  *out = nullptr;
+  try {
+    auto ctx = std::make_unique<loom_strategy_ctx>();
+    ctx->host = host;
+    std::string reason;
+    if (!read_options(host, &ctx->options, &reason)) {
+      write_why(why, why_len, reason);
+      return LOOM_ERR_INVALID_ARGUMENT;
+    }
+    const void *vt = nullptr;
+    loom_status s = host->open_plugin(host->host_ctx, LOOM_KIND_COLLECTIVE, ctx->options.collective.c_str(), &vt,
+                                      &ctx->collective_instance);
+    if (s != LOOM_OK) {
+      write_why(why, why_len, "could not open the collective plugin '" + ctx->options.collective + "' (" +
+                                  loom_status_name(s) + ")");
+      return s == LOOM_ERR_UNAVAILABLE ? s : LOOM_ERR_INVALID_ARGUMENT;
+    }
+    ctx->collective = static_cast<const loom_collective_v1 *>(vt);
+    if (!(ctx->collective->info->capabilities & LOOM_CAP_DYNAMIC_GROUPS)) {
+      host->close_plugin(host->host_ctx, ctx->collective_instance);
+      write_why(why, why_len, "collective '" + ctx->options.collective +
+                                  "' cannot build communicators from any set of peers (no dynamic-groups capability); "
+                                  "choose one that can, e.g. collective = \"ucx\"");
+      return LOOM_ERR_INVALID_ARGUMENT;
+    }
+    *out = ctx.release();
+    return LOOM_OK;
+  } catch (const std::exception &e) {
+    write_why(why, why_len, std::string("collab: ") + e.what());
+    return LOOM_ERR_INTERNAL;
+  }
+}
+
+void fini(loom_strategy_ctx *ctx) noexcept {
+  if (!ctx) return;
+  try {
+    ctx->peer.reset();
+  } catch (...) {
+  }
+  if (ctx->collective_instance) ctx->host->close_plugin(ctx->host->host_ctx, ctx->collective_instance);
+  delete ctx;
+}
+
+const char *last_error(loom_strategy_ctx *ctx) noexcept { return ctx ? ctx->error.c_str() : "no strategy instance"; }
+
+loom_status setup(loom_strategy_ctx *ctx, const loom_training_state_v1 *state) noexcept {
+  if (!ctx || !state) return LOOM_ERR_INVALID_ARGUMENT;
+  return guarded(ctx, [&]() -> loom_status {
+    ctx->peer = std::make_unique<Peer>(ctx->host, ctx->options, ctx->collective,
+                                       static_cast<loom_collective_ctx *>(ctx->collective_instance));
+    std::string why;
+    loom_status s = ctx->peer->setup(*state, &why);
+    if (s != LOOM_OK) {
+      ctx->peer.reset();
+      return fail(ctx, s, "collab: " + why);
+    }
+    return LOOM_OK;
+  });
+}
+
+loom_status teardown(loom_strategy_ctx *ctx) noexcept {
+  if (!ctx) return LOOM_ERR_INVALID_ARGUMENT;
+  return guarded(ctx, [&]() -> loom_status {
+    if (ctx->peer) ctx->peer->teardown();
+    ctx->peer.reset();
+    return LOOM_OK;
+  });
+}
+
+loom_status data_shard(loom_strategy_ctx *, int32_t *index, int32_t *count) noexcept {
+  *index = 0;  // each peer samples the whole data set on its own (see sample_salt)
+  *count = 1;
+  return LOOM_OK;
+}
+
+loom_status after_backward(loom_strategy_ctx *ctx, uint64_t samples, loom_step_decision *decision) noexcept {
+  if (!ctx || !decision || !ctx->peer) return LOOM_ERR_INVALID_ARGUMENT;
+  return guarded(ctx, [&]() -> loom_status {
+    std::string why;
+    loom_status s = ctx->peer->after_backward(samples, decision, &why);
+    return s == LOOM_OK ? s : fail(ctx, s, "collab: " + why);
+  });
+}
+
+loom_status after_optimizer_step(loom_strategy_ctx *ctx) noexcept {
+  if (!ctx || !ctx->peer) return LOOM_ERR_INVALID_ARGUMENT;
+  return guarded(ctx, [&]() -> loom_status {
+    std::string why;
+    loom_status s = ctx->peer->after_optimizer_step(&why);
+    return s == LOOM_OK ? s : fail(ctx, s, "collab: " + why);
+  });
+}
+
+// Metrics, decisions, barriers and broadcasts are per peer: every peer is its
+// own global zero (Lightning's CollaborativeStrategy does the same).
+loom_status reduce_metric(loom_strategy_ctx *, double *, loom_metric_op) noexcept { return LOOM_OK; }
+loom_status reduce_decision(loom_strategy_ctx *, int32_t *, int32_t) noexcept { return LOOM_OK; }
+loom_status barrier(loom_strategy_ctx *) noexcept { return LOOM_OK; }
+loom_status broadcast_bytes(loom_strategy_ctx *, void *, uint64_t, int32_t) noexcept { return LOOM_OK; }
+int32_t is_global_zero(loom_strategy_ctx *) noexcept { return 1; }
+int64_t global_step(loom_strategy_ctx *ctx) noexcept { return ctx && ctx->peer ? ctx->peer->epoch() : 0; }
+int32_t should_stop(loom_strategy_ctx *) noexcept { return 0; }
+
+const char *status_line(loom_strategy_ctx *ctx) noexcept {
+  if (!ctx) return "";
+  try {
+    ctx->status = ctx->peer ? ctx->peer->status_line() : "not set up";
+  } catch (...) {
+    ctx->status = "?";
+  }
+  return ctx->status.c_str();
+}
+
+uint64_t sample_salt(loom_strategy_ctx *ctx) noexcept { return ctx && ctx->peer ? ctx->peer->id() : 0; }
+
+constexpr loom_plugin_info kInfo = {
+    sizeof(loom_plugin_info),
+    LOOM_KIND_STRATEGY,
+    "collab",
+    "0.1.0",
+    "Collaborative training across peers that join and leave at will (DHT discovery, swarm-wide epochs).",
+    0,
+    kOptions,
+    kNumOptions,
+};
+
+constexpr loom_strategy_v1 make_vtable() {
+  loom_strategy_v1 v{};
+  v.struct_size = sizeof(loom_strategy_v1);
+  v.abi_version = LOOM_ABI_VERSION;
+  v.info = &kInfo;
+  v.init = init;
+  v.fini = fini;
+  v.last_error = last_error;
+  v.setup = setup;
+  v.teardown = teardown;
+  v.data_shard = data_shard;
+  v.after_backward = after_backward;
+  v.after_optimizer_step = after_optimizer_step;
+  v.reduce_metric = reduce_metric;
+  v.reduce_decision = reduce_decision;
+  v.barrier = barrier;
+  v.broadcast_bytes = broadcast_bytes;
+  v.is_global_zero = is_global_zero;
+  v.global_step = global_step;
+  v.should_stop = should_stop;
+  v.status_line = status_line;
+  v.sample_salt = sample_salt;
+  return v;
+}
+
+constexpr loom_strategy_v1 kVtable = make_vtable();
+
+#define REPLY_HAS(reply, field) ((reply)->struct_size >= offsetof(loom_negotiate_reply, field) + sizeof((reply)->field))
+
+loom_status answer(loom_negotiate_reply *reply, loom_status s, const void *vtable, const char *refusal) {
+  if (REPLY_HAS(reply, abi_version)) reply->abi_version = vtable ? LOOM_ABI_VERSION : 0;
+  if (REPLY_HAS(reply, vtable)) reply->vtable = vtable;
+  if (REPLY_HAS(reply, refusal)) reply->refusal = refusal;
+  return s;
+}
+
+}  // namespace
+}  // namespace loom_collab
+
+// Static answers only: the host may call this in a scanner process.
+extern "C" LOOM_PLUGIN_EXPORT loom_status loom_strategy_plugin_v1(const loom_negotiate_request *request,
+                                                                  loom_negotiate_reply *reply) {
+  using loom_collab::answer;
+  if (!reply) return LOOM_ERR_INVALID_ARGUMENT;
+  if (!request || request->struct_size < sizeof(loom_negotiate_request))
+    return answer(reply, LOOM_ERR_UNSUPPORTED, nullptr, "collab strategy plugin: the negotiate request is too small");
+  if (request->kind != LOOM_KIND_STRATEGY)
+    return answer(reply, LOOM_ERR_UNSUPPORTED, nullptr, "collab strategy plugin: called for a kind other than strategy");
+  // It needs 1.1: the last epoch (max_steps) and per-peer sampling.
+  if (request->abi_max < LOOM_ABI_VERSION || request->abi_min > LOOM_ABI_VERSION)
+    return answer(reply, LOOM_ERR_UNSUPPORTED, nullptr, "collab strategy plugin speaks Loom ABI 1.1 only");
+  return answer(reply, LOOM_OK, &loom_collab::kVtable, nullptr);
+}

@@ -1,0 +1,133 @@
+#include "group_comm.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+namespace loom_collab {
+namespace {
+
+int64_t ms_until(Clock::time_point deadline) {
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+  return std::max<int64_t>(1, left);
+}
+
+}  // namespace
+
+loom_status GroupComm::open(const GroupRecord &group, uint64_t me, Clock::time_point deadline, std::string *why) {
+  close(false);
+  auto it = std::find(group.members.begin(), group.members.end(), me);
+  if (it == group.members.end()) {
+    *why = "this peer is not a member of the group";
+    return LOOM_ERR_INVALID_ARGUMENT;
+  }
+  rank_ = static_cast<int32_t>(it - group.members.begin());
+  size_ = static_cast<int32_t>(group.members.size());
+  group_hash_ = group.group_hash();
+  oob_error_.clear();
+  loom_oob_v1 oob{sizeof(loom_oob_v1), this, &GroupComm::oob_allgather};
+  char name[64];
+  std::snprintf(name, sizeof name, "collab-e%lld-a%u", static_cast<long long>(group.epoch), group.attempt);
+  loom_comm_config_v1 config{};
+  config.struct_size = sizeof config;
+  config.rank = rank_;
+  config.size = size_;
+  config.device_type = LOOM_DEVICE_CPU;
+  config.oob = &oob;
+  config.timeout_ms = ms_until(deadline);
+  config.name = name;
+  loom_comm *comm = nullptr;
+  loom_status s = vt_->comm_create(instance_, &config, &comm);
+  if (s != LOOM_OK) {
+    *why = std::string("building the group's communicator failed (") + loom_status_name(s) + "): " +
+           (oob_error_.empty() ? vt_->last_error(instance_) : oob_error_);
+    return s;
+  }
+  comm_ = comm;
+  return LOOM_OK;
+}
+
+loom_status GroupComm::allreduce_sum(float *buf, uint64_t count, Clock::time_point deadline, std::string *why) {
+  if (comm_ == nullptr) {
+    *why = "no communicator";
+    return LOOM_ERR_INVALID_ARGUMENT;
+  }
+  loom_request *request = nullptr;
+  loom_status s = vt_->allreduce(comm_, buf, buf, count, LOOM_DTYPE_F32, LOOM_REDUCE_SUM, &request);
+  if (s == LOOM_OK) {
+    s = vt_->wait(request, ms_until(deadline));
+    if (s != LOOM_OK) {
+      *why = std::string("allreduce failed (") + loom_status_name(s) + "): " + vt_->last_error(instance_);
+      vt_->comm_abort(comm_);  // frees the request only once nothing touches buf
+    }
+    vt_->request_free(request);
+  } else {
+    *why = std::string("posting the allreduce failed (") + loom_status_name(s) + "): " + vt_->last_error(instance_);
+  }
+  if (s != LOOM_OK) close(true);
+  return s;
+}
+
+void GroupComm::close(bool abort) {
+  if (comm_ == nullptr) return;
+  if (abort) vt_->comm_abort(comm_);
+  vt_->comm_destroy(comm_);
+  comm_ = nullptr;
+}
+
+loom_status GroupComm::oob_allgather(void *user, const void *send, size_t len, void *recv, int64_t timeout_ms) noexcept {
+  try {
+    return static_cast<GroupComm *>(user)->exchange(send, len, recv, timeout_ms);
+  } catch (const std::exception &e) {
+    static_cast<GroupComm *>(user)->oob_error_ = std::string("group exchange: ") + e.what();
+    return LOOM_ERR_INTERNAL;
+  }
+}
+
+// Publishes this member's part under the group's hash and polls until every
+// member's part is there. Parts of another group hash, size or length are
+// ignored (they belong to members that disagree about the group).
+loom_status GroupComm::exchange(const void *send, size_t len, void *recv, int64_t timeout_ms) {
+  if (len > kMaxOobPayload) {
+    oob_error_ = "the collective's exchange payload of " + std::to_string(len) + " bytes exceeds " +
+                 std::to_string(kMaxOobPayload);
+    return LOOM_ERR_INVALID_ARGUMENT;
+  }
+  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  OobRecord mine;
+  mine.group_hash = group_hash_;
+  mine.rank = static_cast<uint32_t>(rank_);
+  mine.size = static_cast<uint32_t>(size_);
+  mine.payload.assign(static_cast<const uint8_t *>(send), static_cast<const uint8_t *>(send) + len);
+  const Bytes value = encode(run_, mine);
+  const std::string key = oob_key(run_id_, group_hash_);
+  std::vector<bool> have(static_cast<size_t>(size_), false);
+  bool published = false;
+  auto *out = static_cast<uint8_t *>(recv);
+  for (;;) {
+    if (!published) published = dht_->put(key, uint64_t(rank_) + 1, value, std::chrono::seconds(60),
+                                           std::chrono::milliseconds(std::min<int64_t>(500, timeout_ms)));
+    for (const auto &raw : dht_->get(key, std::chrono::milliseconds(300))) {
+      std::string reason;
+      auto r = decode_oob(run_, raw.data(), raw.size(), &reason);
+      if (!r || r->group_hash != group_hash_ || r->size != uint32_t(size_) || r->payload.size() != len) continue;
+      if (!have[r->rank]) {
+        std::memcpy(out + size_t(r->rank) * len, r->payload.data(), len);
+        have[r->rank] = true;
+      }
+    }
+    if (std::all_of(have.begin(), have.end(), [](bool b) { return b; })) return LOOM_OK;
+    if (Clock::now() >= deadline) {
+      size_t missing = static_cast<size_t>(std::count(have.begin(), have.end(), false));
+      oob_error_ = "the group exchange timed out after " + std::to_string(timeout_ms) + " ms: " +
+                   std::to_string(missing) + " of " + std::to_string(size_) + " members never published" +
+                   (published ? "" : " (and this peer's own part was never stored)");
+      return LOOM_ERR_TIMEOUT;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+}  // namespace loom_collab

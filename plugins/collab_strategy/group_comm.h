@@ -1,0 +1,62 @@
+// A communicator over one averaging group, built through the collective
+// plugin (opened once by name through the host) with the DHT as its
+// out-of-band exchange: each member publishes its part under the group's
+// hash and reads the others'. Because the key is the hash of (epoch,
+// attempt, members), members that disagree about the group never meet:
+// their exchange times out and they retry, instead of averaging wrongly.
+#ifndef LOOM_COLLAB_GROUP_COMM_H
+#define LOOM_COLLAB_GROUP_COMM_H
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include "dht.h"
+#include "loom/collective.h"
+#include "records.h"
+
+namespace loom_collab {
+
+using Clock = std::chrono::steady_clock;
+
+class GroupComm {
+ public:
+  GroupComm(const loom_collective_v1 *vt, loom_collective_ctx *instance, SwarmDht *dht, std::string run_id,
+            uint64_t run)
+      : vt_(vt), instance_(instance), dht_(dht), run_id_(std::move(run_id)), run_(run) {}
+  ~GroupComm() { close(false); }
+  GroupComm(const GroupComm &) = delete;
+  GroupComm &operator=(const GroupComm &) = delete;
+
+  // Collective over group.members; this peer is `me`. Bounded by deadline.
+  // On failure *why says what failed and nothing stays open.
+  loom_status open(const GroupRecord &group, uint64_t me, Clock::time_point deadline, std::string *why);
+  bool is_open() const { return comm_ != nullptr; }
+  int32_t rank() const { return rank_; }
+  int32_t size() const { return size_; }
+
+  // In-place sum over the members, finished (or failed) by deadline. A
+  // failure aborts and closes the communicator.
+  loom_status allreduce_sum(float *buf, uint64_t count, Clock::time_point deadline, std::string *why);
+
+  // Destroys the communicator (aborting first when abort is set).
+  void close(bool abort);
+
+ private:
+  static loom_status oob_allgather(void *user, const void *send, size_t len, void *recv, int64_t timeout_ms) noexcept;
+  loom_status exchange(const void *send, size_t len, void *recv, int64_t timeout_ms);
+
+  const loom_collective_v1 *vt_;
+  loom_collective_ctx *instance_;
+  SwarmDht *dht_;
+  std::string run_id_;
+  uint64_t run_;
+  loom_comm *comm_ = nullptr;
+  int32_t rank_ = 0, size_ = 0;
+  uint64_t group_hash_ = 0;
+  std::string oob_error_;
+};
+
+}  // namespace loom_collab
+
+#endif

@@ -1,0 +1,170 @@
+#include "options.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <sstream>
+
+namespace loom_collab {
+
+const loom_option_decl kOptions[kNumOptions] = {
+    {sizeof(loom_option_decl), LOOM_OPTION_INT, "target_batch_size", nullptr,
+     "Samples the whole swarm accumulates before each collaborative optimizer step (required)."},
+    {sizeof(loom_option_decl), LOOM_OPTION_STRING, "run_id", "loom_run",
+     "Name of the run: peers with the same run_id train together; it namespaces every DHT key."},
+    {sizeof(loom_option_decl), LOOM_OPTION_INT, "batch_size", "0",
+     "Samples this peer counts per optimizer-step window; 0 counts what the trainer reports."},
+    {sizeof(loom_option_decl), LOOM_OPTION_STRING_LIST, "initial_peers", "",
+     "host:port of peers already in the swarm to join through (also LOOM_INITIAL_PEERS); empty starts a new swarm."},
+    {sizeof(loom_option_decl), LOOM_OPTION_STRING, "listen", "0.0.0.0",
+     "IPv4 address this peer's DHT node (UDP) and state server (TCP) bind."},
+    {sizeof(loom_option_decl), LOOM_OPTION_INT, "port", "0",
+     "Port of the DHT node and the state server; 0 picks a free one."},
+    {sizeof(loom_option_decl), LOOM_OPTION_STRING, "announce", "",
+     "Address other peers reach this one at; empty uses this machine's outward IPv4 address."},
+    {sizeof(loom_option_decl), LOOM_OPTION_FLOAT, "matchmaking_time", "2.0",
+     "Seconds a peer ready to average waits for others to join its group."},
+    {sizeof(loom_option_decl), LOOM_OPTION_FLOAT, "averaging_timeout", "30.0",
+     "Seconds one averaging round (retries among survivors included) may take before the peer steps alone."},
+    {sizeof(loom_option_decl), LOOM_OPTION_INT, "min_group_size", "2",
+     "Fewest peers that form an averaging group; with fewer a peer steps on its local gradients."},
+    {sizeof(loom_option_decl), LOOM_OPTION_INT, "average_state_every", "5",
+     "Average the parameters every this many epochs (and at the last one) so drifted peers converge; 0: only at the end."},
+    {sizeof(loom_option_decl), LOOM_OPTION_FLOAT, "load_state_timeout", "60.0",
+     "Seconds a joining or lagging peer may spend downloading the state from donors."},
+    {sizeof(loom_option_decl), LOOM_OPTION_FLOAT, "bootstrap_timeout", "20.0",
+     "Seconds to wait for a reply from the initial peers (and for min_peers) before giving up."},
+    {sizeof(loom_option_decl), LOOM_OPTION_INT, "min_peers", "1",
+     "Peers (this one included) the swarm must have before this peer starts training, within bootstrap_timeout."},
+    {sizeof(loom_option_decl), LOOM_OPTION_STRING, "collective", "ucx",
+     "Collective plugin that averages within a group; it must support dynamic groups (lib<name>_collective.so)."},
+    {sizeof(loom_option_decl), LOOM_OPTION_BOOL, "verbose", "false",
+     "Log matchmaking and averaging details at info level instead of debug."},
+};
+
+namespace {
+
+struct Reader {
+  const loom_host_v1 *host;
+  std::string *why;
+
+  bool text(OptionIndex i, std::string *out) {
+    const char *value = nullptr;
+    loom_status s = host->get_option(host->host_ctx, kOptions[i].name, &value);
+    if (s == LOOM_ERR_UNAVAILABLE) {
+      *why = std::string("option ") + kOptions[i].name + " is required: " + kOptions[i].help;
+      return false;
+    }
+    if (s != LOOM_OK || value == nullptr) {
+      *why = std::string("the host could not give option ") + kOptions[i].name;
+      return false;
+    }
+    *out = value;
+    return true;
+  }
+  bool number(OptionIndex i, double min, double max, double *out) {
+    std::string t;
+    if (!text(i, &t)) return false;
+    errno = 0;
+    char *end = nullptr;
+    double v = std::strtod(t.c_str(), &end);
+    if (t.empty() || *end != '\0' || errno != 0 || !std::isfinite(v) || v < min || v > max) {
+      std::ostringstream m;
+      m << "option " << kOptions[i].name << " = " << t << " is out of range; valid: " << min << " to " << max;
+      *why = m.str();
+      return false;
+    }
+    *out = v;
+    return true;
+  }
+  bool integer(OptionIndex i, int64_t min, int64_t max, int64_t *out) {
+    double v = 0;
+    if (!number(i, double(min), double(max), &v)) return false;
+    if (v != std::floor(v)) {
+      *why = std::string("option ") + kOptions[i].name + " must be a whole number";
+      return false;
+    }
+    *out = static_cast<int64_t>(v);
+    return true;
+  }
+};
+
+bool valid_run_id(const std::string &id) {
+  if (id.empty() || id.size() > 64) return false;
+  for (char c : id) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' ||
+              c == '.';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+std::vector<std::string> split_list(const std::string &text) {
+  std::vector<std::string> out;
+  std::string item;
+  std::istringstream in(text);
+  while (std::getline(in, item, ',')) {
+    size_t b = item.find_first_not_of(" \t"), e = item.find_last_not_of(" \t");
+    if (b != std::string::npos) out.push_back(item.substr(b, e - b + 1));
+  }
+  return out;
+}
+
+}  // namespace
+
+bool valid_peer_address(const std::string &text, std::string *why) {
+  size_t colon = text.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == text.size()) {
+    *why = "'" + text + "' is not host:port (e.g. 203.0.113.5:31337)";
+    return false;
+  }
+  std::string port = text.substr(colon + 1);
+  char *end = nullptr;
+  long p = std::strtol(port.c_str(), &end, 10);
+  if (*end != '\0' || p < 1 || p > 65535) {
+    *why = "'" + text + "' has port '" + port + "'; valid: 1 to 65535";
+    return false;
+  }
+  return true;
+}
+
+bool read_options(const loom_host_v1 *host, Options *o, std::string *why) {
+  Reader r{host, why};
+  int64_t i = 0;
+  std::string t;
+  if (!r.integer(kOptTargetBatchSize, 1, int64_t(1) << 40, &i)) return false;
+  o->target_batch_size = static_cast<uint64_t>(i);
+  if (!r.text(kOptRunId, &o->run_id)) return false;
+  if (!valid_run_id(o->run_id)) {
+    *why = "option run_id = '" + o->run_id + "' is not valid; use 1 to 64 of [A-Za-z0-9_.-]";
+    return false;
+  }
+  if (!r.integer(kOptBatchSize, 0, int64_t(1) << 32, &i)) return false;
+  o->batch_size = static_cast<uint64_t>(i);
+  if (!r.text(kOptInitialPeers, &t)) return false;
+  o->initial_peers = split_list(t);
+  for (const auto &peer : o->initial_peers) {
+    std::string reason;
+    if (!valid_peer_address(peer, &reason)) {
+      *why = "option initial_peers: " + reason;
+      return false;
+    }
+  }
+  if (!r.text(kOptListen, &o->listen)) return false;
+  if (!r.integer(kOptPort, 0, 65535, &i)) return false;
+  o->port = static_cast<uint16_t>(i);
+  if (!r.text(kOptAnnounce, &o->announce)) return false;
+  if (!r.number(kOptMatchmakingTime, 0.05, 3600, &o->matchmaking_time)) return false;
+  if (!r.number(kOptAveragingTimeout, 0.1, 86400, &o->averaging_timeout)) return false;
+  if (!r.integer(kOptMinGroupSize, 1, 4096, &o->min_group_size)) return false;
+  if (!r.integer(kOptAverageStateEvery, 0, int64_t(1) << 40, &o->average_state_every)) return false;
+  if (!r.number(kOptLoadStateTimeout, 0.1, 86400, &o->load_state_timeout)) return false;
+  if (!r.number(kOptBootstrapTimeout, 0.1, 86400, &o->bootstrap_timeout)) return false;
+  if (!r.integer(kOptMinPeers, 1, 4096, &o->min_peers)) return false;
+  if (!r.text(kOptCollective, &o->collective)) return false;
+  if (!r.text(kOptVerbose, &t)) return false;
+  o->verbose = t == "true";
+  return true;
+}
+
+}  // namespace loom_collab

@@ -1,0 +1,65 @@
+// The options libcollab_strategy.so declares (`loom plugins info collab`
+// lists them) and their parsed, validated values.
+#ifndef LOOM_COLLAB_OPTIONS_H
+#define LOOM_COLLAB_OPTIONS_H
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "loom/plugin.h"
+
+namespace loom_collab {
+
+enum OptionIndex {
+  kOptTargetBatchSize,
+  kOptRunId,
+  kOptBatchSize,
+  kOptInitialPeers,
+  kOptListen,
+  kOptPort,
+  kOptAnnounce,
+  kOptMatchmakingTime,
+  kOptAveragingTimeout,
+  kOptMinGroupSize,
+  kOptAverageStateEvery,
+  kOptLoadStateTimeout,
+  kOptBootstrapTimeout,
+  kOptMinPeers,
+  kOptCollective,
+  kOptVerbose,
+  kNumOptions
+};
+
+extern const loom_option_decl kOptions[kNumOptions];
+
+struct Options {
+  uint64_t target_batch_size = 0;
+  std::string run_id;
+  uint64_t batch_size = 0;  // 0: count what the trainer reports
+  std::vector<std::string> initial_peers;
+  std::string listen;
+  uint16_t port = 0;
+  std::string announce;  // empty: this machine's outward address
+  double matchmaking_time = 0;  // seconds
+  double averaging_timeout = 0;
+  int64_t min_group_size = 2;
+  int64_t average_state_every = 0;
+  double load_state_timeout = 0;
+  double bootstrap_timeout = 0;
+  int64_t min_peers = 1;
+  std::string collective;
+  bool verbose = false;
+};
+
+// Reads and validates every option through host->get_option. On a bad value
+// returns false with *why naming the option, the value and what is valid.
+bool read_options(const loom_host_v1 *host, Options *out, std::string *why);
+
+// Checks "host:port" (IPv4 literal or a name, port 1..65535); on failure
+// *why says what is wrong.
+bool valid_peer_address(const std::string &text, std::string *why);
+
+}  // namespace loom_collab
+
+#endif

@@ -1,0 +1,361 @@
+// Peer lifecycle, the background progress thread, and state loading and
+// serving. The rounds are in round.cpp.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "peer.h"
+
+namespace loom_collab {
+
+int64_t wall_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+namespace {
+
+constexpr auto kRecordTtl = std::chrono::seconds(10);  // DHT expiry of a progress record
+constexpr int64_t kRepublishMs = 1000;                 // refresh even when nothing changed
+
+uint64_t random_id() {
+  std::random_device rd;  // /dev/urandom: distinct across processes started at once
+  uint64_t id = 0;
+  while (id == 0) id = (uint64_t(rd()) << 32) ^ rd();
+  return id;
+}
+
+// The IPv4 address this machine reaches the outside from: connecting a UDP
+// socket sends nothing but makes the kernel choose the source address.
+std::string outward_address() {
+  int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return "127.0.0.1";
+  sockaddr_in remote{};
+  remote.sin_family = AF_INET;
+  remote.sin_port = htons(9);
+  ::inet_pton(AF_INET, "192.0.2.1", &remote.sin_addr);  // TEST-NET-1: never reached
+  std::string out = "127.0.0.1";
+  sockaddr_in local{};
+  socklen_t len = sizeof local;
+  if (::connect(fd, reinterpret_cast<sockaddr *>(&remote), sizeof remote) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr *>(&local), &len) == 0) {
+    char text[INET_ADDRSTRLEN];
+    if (::inet_ntop(AF_INET, &local.sin_addr, text, sizeof text) && std::strcmp(text, "0.0.0.0") != 0) out = text;
+  }
+  ::close(fd);
+  return out;
+}
+
+std::string shell_quote(const std::string &arg) {
+  if (!arg.empty() && arg.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./=:,@%+") ==
+                          std::string::npos)
+    return arg;
+  std::string out = "'";
+  for (char c : arg) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+// This process's command line, as the user can paste it on another machine.
+std::string own_command() {
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string out, arg;
+  std::istringstream args(all);
+  while (std::getline(args, arg, '\0')) out += (out.empty() ? "" : " ") + shell_quote(arg);
+  return out.empty() ? "loom train CONFIG" : out;
+}
+
+bool float_view(const DLTensor &t, FloatView *out) {
+  if (t.device.device_type != kDLCPU || t.dtype.code != kDLFloat || t.dtype.bits != 32 || t.dtype.lanes != 1)
+    return false;
+  uint64_t n = 1;
+  for (int32_t d = 0; d < t.ndim; ++d) n *= static_cast<uint64_t>(t.shape[d]);
+  if (t.strides != nullptr) {  // must be compact row-major
+    int64_t expect = 1;
+    for (int32_t d = t.ndim - 1; d >= 0; --d) {
+      if (t.shape[d] != 1 && t.strides[d] != expect) return false;
+      expect *= t.shape[d];
+    }
+  }
+  out->data = reinterpret_cast<float *>(static_cast<char *>(t.data) + t.byte_offset);
+  out->numel = n;
+  return true;
+}
+
+}  // namespace
+
+Peer::Peer(const loom_host_v1 *host, Options options, const loom_collective_v1 *collective,
+           loom_collective_ctx *collective_instance)
+    : host_(host),
+      opt_(std::move(options)),
+      collective_(collective),
+      collective_instance_(collective_instance),
+      id_(random_id()),
+      run_(run_hash(opt_.run_id)) {
+  logfn_ = [this](Level level, const std::string &message) { log(level, message); };
+}
+
+Peer::~Peer() { teardown(); }
+
+void Peer::log(Level level, const std::string &message) const {
+  if (host_->log) host_->log(host_->host_ctx, static_cast<loom_log_level>(level), message.c_str());
+}
+
+void Peer::detail(const std::string &message) const { log(opt_.verbose ? Level::info : Level::debug, message); }
+
+std::string Peer::join_hint() const {
+  const std::string address = announce_host_ + ":" + std::to_string(port_);
+  return "Other peers can join this run with:\n  LOOM_INITIAL_PEERS=" + address + " " + own_command() +
+         "\n  or initial_peers = [\"" + address + "\"] under [strategy.options]";
+}
+
+loom_status Peer::setup(const loom_training_state_v1 &state, std::string *why) {
+  state_ = state;
+  max_steps_ = state.struct_size >= LOOM_TRAINING_STATE_V1_1_SIZE ? state.max_steps : -1;
+  for (uint32_t i = 0; i < state.num_params; ++i) {
+    FloatView p, g;
+    if (!float_view(state.params[i], &p) || !float_view(state.grads[i], &g) || p.numel != g.numel) {
+      *why = "parameter " + std::to_string(i) +
+             " is not a compact float32 CPU tensor with a gradient of its shape; collab averages only those";
+      return LOOM_ERR_UNSUPPORTED;
+    }
+    params_.push_back(p);
+    grads_.push_back(g);
+    numel_ += p.numel;
+  }
+  epoch_ = state.start_step;
+  try {
+    DhtConfig config;
+    config.listen_host = opt_.listen;
+    config.port = opt_.port;
+    config.bootstrap = opt_.initial_peers;
+    config.log = logfn_;
+    dht_ = std::make_unique<SwarmDht>(config);
+    port_ = dht_->port();
+    server_ = std::make_unique<StateServer>(opt_.listen, port_, run_, logfn_);
+    server_->set_wait_for_publish(std::chrono::seconds(5));
+  } catch (const std::exception &e) {
+    *why = std::string("could not start the swarm node: ") + e.what();
+    return LOOM_ERR_INVALID_ARGUMENT;
+  }
+  announce_host_ = !opt_.announce.empty() ? opt_.announce
+                   : (opt_.listen != "0.0.0.0" ? opt_.listen : outward_address());
+  log(Level::info, "peer " + std::to_string(id_) + " of run '" + opt_.run_id + "' listening on " + announce_host_ + ":" +
+                       std::to_string(port_) + " (DHT over UDP, state over TCP" +
+                       (server_->port() != port_ ? " port " + std::to_string(server_->port()) : "") + ")");
+  log(Level::info, join_hint());
+  if (!opt_.initial_peers.empty()) {
+    std::string list;
+    for (const auto &p : opt_.initial_peers) list += (list.empty() ? "" : ", ") + p;
+    if (!dht_->wait_connected(std::chrono::milliseconds(int64_t(opt_.bootstrap_timeout * 1000)))) {
+      *why = "no initial peer answered within " + std::to_string(opt_.bootstrap_timeout) + " s (" + list +
+             "); check the addresses, that those peers run, and that UDP and TCP reach them";
+      return LOOM_ERR_UNAVAILABLE;
+    }
+    log(Level::info, "joined the swarm through " + list);
+  }
+  thread_ = std::thread([this] { background(); });
+  set_up_ = true;
+
+  if (opt_.min_peers > 1) {
+    const auto until = Clock::now() + std::chrono::milliseconds(int64_t(opt_.bootstrap_timeout * 1000));
+    log(Level::info, "waiting for " + std::to_string(opt_.min_peers) + " peers (min_peers) before training");
+    while (view().peers < size_t(opt_.min_peers)) {
+      if (Clock::now() >= until) {
+        *why = "only " + std::to_string(view().peers) + " of min_peers = " + std::to_string(opt_.min_peers) +
+               " peers were in the swarm after bootstrap_timeout = " + std::to_string(opt_.bootstrap_timeout) + " s";
+        return LOOM_ERR_TIMEOUT;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+  // A joining peer first catches up with the swarm: read the others'
+  // progress (each republishes at least every second), then load the state
+  // of the highest epoch if that is ahead of ours.
+  if (!opt_.initial_peers.empty()) {
+    const auto until = Clock::now() + std::chrono::milliseconds(2 * kRepublishMs + 500);
+    while (Clock::now() < until && view().others.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    SwarmView v = view();
+    if (v.global_epoch > epoch_) {
+      std::string reason;
+      if (!load_state(v.global_epoch, &reason))
+        log(Level::warn, "could not load the swarm's state (" + reason + "); training from this peer's own state");
+    }
+  }
+  serve_if_wanted();
+  wake_background();
+  return LOOM_OK;
+}
+
+loom_status Peer::teardown() {
+  if (!set_up_) return LOOM_OK;
+  set_up_ = false;
+  if (comm_) comm_.reset();
+  stop_ = true;
+  wake_background();
+  if (thread_.joinable()) thread_.join();
+  // Goodbye: others stop counting this peer now rather than at expiry.
+  flags_ |= ProgressRecord::kLeft;
+  if (dht_) dht_->put(progress_key(opt_.run_id), id_, encode(run_, own_record()), kRecordTtl, std::chrono::milliseconds(500));
+  server_.reset();
+  dht_.reset();
+  return LOOM_OK;
+}
+
+std::string Peer::status_line() const {
+  SwarmView v = set_up_ ? view() : SwarmView{};
+  std::ostringstream line;
+  line << v.peers << (v.peers == 1 ? " peer" : " peers") << ", epoch " << epoch_.load() << ", " << v.samples << "/"
+       << opt_.target_batch_size << " samples";
+  status_ = line.str();
+  return status_;
+}
+
+// ---- Progress ---------------------------------------------------------------
+
+ProgressRecord Peer::own_record() const {
+  ProgressRecord r;
+  r.peer_id = id_;
+  r.epoch = epoch_.load();
+  r.samples = samples_.load();
+  r.samples_per_second = rate_.load();
+  r.time_ms = wall_ms();
+  r.flags = flags_.load() | (server_ && server_->active() > 0 ? ProgressRecord::kServing : 0);
+  r.state_host = announce_host_;
+  r.state_port = server_ ? server_->port() : 0;
+  return r;
+}
+
+SwarmView Peer::view() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return tracker_.view(id_, epoch_.load(), samples_.load(), rate_.load(), wall_ms());
+}
+
+void Peer::wake_background() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  wake_now_ = true;
+  wake_.notify_all();
+}
+
+void Peer::refresh() {
+  for (const auto &raw : dht_->get(progress_key(opt_.run_id), std::chrono::milliseconds(500))) {
+    std::string reason;
+    auto r = decode_progress(run_, raw.data(), raw.size(), &reason);
+    if (!r) {
+      // Logged once per reason, then counted: a flood must not flood the log.
+      if (rejected_[reason]++ == 0) log(Level::warn, "rejected a progress record: " + reason);
+      continue;
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    tracker_.merge(*r);
+  }
+}
+
+void Peer::publish(bool force) {
+  ProgressRecord r = own_record();
+  const int64_t now = r.time_ms;
+  if (!force && r.epoch == last_published_epoch_ && r.samples == last_published_samples_ &&
+      r.flags == last_published_flags_ && now - last_publish_ms_ < kRepublishMs)
+    return;
+  if (!force && now - last_publish_ms_ < 50 && r.epoch == last_published_epoch_ && r.flags == last_published_flags_)
+    return;  // sample counts alone refresh at most twenty times a second
+  dht_->put(progress_key(opt_.run_id), id_, encode(run_, r), kRecordTtl, std::chrono::milliseconds(1000));
+  last_published_epoch_ = r.epoch;
+  last_published_samples_ = r.samples;
+  last_published_flags_ = r.flags;
+  last_publish_ms_ = now;
+}
+
+void Peer::background() {
+  while (!stop_) {
+    bool forced = false;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      wake_.wait_for(lock, std::chrono::milliseconds(50), [this] { return wake_now_ || stop_.load(); });
+      forced = wake_now_;
+      wake_now_ = false;
+    }
+    if (stop_) break;
+    try {
+      publish(forced);
+      refresh();
+    } catch (const std::exception &e) {
+      log(Level::warn, std::string("swarm background update failed: ") + e.what());
+    }
+  }
+}
+
+// ---- State ------------------------------------------------------------------
+
+void Peer::serve_if_wanted() {
+  if (!server_ || !server_->wanted()) return;
+  const uint8_t *data = nullptr;
+  size_t len = 0;
+  if (state_.snapshot(state_.user, &data, &len) != LOOM_OK) {
+    log(Level::warn, "could not snapshot the training state for a peer that asked for it");
+    return;
+  }
+  server_->publish(epoch_.load(), Bytes(data, data + len));
+  detail("published a state snapshot of epoch " + std::to_string(epoch_.load()) + " (" + std::to_string(len) +
+         " bytes) for a joining peer");
+}
+
+void Peer::zero_grads() {
+  for (auto &g : grads_) std::memset(g.data, 0, g.numel * sizeof(float));
+}
+
+bool Peer::load_state(int64_t min_epoch, std::string *why) {
+  const auto start = Clock::now();
+  const auto deadline = start + std::chrono::milliseconds(int64_t(opt_.load_state_timeout * 1000));
+  flags_ |= ProgressRecord::kLoading;
+  wake_background();
+  std::optional<DownloadedState> got;
+  std::string reasons;
+  while (!got && Clock::now() < deadline) {
+    std::vector<Donor> donors;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      donors = tracker_.donors(id_, min_epoch, wall_ms());
+    }
+    if (donors.empty()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      continue;
+    }
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    std::string reason;
+    got = download_state(donors, run_, min_epoch, left, std::chrono::seconds(10), logfn_, &reason);
+    if (!got) reasons = reason;
+  }
+  flags_ &= ~ProgressRecord::kLoading;
+  if (!got) {
+    *why = reasons.empty() ? "no donor at epoch " + std::to_string(min_epoch) + " or later was found within " +
+                                 std::to_string(opt_.load_state_timeout) + " s"
+                           : reasons;
+    wake_background();
+    return false;
+  }
+  if (state_.restore(state_.user, got->bytes.data(), got->bytes.size()) != LOOM_OK) {
+    *why = "the state from peer " + std::to_string(got->donor) + " does not fit this model (is it the same task?)";
+    wake_background();
+    return false;
+  }
+  zero_grads();
+  epoch_ = got->epoch;
+  samples_ = 0;
+  windows_ = 0;
+  double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  log(Level::info, "loaded the state of epoch " + std::to_string(got->epoch) + " from peer " +
+                       std::to_string(got->donor) + " (" + std::to_string(got->bytes.size()) + " bytes in " +
+                       std::to_string(seconds) + " s)");
+  wake_background();
+  return true;
+}
+
+}  // namespace loom_collab

@@ -1,0 +1,130 @@
+// One swarm peer: the state behind a collab strategy instance. It owns the
+// DHT node, the state server, the background thread that publishes this
+// peer's progress and reads everyone else's, and the rounds (matchmaking,
+// gradient and state averaging) that the training thread runs in its hooks.
+#ifndef LOOM_COLLAB_PEER_H
+#define LOOM_COLLAB_PEER_H
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "dht.h"
+#include "group_comm.h"
+#include "log.h"
+#include "loom/strategy.h"
+#include "options.h"
+#include "records.h"
+#include "state_transfer.h"
+#include "tracker.h"
+
+namespace loom_collab {
+
+// A float32 CPU tensor of the host's, as the strategy uses it.
+struct FloatView {
+  float *data = nullptr;
+  uint64_t numel = 0;
+};
+
+class Peer {
+ public:
+  // collective: the opened collective plugin (vtable and instance).
+  Peer(const loom_host_v1 *host, Options options, const loom_collective_v1 *collective,
+       loom_collective_ctx *collective_instance);
+  ~Peer();
+  Peer(const Peer &) = delete;
+  Peer &operator=(const Peer &) = delete;
+
+  loom_status setup(const loom_training_state_v1 &state, std::string *why);
+  loom_status teardown();
+  loom_status after_backward(uint64_t local_samples, loom_step_decision *decision, std::string *why);
+  loom_status after_optimizer_step(std::string *why);
+
+  uint64_t id() const { return id_; }
+  int64_t epoch() const { return epoch_.load(); }
+  std::string status_line() const;
+
+ private:
+  void log(Level level, const std::string &message) const;
+  void detail(const std::string &message) const;  // info when verbose, else debug
+
+  // Background thread: reads the swarm's progress, publishes this peer's.
+  void background();
+  void refresh();
+  void publish(bool force);
+  ProgressRecord own_record() const;
+  SwarmView view() const;
+  void wake_background();
+
+  // State: serving a snapshot to others, loading one from them.
+  void serve_if_wanted();
+  bool load_state(int64_t min_epoch, std::string *why);
+  void zero_grads();
+
+  // Rounds.
+  std::optional<GroupRecord> matchmake(uint32_t attempt, Clock::time_point round_deadline);
+  // Averages the gradients; false when the peer stepped alone (gradients
+  // made local means). Sets *moved_on when the swarm left this epoch behind.
+  bool average_gradients(bool *moved_on);
+  void average_parameters(const char *why);
+
+  std::string join_hint() const;
+
+  const loom_host_v1 *host_;
+  Options opt_;
+  const loom_collective_v1 *collective_;
+  loom_collective_ctx *collective_instance_;
+  uint64_t id_ = 0;
+  uint64_t run_ = 0;
+  LogFn logfn_;
+
+  loom_training_state_v1 state_{};
+  std::vector<FloatView> params_, grads_;
+  uint64_t numel_ = 0;
+  int64_t max_steps_ = -1;
+
+  std::unique_ptr<SwarmDht> dht_;
+  std::unique_ptr<StateServer> server_;
+  std::string announce_host_;
+  uint16_t port_ = 0;
+
+  // Shared with the background thread.
+  std::atomic<int64_t> epoch_{0};
+  std::atomic<uint64_t> samples_{0};
+  std::atomic<double> rate_{0};
+  std::atomic<uint32_t> flags_{0};
+  mutable std::mutex mutex_;  // guards tracker_ and the wake-up
+  Tracker tracker_{5000};
+  std::condition_variable wake_;
+  bool wake_now_ = false;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+  int64_t last_published_epoch_ = -1;
+  uint64_t last_published_samples_ = 0;
+  uint32_t last_published_flags_ = 0;
+  int64_t last_publish_ms_ = 0;
+  std::map<std::string, int> rejected_;  // reasons already logged (background thread only)
+
+  // Training thread only.
+  uint64_t windows_ = 0;
+  int64_t last_backward_ms_ = 0;
+  std::unique_ptr<GroupComm> comm_;  // the last round's group, until after_optimizer_step
+  std::vector<float> buffer_, scratch_;
+  int64_t last_resync_try_ms_ = 0;
+  std::string last_local_reason_;  // why the last epoch stepped alone, if it did
+  bool set_up_ = false;
+  mutable std::string status_;
+};
+
+int64_t wall_ms();
+
+}  // namespace loom_collab
+
+#endif

@@ -1,0 +1,442 @@
+// Wire format of the swarm's records (version 1):
+//
+//   magic "LMSW" | version u8 | kind u8 | run u64 | payload length u32 | payload | crc32 u32
+//
+// The CRC-32 (zlib's) covers every byte before it. Decoding checks, in this
+// order, what a byte of the frame could have broken: magic, header length,
+// version (a later version may move anything after it), total length,
+// checksum, kind, run, then the payload's fields, which must fill it exactly.
+#include "records.h"
+
+#include <zlib.h>
+
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+
+namespace loom_collab {
+namespace {
+
+constexpr uint8_t kMagic[4] = {'L', 'M', 'S', 'W'};
+constexpr uint8_t kVersion = 1;
+constexpr size_t kHeaderSize = 4 + 1 + 1 + 8 + 4;  // up to and including the payload length
+constexpr size_t kFrameSize = kHeaderSize + 4;     // header plus the trailing CRC
+constexpr size_t kMaxPayload = 64 * 1024;          // OpenDHT's own value limit
+constexpr size_t kMaxString = 255;
+constexpr size_t kMaxMembers = 4096;
+
+enum Kind : uint8_t { kProgress = 1, kJoin = 2, kGroup = 3, kOob = 4 };
+
+const char *kind_name(uint8_t k) {
+  switch (k) {
+    case kProgress: return "progress";
+    case kJoin: return "join";
+    case kGroup: return "group";
+    case kOob: return "oob";
+    default: return nullptr;
+  }
+}
+
+// "a progress record", "an oob record".
+std::string a_kind(const char *name) { return std::string(name[0] == 'o' ? "an " : "a ") + name + " record"; }
+
+std::string hex64(uint64_t v) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "0x%016" PRIx64, v);
+  return buf;
+}
+
+uint64_t fnv1a(uint64_t h, const uint8_t *p, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    h ^= p[i];
+    h *= 0x100000001b3ULL;
+  }
+  return h;
+}
+constexpr uint64_t kFnvOffset = 0xcbf29ce484222325ULL;
+
+uint32_t crc32_of(const uint8_t *p, size_t n) {
+  return static_cast<uint32_t>(crc32_z(crc32_z(0L, Z_NULL, 0), p, n));
+}
+
+// Appends little-endian fields; the frame is closed by finish().
+class Writer {
+ public:
+  Writer(uint64_t run, uint8_t kind) {
+    out_.insert(out_.end(), kMagic, kMagic + 4);
+    u8(kVersion);
+    u8(kind);
+    u64(run);
+    u32(0);  // payload length, patched by finish()
+  }
+  void u8(uint8_t v) { out_.push_back(v); }
+  void u32(uint32_t v) {
+    for (int i = 0; i < 4; ++i) out_.push_back(static_cast<uint8_t>(v >> (8 * i)));
+  }
+  void u64(uint64_t v) {
+    for (int i = 0; i < 8; ++i) out_.push_back(static_cast<uint8_t>(v >> (8 * i)));
+  }
+  void i64(int64_t v) { u64(static_cast<uint64_t>(v)); }
+  void f64(double v) {
+    uint64_t bits;
+    std::memcpy(&bits, &v, sizeof bits);  // the IEEE-754 bit pattern, not a struct layout
+    u64(bits);
+  }
+  void str(const std::string &s) {
+    out_.push_back(static_cast<uint8_t>(s.size()));
+    out_.push_back(static_cast<uint8_t>(s.size() >> 8));
+    out_.insert(out_.end(), s.begin(), s.end());
+  }
+  void bytes(const Bytes &b) {
+    u32(static_cast<uint32_t>(b.size()));
+    out_.insert(out_.end(), b.begin(), b.end());
+  }
+  Bytes finish() {
+    const size_t payload = out_.size() - kHeaderSize;
+    for (int i = 0; i < 4; ++i) out_[kHeaderSize - 4 + i] = static_cast<uint8_t>(payload >> (8 * i));
+    u32(crc32_of(out_.data(), out_.size()));
+    return std::move(out_);
+  }
+
+ private:
+  Bytes out_;
+};
+
+// Bounds-checked little-endian reads over a payload; the first short read
+// records what was missing and every later read fails too.
+class Reader {
+ public:
+  Reader(const uint8_t *p, size_t n) : p_(p), n_(n) {}
+  bool u8(uint8_t *v) {
+    if (!need(1, "a byte")) return false;
+    *v = p_[pos_++];
+    return true;
+  }
+  bool u16(uint16_t *v) {
+    if (!need(2, "a 16-bit field")) return false;
+    *v = static_cast<uint16_t>(p_[pos_] | (p_[pos_ + 1] << 8));
+    pos_ += 2;
+    return true;
+  }
+  bool u32(uint32_t *v) {
+    if (!need(4, "a 32-bit field")) return false;
+    uint32_t r = 0;
+    for (int i = 0; i < 4; ++i) r |= static_cast<uint32_t>(p_[pos_ + i]) << (8 * i);
+    pos_ += 4;
+    *v = r;
+    return true;
+  }
+  bool u64(uint64_t *v) {
+    if (!need(8, "a 64-bit field")) return false;
+    uint64_t r = 0;
+    for (int i = 0; i < 8; ++i) r |= static_cast<uint64_t>(p_[pos_ + i]) << (8 * i);
+    pos_ += 8;
+    *v = r;
+    return true;
+  }
+  bool i64(int64_t *v) {
+    uint64_t u;
+    if (!u64(&u)) return false;
+    *v = static_cast<int64_t>(u);
+    return true;
+  }
+  bool f64(double *v) {
+    uint64_t bits;
+    if (!u64(&bits)) return false;
+    std::memcpy(v, &bits, sizeof bits);
+    return true;
+  }
+  bool raw(size_t len, const uint8_t **at) {
+    if (!need(len, "data")) return false;
+    *at = p_ + pos_;
+    pos_ += len;
+    return true;
+  }
+  size_t left() const { return n_ - pos_; }
+  const std::string &error() const { return error_; }
+  bool fail(std::string why) {
+    if (error_.empty()) error_ = std::move(why);
+    return false;
+  }
+
+ private:
+  bool need(size_t k, const char *what) {
+    if (!error_.empty()) return false;
+    if (n_ - pos_ < k) {
+      return fail("payload ends inside " + std::string(what) + " at byte " + std::to_string(pos_) + " of " +
+                  std::to_string(n_));
+    }
+    return true;
+  }
+  const uint8_t *p_;
+  size_t n_;
+  size_t pos_ = 0;
+  std::string error_;
+};
+
+uint32_t load32(const uint8_t *p) {
+  return static_cast<uint32_t>(p[0]) | static_cast<uint32_t>(p[1]) << 8 | static_cast<uint32_t>(p[2]) << 16 |
+         static_cast<uint32_t>(p[3]) << 24;
+}
+uint64_t load64(const uint8_t *p) {
+  uint64_t r = 0;
+  for (int i = 0; i < 8; ++i) r |= static_cast<uint64_t>(p[i]) << (8 * i);
+  return r;
+}
+
+bool set_why(std::string *why, std::string text) {
+  if (why) *why = std::move(text);
+  return false;
+}
+
+// Checks the frame and, on success, points *payload at the payload.
+bool open_frame(uint64_t run, uint8_t kind, const uint8_t *data, size_t len, Reader *payload, std::string *why) {
+  const std::string expected = a_kind(kind_name(kind));
+  if (data == nullptr || len == 0) {
+    return set_why(why, "truncated: 0 of at least " + std::to_string(kFrameSize) + " bytes");
+  }
+  if (std::memcmp(data, kMagic, len < 4 ? len : 4) != 0) return set_why(why, "not a Loom swarm record (bad magic)");
+  if (len < kHeaderSize + 4) {
+    return set_why(why, "truncated: " + std::to_string(len) + " of at least " + std::to_string(kFrameSize) + " bytes");
+  }
+  if (data[4] != kVersion) {
+    return set_why(why, "unknown record format version " + std::to_string(data[4]) + " (this build reads " +
+                            std::to_string(kVersion) + ")");
+  }
+  const uint32_t plen = load32(data + 14);
+  if (plen > kMaxPayload) {
+    return set_why(why, "payload length " + std::to_string(plen) + " exceeds the limit of " +
+                            std::to_string(kMaxPayload) + " bytes");
+  }
+  const size_t total = kFrameSize + plen;
+  if (len < total) {
+    return set_why(why, "truncated: " + std::to_string(len) + " of " + std::to_string(total) + " bytes");
+  }
+  if (len > total) {
+    return set_why(why, std::to_string(len - total) + " trailing bytes after a record of " + std::to_string(total) +
+                            " bytes");
+  }
+  const uint32_t stored = load32(data + total - 4);
+  const uint32_t computed = crc32_of(data, total - 4);
+  if (stored != computed) {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "bad checksum (stored 0x%08" PRIx32 ", computed 0x%08" PRIx32 ")", stored,
+                  computed);
+    return set_why(why, buf);
+  }
+  if (data[5] != kind) {
+    const char *name = kind_name(data[5]);
+    return set_why(why, "not " + expected + ": " + (name ? a_kind(name) : "unknown kind " + std::to_string(data[5])));
+  }
+  const uint64_t their_run = load64(data + 6);
+  if (their_run != run) return set_why(why, "record of run " + hex64(their_run) + ", this run is " + hex64(run));
+  *payload = Reader(data + kHeaderSize, plen);
+  return true;
+}
+
+// Ends a payload parse: every byte read, no read failed.
+bool close_payload(const Reader &r, std::string *why) {
+  if (!r.error().empty()) return set_why(why, r.error());
+  if (r.left() != 0) return set_why(why, std::to_string(r.left()) + " unread bytes at the end of the payload");
+  return true;
+}
+
+bool read_string(Reader &r, std::string *s, const char *field) {
+  uint16_t n;
+  if (!r.u16(&n)) return false;
+  if (n > kMaxString) {
+    return r.fail(std::string(field) + " is " + std::to_string(n) + " bytes, longer than " +
+                  std::to_string(kMaxString));
+  }
+  const uint8_t *at;
+  if (!r.raw(n, &at)) return false;
+  s->assign(reinterpret_cast<const char *>(at), n);
+  return true;
+}
+
+bool check_epoch(Reader &r, int64_t epoch) {
+  return epoch >= 0 || r.fail("epoch " + std::to_string(epoch) + " is negative");
+}
+
+void require(bool ok, const std::string &what) {
+  if (!ok) throw std::invalid_argument("cannot encode swarm record: " + what);
+}
+
+void write_members(Writer &w, const std::vector<uint64_t> &members) {
+  require(!members.empty(), "group has no members");
+  require(members.size() <= kMaxMembers, std::to_string(members.size()) + " members, more than " +
+                                             std::to_string(kMaxMembers));
+  for (size_t i = 1; i < members.size(); ++i) require(members[i - 1] < members[i], "members not sorted and unique");
+  w.u32(static_cast<uint32_t>(members.size()));
+  for (uint64_t m : members) w.u64(m);
+}
+
+}  // namespace
+
+uint64_t run_hash(const std::string &run_id) {
+  return fnv1a(kFnvOffset, reinterpret_cast<const uint8_t *>(run_id.data()), run_id.size());
+}
+
+uint64_t GroupRecord::group_hash() const {
+  // FNV-1a over the little-endian fields, then a SplitMix64 finaliser so that
+  // neighbouring member lists land far apart.
+  uint8_t buf[8];
+  uint64_t h = kFnvOffset;
+  auto mix_in = [&](uint64_t v, int width) {
+    for (int i = 0; i < width; ++i) buf[i] = static_cast<uint8_t>(v >> (8 * i));
+    h = fnv1a(h, buf, static_cast<size_t>(width));
+  };
+  mix_in(static_cast<uint64_t>(epoch), 8);
+  mix_in(attempt, 4);
+  mix_in(members.size(), 4);
+  for (uint64_t m : members) mix_in(m, 8);
+  h ^= h >> 30;
+  h *= 0xbf58476d1ce4e5b9ULL;
+  h ^= h >> 27;
+  h *= 0x94d049bb133111ebULL;
+  h ^= h >> 31;
+  return h;
+}
+
+Bytes encode(uint64_t run, const ProgressRecord &r) {
+  require(r.epoch >= 0, "negative epoch");
+  require(std::isfinite(r.samples_per_second) && r.samples_per_second >= 0, "samples_per_second is not a finite rate >= 0");
+  require(r.state_host.size() <= kMaxString, "state_host longer than " + std::to_string(kMaxString) + " bytes");
+  Writer w(run, kProgress);
+  w.u64(r.peer_id);
+  w.i64(r.epoch);
+  w.u64(r.samples);
+  w.f64(r.samples_per_second);
+  w.i64(r.time_ms);
+  w.u32(r.flags);
+  w.str(r.state_host);
+  w.u8(static_cast<uint8_t>(r.state_port));
+  w.u8(static_cast<uint8_t>(r.state_port >> 8));
+  return w.finish();
+}
+
+Bytes encode(uint64_t run, const JoinRecord &r) {
+  require(r.epoch >= 0, "negative epoch");
+  Writer w(run, kJoin);
+  w.u64(r.peer_id);
+  w.i64(r.epoch);
+  w.u32(r.attempt);
+  w.i64(r.time_ms);
+  return w.finish();
+}
+
+Bytes encode(uint64_t run, const GroupRecord &r) {
+  require(r.epoch >= 0, "negative epoch");
+  Writer w(run, kGroup);
+  w.u64(r.leader);
+  w.i64(r.epoch);
+  w.u32(r.attempt);
+  write_members(w, r.members);
+  return w.finish();
+}
+
+Bytes encode(uint64_t run, const OobRecord &r) {
+  require(r.size <= kMaxMembers, "size " + std::to_string(r.size) + " above " + std::to_string(kMaxMembers));
+  require(r.rank < r.size, "rank " + std::to_string(r.rank) + " not below size " + std::to_string(r.size));
+  require(r.payload.size() <= kMaxOobPayload, "payload of " + std::to_string(r.payload.size()) + " bytes, above " +
+                                                  std::to_string(kMaxOobPayload));
+  Writer w(run, kOob);
+  w.u64(r.group_hash);
+  w.u32(r.rank);
+  w.u32(r.size);
+  w.bytes(r.payload);
+  return w.finish();
+}
+
+std::optional<ProgressRecord> decode_progress(uint64_t run, const uint8_t *data, size_t len, std::string *why) {
+  Reader r(nullptr, 0);
+  if (!open_frame(run, kProgress, data, len, &r, why)) return std::nullopt;
+  ProgressRecord p;
+  uint8_t port_lo = 0, port_hi = 0;
+  if (r.u64(&p.peer_id) && r.i64(&p.epoch) && check_epoch(r, p.epoch) && r.u64(&p.samples) &&
+      r.f64(&p.samples_per_second) && r.i64(&p.time_ms) && r.u32(&p.flags) &&
+      read_string(r, &p.state_host, "state_host") && r.u8(&port_lo) && r.u8(&port_hi)) {
+    if (!std::isfinite(p.samples_per_second) || p.samples_per_second < 0) {
+      r.fail("samples_per_second " + std::to_string(p.samples_per_second) + " is not a finite rate >= 0");
+    }
+    p.state_port = static_cast<uint16_t>(port_lo | (port_hi << 8));
+  }
+  if (!close_payload(r, why)) return std::nullopt;
+  return p;
+}
+
+std::optional<JoinRecord> decode_join(uint64_t run, const uint8_t *data, size_t len, std::string *why) {
+  Reader r(nullptr, 0);
+  if (!open_frame(run, kJoin, data, len, &r, why)) return std::nullopt;
+  JoinRecord j;
+  if (r.u64(&j.peer_id) && r.i64(&j.epoch) && check_epoch(r, j.epoch) && r.u32(&j.attempt)) r.i64(&j.time_ms);
+  if (!close_payload(r, why)) return std::nullopt;
+  return j;
+}
+
+std::optional<GroupRecord> decode_group(uint64_t run, const uint8_t *data, size_t len, std::string *why) {
+  Reader r(nullptr, 0);
+  if (!open_frame(run, kGroup, data, len, &r, why)) return std::nullopt;
+  GroupRecord g;
+  uint32_t count = 0;
+  if (r.u64(&g.leader) && r.i64(&g.epoch) && check_epoch(r, g.epoch) && r.u32(&g.attempt) && r.u32(&count)) {
+    if (count == 0) {
+      r.fail("group has no members");
+    } else if (count > kMaxMembers) {
+      r.fail("group of " + std::to_string(count) + " members, more than " + std::to_string(kMaxMembers));
+    } else if (r.left() / 8 < count) {
+      // Checked before reserving so a lying count cannot make us allocate.
+      r.fail("group of " + std::to_string(count) + " members needs " + std::to_string(8ULL * count) +
+             " bytes, payload has " + std::to_string(r.left()));
+    } else {
+      g.members.resize(count);
+      for (uint32_t i = 0; i < count && r.u64(&g.members[i]); ++i) {
+        if (i > 0 && g.members[i - 1] >= g.members[i]) {
+          r.fail("members not sorted and unique at position " + std::to_string(i));
+          break;
+        }
+      }
+    }
+  }
+  if (!close_payload(r, why)) return std::nullopt;
+  return g;
+}
+
+std::optional<OobRecord> decode_oob(uint64_t run, const uint8_t *data, size_t len, std::string *why) {
+  Reader r(nullptr, 0);
+  if (!open_frame(run, kOob, data, len, &r, why)) return std::nullopt;
+  OobRecord o;
+  uint32_t n = 0;
+  if (r.u64(&o.group_hash) && r.u32(&o.rank) && r.u32(&o.size) && r.u32(&n)) {
+    const uint8_t *at;
+    if (o.size > kMaxMembers) {
+      r.fail("size " + std::to_string(o.size) + " above " + std::to_string(kMaxMembers));
+    } else if (o.rank >= o.size) {
+      r.fail("rank " + std::to_string(o.rank) + " not below size " + std::to_string(o.size));
+    } else if (n > kMaxOobPayload) {
+      r.fail("oob payload of " + std::to_string(n) + " bytes, above " + std::to_string(kMaxOobPayload));
+    } else if (r.raw(n, &at)) {
+      o.payload.assign(at, at + n);
+    }
+  }
+  if (!close_payload(r, why)) return std::nullopt;
+  return o;
+}
+
+std::string progress_key(const std::string &run_id) { return "loom/" + run_id + "/progress"; }
+
+std::string join_key(const std::string &run_id, int64_t epoch, uint32_t attempt) {
+  return "loom/" + run_id + "/join/" + std::to_string(epoch) + "/" + std::to_string(attempt);
+}
+
+std::string group_key(const std::string &run_id, int64_t epoch, uint32_t attempt) {
+  return "loom/" + run_id + "/group/" + std::to_string(epoch) + "/" + std::to_string(attempt);
+}
+
+std::string oob_key(const std::string &run_id, uint64_t group_hash) {
+  return "loom/" + run_id + "/oob/" + hex64(group_hash).substr(2);
+}
+
+}  // namespace loom_collab

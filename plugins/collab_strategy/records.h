@@ -1,0 +1,90 @@
+// The swarm's wire records: what peers publish in the DHT. Every record is
+// framed (magic, format version, kind, the run's hash, length, CRC-32), so a
+// record of another run, a truncated or a corrupted one is rejected with a
+// reason, never half-read. Integers are little-endian, fixed width.
+#ifndef LOOM_COLLAB_RECORDS_H
+#define LOOM_COLLAB_RECORDS_H
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace loom_collab {
+
+using Bytes = std::vector<uint8_t>;
+
+// 64-bit FNV-1a of the run id: records carry it so peers of other runs that
+// share a DHT ignore each other.
+uint64_t run_hash(const std::string &run_id);
+
+// A peer's progress at its current collaborative epoch (hivemind's
+// progress_tracker record). One per peer; the latest time_ms wins.
+struct ProgressRecord {
+  static constexpr uint32_t kLeft = 1;     // goodbye: the peer exited cleanly
+  static constexpr uint32_t kLoading = 2;  // downloading state: not a donor, not counted
+  static constexpr uint32_t kServing = 4;  // its state server is sending to someone now
+
+  uint64_t peer_id = 0;
+  int64_t epoch = 0;
+  uint64_t samples = 0;  // accumulated at `epoch` since that epoch began
+  double samples_per_second = 0;
+  int64_t time_ms = 0;  // the sender's wall clock (ms since the Unix epoch) when made
+  uint32_t flags = 0;
+  std::string state_host;  // where its state server listens (reachable address)
+  uint16_t state_port = 0;
+};
+
+// "I am ready to average at (epoch, attempt)": matchmaking's declaration.
+struct JoinRecord {
+  uint64_t peer_id = 0;
+  int64_t epoch = 0;
+  uint32_t attempt = 0;
+  int64_t time_ms = 0;
+};
+
+// The group a leader closed for (epoch, attempt); members sorted ascending.
+struct GroupRecord {
+  uint64_t leader = 0;
+  int64_t epoch = 0;
+  uint32_t attempt = 0;
+  std::vector<uint64_t> members;
+  // Hash of (epoch, attempt, members): equal on every member that agrees.
+  uint64_t group_hash() const;
+};
+
+// One member's part of the collective's out-of-band allgather for a group.
+struct OobRecord {
+  uint64_t group_hash = 0;
+  uint32_t rank = 0;
+  uint32_t size = 0;
+  Bytes payload;  // at most kMaxOobPayload bytes
+};
+constexpr size_t kMaxOobPayload = 48 * 1024;
+
+// Each throws std::invalid_argument when a field is outside what decode
+// accepts (negative epoch, string over 255 bytes, member list empty, unsorted
+// or over 4096, rank >= size, oob payload over kMaxOobPayload, rate NaN,
+// infinite or negative): a record is never published that peers would refuse.
+Bytes encode(uint64_t run, const ProgressRecord &r);
+Bytes encode(uint64_t run, const JoinRecord &r);
+Bytes encode(uint64_t run, const GroupRecord &r);
+Bytes encode(uint64_t run, const OobRecord &r);
+
+// Each returns nullopt and sets *why (what is wrong, e.g. "record of another
+// run", "truncated: 12 of 40 bytes", "bad checksum", "not a progress
+// record") when data is not a well-formed record of this kind and run.
+std::optional<ProgressRecord> decode_progress(uint64_t run, const uint8_t *data, size_t len, std::string *why);
+std::optional<JoinRecord> decode_join(uint64_t run, const uint8_t *data, size_t len, std::string *why);
+std::optional<GroupRecord> decode_group(uint64_t run, const uint8_t *data, size_t len, std::string *why);
+std::optional<OobRecord> decode_oob(uint64_t run, const uint8_t *data, size_t len, std::string *why);
+
+// DHT keys, namespaced by run id.
+std::string progress_key(const std::string &run_id);
+std::string join_key(const std::string &run_id, int64_t epoch, uint32_t attempt);
+std::string group_key(const std::string &run_id, int64_t epoch, uint32_t attempt);
+std::string oob_key(const std::string &run_id, uint64_t group_hash);
+
+}  // namespace loom_collab
+
+#endif

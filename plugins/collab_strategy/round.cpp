@@ -1,0 +1,257 @@
+// The training thread's side of a peer: counting samples towards the
+// swarm's target, matchmaking, averaging gradients (weighted by samples)
+// and parameters, and catching up when the swarm moved on.
+#include <algorithm>
+#include <set>
+#include <thread>
+
+#include "peer.h"
+
+namespace loom_collab {
+namespace {
+
+constexpr auto kPoll = std::chrono::milliseconds(10);
+
+std::string group_text(const GroupRecord &g) {
+  return std::to_string(g.members.size()) + " peers (epoch " + std::to_string(g.epoch) + ", attempt " +
+         std::to_string(g.attempt) + ")";
+}
+
+}  // namespace
+
+loom_status Peer::after_backward(uint64_t local_samples, loom_step_decision *decision, std::string *why) {
+  (void)why;
+  *decision = LOOM_STEP_ACCUMULATE;
+  serve_if_wanted();
+  const uint64_t counted = opt_.batch_size ? opt_.batch_size : local_samples;
+  samples_ += counted;
+  ++windows_;
+  const int64_t now = wall_ms();
+  if (last_backward_ms_ > 0 && now > last_backward_ms_) {
+    double instant = double(counted) * 1000.0 / double(now - last_backward_ms_);
+    double r = rate_.load();
+    rate_ = r == 0 ? instant : 0.8 * r + 0.2 * instant;  // smoothed: one slow step must not stall the ETA
+  }
+  last_backward_ms_ = now;
+
+  SwarmView v = view();
+  if (v.global_epoch > epoch_ + 1 && now - last_resync_try_ms_ > 5000) {
+    // More than one epoch behind: our gradients are stale; take the state.
+    last_resync_try_ms_ = now;
+    log(Level::info, "this peer is at epoch " + std::to_string(epoch_.load()) + ", the swarm at " +
+                         std::to_string(v.global_epoch) + ": loading the swarm's state");
+    std::string reason;
+    if (!load_state(v.global_epoch, &reason)) log(Level::warn, "resync failed (" + reason + "); training on");
+    last_backward_ms_ = 0;
+    return LOOM_OK;
+  }
+  if (v.global_epoch == epoch_ + 1) {
+    // One behind (we missed a round): our gradients still count towards the
+    // next step, as in hivemind; state averaging pulls the parameters back.
+    detail("the swarm moved to epoch " + std::to_string(v.global_epoch) + " without this peer; following it");
+    epoch_ = v.global_epoch;
+    wake_background();
+    v = view();
+  }
+  if (v.samples < opt_.target_batch_size) {
+    wake_background();
+    return LOOM_OK;
+  }
+  bool moved_on = false;
+  average_gradients(&moved_on);
+  if (moved_on) {
+    epoch_ = std::max(epoch_.load(), view().global_epoch);
+    wake_background();
+    return LOOM_OK;  // keep accumulating: these gradients count at the new epoch
+  }
+  *decision = LOOM_STEP_APPLY;
+  return LOOM_OK;
+}
+
+loom_status Peer::after_optimizer_step(std::string *why) {
+  (void)why;
+  const int64_t done = epoch_.load() + 1;
+  epoch_ = done;
+  samples_ = 0;
+  windows_ = 0;
+  const bool last = max_steps_ >= 0 && done >= max_steps_;
+  if (comm_ && (last || (opt_.average_state_every > 0 && done % opt_.average_state_every == 0)))
+    average_parameters(last ? "the last epoch" : "state averaging");
+  comm_.reset();
+  wake_background();
+  serve_if_wanted();
+  last_backward_ms_ = 0;  // the round's time is not training time
+  return LOOM_OK;
+}
+
+std::optional<GroupRecord> Peer::matchmake(uint32_t attempt, Clock::time_point round_deadline) {
+  const int64_t epoch = epoch_.load();
+  const auto start = Clock::now();
+  const auto window = std::chrono::milliseconds(int64_t(opt_.matchmaking_time * 1000));
+  const auto close_at = std::min(start + window, round_deadline);
+  JoinRecord join{id_, epoch, attempt, wall_ms()};
+  const std::string jkey = join_key(opt_.run_id, epoch, attempt), gkey = group_key(opt_.run_id, epoch, attempt);
+  const Bytes join_bytes = encode(run_, join);
+  bool joined = false;
+  std::set<uint64_t> joiners{id_};
+
+  // The group record with the smallest leader that lists this peer.
+  auto find_group = [&](bool *excluded) -> std::optional<GroupRecord> {
+    std::optional<GroupRecord> best;
+    for (const auto &raw : dht_->get(gkey, std::chrono::milliseconds(200))) {
+      std::string reason;
+      auto g = decode_group(run_, raw.data(), raw.size(), &reason);
+      if (!g || g->epoch != epoch || g->attempt != attempt) continue;
+      if (!std::binary_search(g->members.begin(), g->members.end(), id_)) {
+        if (excluded && g->leader < id_) *excluded = true;
+        continue;
+      }
+      if (!best || g->leader < best->leader) best = g;
+    }
+    return best;
+  };
+
+  while (true) {
+    if (!joined) joined = dht_->put(jkey, id_, join_bytes, std::chrono::seconds(60), std::chrono::milliseconds(300));
+    for (const auto &raw : dht_->get(jkey, std::chrono::milliseconds(200))) {
+      std::string reason;
+      auto j = decode_join(run_, raw.data(), raw.size(), &reason);
+      if (j && j->epoch == epoch && j->attempt == attempt) joiners.insert(j->peer_id);
+    }
+    // Close early once every peer training at this epoch, or one behind it
+    // (it will follow within a step), has joined: records lag the peers by
+    // up to a refresh, so a peer that just caught up still counts.
+    const SwarmView now_view = view();
+    std::vector<uint64_t> expected = now_view.training_at(epoch);
+    for (uint64_t p : now_view.training_at(epoch - 1)) expected.push_back(p);
+    bool all = std::all_of(expected.begin(), expected.end(), [&](uint64_t p) { return joiners.count(p) > 0; });
+    if (all || Clock::now() >= close_at) break;
+    if (*joiners.begin() != id_) {
+      if (auto g = find_group(nullptr)) return g;  // our leader already closed
+    }
+    std::this_thread::sleep_for(kPoll);
+  }
+  const uint64_t leader = *joiners.begin();
+  if (leader == id_) {
+    GroupRecord g;
+    g.leader = id_;
+    g.epoch = epoch;
+    g.attempt = attempt;
+    g.members.assign(joiners.begin(), joiners.end());
+    if (g.members.size() > 1)
+      dht_->put(gkey, id_, encode(run_, g), std::chrono::seconds(60), std::chrono::milliseconds(500));
+    return g;
+  }
+  // A follower waits for its leader's record, at most one more window.
+  const auto wait_until = std::min(Clock::now() + window + std::chrono::seconds(1), round_deadline);
+  while (Clock::now() < wait_until) {
+    bool excluded = false;
+    if (auto g = find_group(&excluded)) return g;
+    if (excluded) break;
+    std::this_thread::sleep_for(kPoll);
+  }
+  detail("no group at epoch " + std::to_string(epoch) + " attempt " + std::to_string(attempt) + " included this peer");
+  return std::nullopt;
+}
+
+bool Peer::average_gradients(bool *moved_on) {
+  *moved_on = false;
+  const int64_t epoch = epoch_.load();
+  const uint64_t weight = samples_.load();
+  const double windows = double(std::max<uint64_t>(1, windows_));
+  // Each peer contributes weight x (its mean gradient) and its weight; the
+  // sum over the group divided by the summed weights is the sample-weighted
+  // mean. The last element carries the weight.
+  buffer_.resize(numel_ + 1);
+  {
+    const float scale = float(double(weight) / windows);
+    size_t at = 0;
+    for (const auto &g : grads_) {
+      for (uint64_t i = 0; i < g.numel; ++i) buffer_[at + i] = g.data[i] * scale;
+      at += g.numel;
+    }
+    buffer_[numel_] = float(weight);
+  }
+  const auto start = Clock::now();
+  const auto deadline = start + std::chrono::milliseconds(int64_t(opt_.averaging_timeout * 1000));
+  std::string last_failure;
+  for (uint32_t attempt = 0; Clock::now() < deadline; ++attempt) {
+    if (view().global_epoch > epoch) {
+      *moved_on = true;
+      detail("the swarm finished epoch " + std::to_string(epoch) + " without this peer");
+      return false;
+    }
+    std::optional<GroupRecord> group = matchmake(attempt, deadline);
+    if (!group) {
+      last_failure = "no group formed";
+      continue;
+    }
+    if (int64_t(group->members.size()) < opt_.min_group_size) {
+      last_failure = group->members.size() == 1 ? "no other peer was ready" : "the group was smaller than min_group_size";
+      break;
+    }
+    auto comm = std::make_unique<GroupComm>(collective_, collective_instance_, dht_.get(), opt_.run_id, run_);
+    std::string why;
+    const auto matched = Clock::now();
+    if (comm->open(*group, id_, deadline, &why) != LOOM_OK) {
+      log(Level::warn, "averaging with " + group_text(*group) + " could not start: " + why + "; retrying");
+      last_failure = why;
+      continue;
+    }
+    scratch_ = buffer_;
+    if (comm->allreduce_sum(scratch_.data(), scratch_.size(), deadline, &why) != LOOM_OK) {
+      log(Level::warn, "averaging with " + group_text(*group) + " failed: " + why + "; retrying among the survivors");
+      last_failure = why;
+      continue;
+    }
+    const float total = scratch_[numel_];
+    size_t at = 0;
+    for (auto &g : grads_) {
+      for (uint64_t i = 0; i < g.numel; ++i) g.data[i] = scratch_[at + i] / total;
+      at += g.numel;
+    }
+    const double ms_match = std::chrono::duration<double, std::milli>(matched - start).count();
+    const double ms_avg = std::chrono::duration<double, std::milli>(Clock::now() - matched).count();
+    detail("epoch " + std::to_string(epoch) + ": averaged gradients of " + std::to_string(uint64_t(total)) +
+           " samples with " + group_text(*group) + " (matchmaking " + std::to_string(int(ms_match)) + " ms, averaging " +
+           std::to_string(int(ms_avg)) + " ms)");
+    comm_ = std::move(comm);
+    last_local_reason_.clear();
+    return true;
+  }
+  if (last_failure.empty()) last_failure = "averaging_timeout passed";
+  // Said once per streak at info: a peer alone for hours must not flood the log.
+  const std::string line = "epoch " + std::to_string(epoch) + ": " + last_failure +
+                           "; proceeding with local gradients (" + std::to_string(weight) + " samples)";
+  if (last_failure != last_local_reason_) log(Level::info, line + " (said once until it changes)");
+  else detail(line);
+  last_local_reason_ = last_failure;
+  const float inv = float(1.0 / windows);
+  for (auto &g : grads_)
+    for (uint64_t i = 0; i < g.numel; ++i) g.data[i] *= inv;
+  return false;
+}
+
+void Peer::average_parameters(const char *reason) {
+  const auto deadline = Clock::now() + std::chrono::milliseconds(int64_t(opt_.averaging_timeout * 1000));
+  scratch_.resize(numel_);
+  size_t at = 0;
+  for (const auto &p : params_) {
+    std::copy(p.data, p.data + p.numel, scratch_.begin() + at);
+    at += p.numel;
+  }
+  std::string why;
+  if (comm_->allreduce_sum(scratch_.data(), numel_, deadline, &why) != LOOM_OK) {
+    log(Level::warn, std::string(reason) + ": parameter averaging failed (" + why + "); keeping this peer's");
+    return;
+  }
+  const float inv = 1.0f / float(comm_->size());
+  at = 0;
+  for (auto &p : params_) {
+    for (uint64_t i = 0; i < p.numel; ++i) p.data[i] = scratch_[at + i] * inv;
+    at += p.numel;
+  }
+  detail(std::string(reason) + ": averaged the parameters with " + std::to_string(comm_->size()) + " peers");
+}
+
+}  // namespace loom_collab

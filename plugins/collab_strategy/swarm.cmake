@@ -1,0 +1,25 @@
+# loom_collab_swarm: the collab strategy's building blocks (wire records, the
+# OpenDHT node, state transfer) as a static, position-independent library, so
+# the plugin and the unit tests link the same code. Included by this folder's
+# CMakeLists.txt.
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(OPENDHT REQUIRED IMPORTED_TARGET opendht)
+find_package(ZLIB REQUIRED)
+find_package(Threads REQUIRED)
+
+set(_loom_swarm_dir ${CMAKE_CURRENT_LIST_DIR})
+set(_loom_swarm_sources ${_loom_swarm_dir}/records.cpp ${_loom_swarm_dir}/dht.cpp)
+# Written separately; the library builds with or without it.
+if(EXISTS ${_loom_swarm_dir}/state_transfer.cpp)
+  list(APPEND _loom_swarm_sources ${_loom_swarm_dir}/state_transfer.cpp)
+endif()
+
+add_library(loom_collab_swarm STATIC ${_loom_swarm_sources})
+set_target_properties(loom_collab_swarm PROPERTIES POSITION_INDEPENDENT_CODE ON CXX_STANDARD 17
+                      CXX_VISIBILITY_PRESET hidden VISIBILITY_INLINES_HIDDEN ON
+                      CXX_STANDARD_REQUIRED ON)
+target_include_directories(loom_collab_swarm PUBLIC ${_loom_swarm_dir})
+target_compile_options(loom_collab_swarm PRIVATE -Wall -Wextra)
+# OpenDHT stays PRIVATE to the sources, but a static library's consumers must
+# still link it: CMake carries PRIVATE link dependencies of static libraries.
+target_link_libraries(loom_collab_swarm PRIVATE PkgConfig::OPENDHT PUBLIC ZLIB::ZLIB Threads::Threads)

@@ -1,0 +1,68 @@
+#include "tracker.h"
+
+#include <algorithm>
+
+namespace loom_collab {
+
+std::vector<uint64_t> SwarmView::training_at(int64_t epoch) const {
+  std::vector<uint64_t> out;
+  for (const auto &r : others)
+    if (r.epoch == epoch && !(r.flags & ProgressRecord::kLoading)) out.push_back(r.peer_id);
+  return out;
+}
+
+void Tracker::merge(const ProgressRecord &r) {
+  auto it = peers_.find(r.peer_id);
+  if (it != peers_.end() && it->second.time_ms > r.time_ms) return;  // an older copy from a slow node
+  peers_[r.peer_id] = r;
+}
+
+bool Tracker::live(const ProgressRecord &r, int64_t now_ms) const {
+  return !(r.flags & ProgressRecord::kLeft) && now_ms - r.time_ms <= ttl_ms_;
+}
+
+SwarmView Tracker::view(uint64_t me, int64_t my_epoch, uint64_t my_samples, double my_rate, int64_t now_ms) const {
+  SwarmView v;
+  v.global_epoch = my_epoch;
+  for (const auto &[id, r] : peers_) {
+    if (id == me || !live(r, now_ms)) continue;
+    v.others.push_back(r);
+    if (!(r.flags & ProgressRecord::kLoading)) v.global_epoch = std::max(v.global_epoch, r.epoch);
+  }
+  v.peers = 1 + v.others.size();
+  if (my_epoch == v.global_epoch) {
+    v.samples = my_samples;
+    v.rate = my_rate;
+  }
+  for (const auto &r : v.others) {
+    if (r.epoch != v.global_epoch || (r.flags & ProgressRecord::kLoading)) continue;
+    // Extrapolate at most one second: a record older than that belongs to a
+    // peer that is averaging or stalled, not one still accumulating.
+    double age = std::clamp(double(now_ms - r.time_ms) / 1000.0, 0.0, 1.0);
+    v.samples += r.samples + static_cast<uint64_t>(r.samples_per_second * age);
+    v.rate += r.samples_per_second;
+  }
+  return v;
+}
+
+std::vector<Donor> Tracker::donors(uint64_t me, int64_t min_epoch, int64_t now_ms) const {
+  std::vector<const ProgressRecord *> picks;
+  for (const auto &[id, r] : peers_) {
+    if (id == me || !live(r, now_ms) || (r.flags & ProgressRecord::kLoading)) continue;
+    if (r.epoch < min_epoch || r.state_port == 0 || r.state_host.empty()) continue;
+    picks.push_back(&r);
+  }
+  // Spread joiners over donors: ties broken by a per-caller mix of the id.
+  auto mix = [me](uint64_t id) { return (id ^ me) * 0x9E3779B97F4A7C15ull; };
+  std::sort(picks.begin(), picks.end(), [&](const ProgressRecord *a, const ProgressRecord *b) {
+    if (a->epoch != b->epoch) return a->epoch > b->epoch;
+    bool a_busy = a->flags & ProgressRecord::kServing, b_busy = b->flags & ProgressRecord::kServing;
+    if (a_busy != b_busy) return !a_busy;
+    return mix(a->peer_id) < mix(b->peer_id);
+  });
+  std::vector<Donor> out;
+  for (const auto *r : picks) out.push_back(Donor{r->peer_id, r->state_host, r->state_port, r->epoch});
+  return out;
+}
+
+}  // namespace loom_collab

@@ -1,0 +1,51 @@
+// What a peer knows about the swarm from the progress records in the DHT:
+// the global epoch, the samples accumulated towards it, the live peers and
+// the donors to load state from. Pure bookkeeping (no I/O), so it is tested
+// on its own; the peer feeds it what its background thread reads.
+#ifndef LOOM_COLLAB_TRACKER_H
+#define LOOM_COLLAB_TRACKER_H
+
+#include <cstdint>
+#include <map>
+#include <vector>
+
+#include "records.h"
+#include "state_transfer.h"
+
+namespace loom_collab {
+
+struct SwarmView {
+  int64_t global_epoch = 0;  // the highest epoch of a live peer (this one included)
+  uint64_t samples = 0;      // accumulated at global_epoch by every live peer, extrapolated
+  double rate = 0;           // samples per second of the live peers at global_epoch
+  size_t peers = 1;          // live peers, this one included
+  // Live peers (not this one) at `epoch` who are training, not loading.
+  std::vector<uint64_t> training_at(int64_t epoch) const;
+  std::vector<ProgressRecord> others;  // live, not this one
+};
+
+class Tracker {
+ public:
+  // ttl_ms: a record older than this (by its sender's clock) is a dead peer.
+  explicit Tracker(int64_t ttl_ms) : ttl_ms_(ttl_ms) {}
+
+  // Keeps the newest record of each peer. A goodbye record removes the peer
+  // until it publishes a newer one.
+  void merge(const ProgressRecord &r);
+
+  // The swarm as seen at now_ms, with this peer's own numbers.
+  SwarmView view(uint64_t me, int64_t my_epoch, uint64_t my_samples, double my_rate, int64_t now_ms) const;
+
+  // Peers to download state from, best first: highest epoch, then idle
+  // (not serving), then fewer recent picks; only epochs >= min_epoch.
+  std::vector<Donor> donors(uint64_t me, int64_t min_epoch, int64_t now_ms) const;
+
+ private:
+  bool live(const ProgressRecord &r, int64_t now_ms) const;
+  int64_t ttl_ms_;
+  std::map<uint64_t, ProgressRecord> peers_;
+};
+
+}  // namespace loom_collab
+
+#endif

@@ -1,0 +1,320 @@
+// SwarmDht: real OpenDHT nodes on loopback (UDP ports chosen by the OS), in
+// this process; every node a test starts is destroyed before it ends.
+#include "dht.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace loom_collab {
+namespace {
+
+using namespace std::chrono;
+using Clock = steady_clock;
+
+constexpr milliseconds kConnect{5000};
+constexpr milliseconds kOp{3000};
+
+double ms_since(Clock::time_point t) { return duration<double, std::milli>(Clock::now() - t).count(); }
+
+// Keeps OpenDHT's and our warnings visible in the test log, debug dropped.
+LogFn test_log() {
+  return [](Level level, const std::string &m) {
+    if (level >= Level::warn) std::fprintf(stderr, "[dht %d] %s\n", static_cast<int>(level), m.c_str());
+  };
+}
+
+std::unique_ptr<SwarmDht> node(std::vector<std::string> bootstrap = {}) {
+  DhtConfig c;
+  c.listen_host = "127.0.0.1";
+  c.port = 0;
+  c.bootstrap = std::move(bootstrap);
+  c.log = test_log();
+  return std::make_unique<SwarmDht>(c);
+}
+
+std::string addr(const SwarmDht &n) { return "127.0.0.1:" + std::to_string(n.port()); }
+
+Bytes bytes(const std::string &s) { return Bytes(s.begin(), s.end()); }
+std::string text(const Bytes &b) { return std::string(b.begin(), b.end()); }
+
+std::vector<std::string> texts(const std::vector<Bytes> &v) {
+  std::vector<std::string> out;
+  for (const auto &b : v) out.push_back(text(b));
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// A seed node and three that bootstrap from it, all connected.
+class Swarm : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const auto t0 = Clock::now();
+    nodes.push_back(node());
+    for (int i = 0; i < 3; ++i) nodes.push_back(node({addr(*nodes[0])}));
+    for (auto &n : nodes) ASSERT_TRUE(n->wait_connected(kConnect));
+    // The seed's wait_connected returns at once; it counts as connected once
+    // it has heard back from a peer of its own.
+    while (nodes[0]->good_nodes() == 0 && Clock::now() - t0 < kConnect) std::this_thread::sleep_for(milliseconds(5));
+    connect_ms = ms_since(t0);
+  }
+  std::vector<std::unique_ptr<SwarmDht>> nodes;
+  double connect_ms = 0;
+};
+
+TEST_F(Swarm, FourNodesConnectAndReportTheirPorts) {
+  std::printf("4 nodes on loopback connected in %.1f ms\n", connect_ms);
+  RecordProperty("connect_4_nodes_ms", std::to_string(connect_ms));
+  for (auto &n : nodes) {
+    EXPECT_NE(n->port(), 0);
+    EXPECT_GT(n->good_nodes(), 0u);
+  }
+}
+
+TEST_F(Swarm, PutOnOneNodeIsSeenByEveryOther) {
+  ASSERT_TRUE(nodes[1]->put("k/put-get", 1, bytes("hello"), seconds(60), kOp));
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    EXPECT_EQ(texts(nodes[i]->get("k/put-get", kOp)), std::vector<std::string>{"hello"}) << "node " << i;
+  }
+}
+
+TEST_F(Swarm, PutAndGetLatency) {
+  std::vector<double> puts, gets;
+  for (int i = 0; i < 30; ++i) {
+    const std::string key = "k/latency/" + std::to_string(i);
+    auto t = Clock::now();
+    ASSERT_TRUE(nodes[1 + i % 3]->put(key, 5, bytes("v" + std::to_string(i)), seconds(60), kOp));
+    puts.push_back(ms_since(t));
+    t = Clock::now();
+    auto got = nodes[(2 + i) % 4]->get(key, kOp);
+    gets.push_back(ms_since(t));
+    ASSERT_EQ(texts(got), std::vector<std::string>{"v" + std::to_string(i)});
+  }
+  std::printf("loopback, 4 nodes: put median %.2f ms (max %.2f), get median %.2f ms (max %.2f)\n", median(puts),
+              *std::max_element(puts.begin(), puts.end()), median(gets),
+              *std::max_element(gets.begin(), gets.end()));
+  RecordProperty("put_median_ms", std::to_string(median(puts)));
+  RecordProperty("get_median_ms", std::to_string(median(gets)));
+}
+
+TEST_F(Swarm, ARePutOfTheSameIdReplacesTheValueEverywhere) {
+  ASSERT_TRUE(nodes[1]->put("k/replace", 7, bytes("first"), seconds(60), kOp));
+  ASSERT_EQ(texts(nodes[2]->get("k/replace", kOp)), std::vector<std::string>{"first"});
+  auto stored = [&] {
+    size_t n = 0;
+    for (auto &x : nodes) n += x->stored_values();
+    return n;
+  };
+  const size_t copies = stored();
+  ASSERT_TRUE(nodes[1]->put("k/replace", 7, bytes("second"), seconds(60), kOp));
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    EXPECT_EQ(texts(nodes[i]->get("k/replace", kOp)), std::vector<std::string>{"second"}) << "node " << i;
+  }
+  // Replaced in place on the nodes, not stored beside the old value (nodes
+  // may take on new copies as they maintain storage, never the old value).
+  EXPECT_LE(stored(), copies + nodes.size());
+  // Another node may take over the id: the newest put wins there too.
+  ASSERT_TRUE(nodes[3]->put("k/replace", 7, bytes("third"), seconds(60), kOp));
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    EXPECT_EQ(texts(nodes[i]->get("k/replace", kOp)), std::vector<std::string>{"third"}) << "node " << i;
+  }
+}
+
+TEST_F(Swarm, DistinctIdsUnderOneKeyAreAllReturned) {
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    ASSERT_TRUE(nodes[i]->put("k/many", 100 + i, bytes("peer" + std::to_string(i)), seconds(60), kOp));
+  }
+  EXPECT_EQ(texts(nodes[2]->get("k/many", kOp)), (std::vector<std::string>{"peer0", "peer1", "peer2", "peer3"}));
+}
+
+TEST_F(Swarm, RecordsOfAnotherRunUnderTheSameKeyAreRejectedByDecode) {
+  const uint64_t ours = run_hash("run-a"), theirs = run_hash("run-b");
+  ProgressRecord p;
+  p.peer_id = 1;
+  p.epoch = 3;
+  ASSERT_TRUE(nodes[1]->put(progress_key("run-a"), 1, encode(ours, p), seconds(60), kOp));
+  p.peer_id = 2;
+  p.epoch = 99;
+  ASSERT_TRUE(nodes[2]->put(progress_key("run-a"), 2, encode(theirs, p), seconds(60), kOp));
+  ASSERT_TRUE(nodes[3]->put(progress_key("run-a"), 3, bytes("not a record"), seconds(60), kOp));
+
+  const auto values = nodes[0]->get(progress_key("run-a"), kOp);
+  ASSERT_EQ(values.size(), 3u);
+  std::vector<ProgressRecord> accepted;
+  std::vector<std::string> reasons;
+  for (const auto &v : values) {
+    std::string why;
+    if (auto r = decode_progress(ours, v.data(), v.size(), &why)) {
+      accepted.push_back(*r);
+    } else {
+      reasons.push_back(why);
+    }
+  }
+  ASSERT_EQ(accepted.size(), 1u);
+  EXPECT_EQ(accepted[0].peer_id, 1u);
+  EXPECT_EQ(accepted[0].epoch, 3);
+  std::sort(reasons.begin(), reasons.end());
+  ASSERT_EQ(reasons.size(), 2u);
+  EXPECT_EQ(reasons[0], "not a Loom swarm record (bad magic)");
+  EXPECT_EQ(reasons[1].rfind("record of run 0x", 0), 0u) << reasons[1];
+}
+
+TEST_F(Swarm, TheTtlIsHonouredOnEveryNode) {
+  ASSERT_TRUE(nodes[1]->put("k/ttl", 1, bytes("short"), seconds(2), kOp));
+  ASSERT_TRUE(nodes[1]->put("k/ttl-long", 1, bytes("long"), seconds(60), kOp));
+  size_t stored = 0;
+  for (auto &n : nodes) stored += n->stored_values();
+  EXPECT_EQ(texts(nodes[3]->get("k/ttl", kOp)), std::vector<std::string>{"short"});
+  std::this_thread::sleep_for(milliseconds(3200));
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    EXPECT_TRUE(nodes[i]->get("k/ttl", kOp).empty()) << "node " << i;
+    EXPECT_EQ(texts(nodes[i]->get("k/ttl-long", kOp)), std::vector<std::string>{"long"}) << "node " << i;
+  }
+  // The nodes themselves dropped the short value (not only our get filter).
+  size_t after = 0;
+  for (auto &n : nodes) after += n->stored_values();
+  EXPECT_LT(after, stored) << "stored before " << stored << ", after " << after;
+}
+
+TEST_F(Swarm, AnEmptyKeyGivesNothingWithinTheTimeout) {
+  const auto t = Clock::now();
+  EXPECT_TRUE(nodes[2]->get("k/nothing-here", milliseconds(2000)).empty());
+  EXPECT_LT(ms_since(t), 2500);
+}
+
+TEST_F(Swarm, AFullSizeOobRecordCrossesTheDht) {
+  OobRecord o;
+  o.group_hash = 0x1234;
+  o.rank = 1;
+  o.size = 2;
+  o.payload.resize(kMaxOobPayload);
+  for (size_t i = 0; i < o.payload.size(); ++i) o.payload[i] = static_cast<uint8_t>(i * 31);
+  const uint64_t run = run_hash("big");
+  ASSERT_TRUE(nodes[1]->put(oob_key("big", o.group_hash), o.rank, encode(run, o), seconds(60), kOp));
+  const auto got = nodes[3]->get(oob_key("big", o.group_hash), kOp);
+  ASSERT_EQ(got.size(), 1u);
+  std::string why;
+  auto back = decode_oob(run, got[0].data(), got[0].size(), &why);
+  ASSERT_TRUE(back) << why;
+  EXPECT_EQ(back->payload, o.payload);
+}
+
+TEST_F(Swarm, ShutdownIsPromptEvenWhenPeersAreGone) {
+  ASSERT_TRUE(nodes[0]->put("k/bye", 1, bytes("x"), seconds(60), kOp));
+  for (size_t i = 1; i < nodes.size(); ++i) {
+    const auto t = Clock::now();
+    nodes[i].reset();
+    EXPECT_LT(ms_since(t), 1000) << "node " << i;
+  }
+  const auto t = Clock::now();
+  nodes[0].reset();  // the last one: nobody left to say goodbye to
+  EXPECT_LT(ms_since(t), 1000);
+}
+
+TEST(SwarmDht, ValuesPutWhileAloneReachNodesThatJoinLater) {
+  auto first = node();
+  EXPECT_TRUE(first->wait_connected(milliseconds(0)));  // no initial peers: the first of a swarm
+  EXPECT_FALSE(first->put("k/early", 1, bytes("early"), seconds(60), milliseconds(500)));  // kept until a peer comes
+  EXPECT_TRUE(first->get("k/early", kOp).empty());  // alone: no search is started (it would poison the node)
+  // Alone for a while, as a seed waiting for its swarm is.
+  std::this_thread::sleep_for(milliseconds(1500));
+
+  auto second = node({addr(*first)});
+  ASSERT_TRUE(second->wait_connected(kConnect));
+  // The seed takes the newcomer in, and its next operation sends what waited.
+  const auto until = Clock::now() + seconds(5);
+  std::vector<std::string> seen;
+  while (Clock::now() < until) {
+    (void)first->get("k/other", milliseconds(100));
+    seen = texts(second->get("k/early", kOp));
+    if (!seen.empty()) break;
+    std::this_thread::sleep_for(milliseconds(50));
+  }
+  EXPECT_GT(first->good_nodes(), 0u) << "the seed never took in the node that bootstrapped from it";
+  EXPECT_EQ(seen, std::vector<std::string>{"early"});
+  // A third node that only knows the second still finds it.
+  auto third = node({addr(*second)});
+  ASSERT_TRUE(third->wait_connected(kConnect));
+  EXPECT_EQ(texts(third->get("k/early", kOp)), std::vector<std::string>{"early"});
+}
+
+TEST(SwarmDht, AnUnreachablePeerMeansNoConnectionAndBoundedCalls) {
+  // A port bound by a node that is then stopped: nothing answers there.
+  uint16_t dead_port;
+  {
+    auto gone = node();
+    dead_port = gone->port();
+  }
+  auto lonely = node({"127.0.0.1:" + std::to_string(dead_port)});
+  auto t = Clock::now();
+  EXPECT_FALSE(lonely->wait_connected(milliseconds(400)));
+  EXPECT_GE(ms_since(t), 400);
+  EXPECT_LT(ms_since(t), 1400);
+  t = Clock::now();
+  EXPECT_TRUE(lonely->get("k/none", milliseconds(400)).empty());
+  EXPECT_LT(ms_since(t), 1400);
+  t = Clock::now();
+  EXPECT_FALSE(lonely->put("k/none", 1, bytes("x"), seconds(10), milliseconds(400)));
+  EXPECT_LT(ms_since(t), 1400);
+}
+
+TEST(SwarmDht, BadAddressesThrowNamingThem) {
+  for (const std::string bad : {"nocolon", "host:", ":4000", "host:0", "host:70000", "ho st:1", "1.2.3.4:12ab",
+                                "1.2.3.4:4000:1", "[::1]:4000"}) {
+    DhtConfig c;
+    c.listen_host = "127.0.0.1";
+    c.bootstrap = {"127.0.0.1:4000", bad};
+    try {
+      SwarmDht d(c);
+      ADD_FAILURE() << "accepted " << bad;
+    } catch (const std::runtime_error &e) {
+      EXPECT_NE(std::string(e.what()).find("'" + bad + "'"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("expected host:port"), std::string::npos) << e.what();
+    }
+  }
+  DhtConfig c;
+  c.listen_host = "localhost";
+  try {
+    SwarmDht d(c);
+    ADD_FAILURE() << "accepted a listen host that is not an IPv4 address";
+  } catch (const std::runtime_error &e) {
+    EXPECT_NE(std::string(e.what()).find("'localhost'"), std::string::npos) << e.what();
+  }
+}
+
+TEST(SwarmDht, APortInUseThrowsNamingIt) {
+  auto a = node();
+  DhtConfig c;
+  c.listen_host = "127.0.0.1";
+  c.port = a->port();
+  try {
+    SwarmDht d(c);
+    ADD_FAILURE() << "bound a port already in use";
+  } catch (const std::runtime_error &e) {
+    EXPECT_NE(std::string(e.what()).find("127.0.0.1:" + std::to_string(a->port())), std::string::npos) << e.what();
+  }
+}
+
+TEST(SwarmDht, ReservedValueIdAndBadTtlAreRefused) {
+  auto a = node();
+  EXPECT_FALSE(a->put("k", 0x9e3779b97f4a7c15ULL, bytes("x"), seconds(10), kOp));
+  EXPECT_FALSE(a->put("k", 1, bytes("x"), seconds(0), kOp));
+  EXPECT_FALSE(a->put("k", 1, Bytes(70000), seconds(10), kOp));
+  EXPECT_TRUE(a->get("k", milliseconds(500)).empty());
+}
+
+}  // namespace
+}  // namespace loom_collab

@@ -1,0 +1,430 @@
+// The swarm's wire records: round trips, and every malformed input refused
+// with its reason (never half-read, never a crash).
+#include "records.h"
+
+#include <gtest/gtest.h>
+#include <zlib.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <stdexcept>
+
+namespace loom_collab {
+namespace {
+
+const uint64_t kRun = run_hash("test-run");
+
+// Builds a frame by hand from the documented layout (magic "LMSW", version,
+// kind, run, length, payload, CRC-32 of all before it), so tests can make
+// well-framed records with out-of-range payloads that encode() refuses.
+struct Frame {
+  Bytes b;
+  void u8(uint8_t v) { b.push_back(v); }
+  void u16(uint16_t v) { u8(v & 0xff), u8(v >> 8); }
+  void u32(uint32_t v) {
+    for (int i = 0; i < 4; ++i) u8(static_cast<uint8_t>(v >> (8 * i)));
+  }
+  void u64(uint64_t v) {
+    for (int i = 0; i < 8; ++i) u8(static_cast<uint8_t>(v >> (8 * i)));
+  }
+  void f64(double d) {
+    uint64_t bits;
+    std::memcpy(&bits, &d, 8);
+    u64(bits);
+  }
+};
+
+Bytes frame(uint8_t kind, const Bytes &payload, uint64_t run = kRun, uint8_t version = 1) {
+  Frame f;
+  for (char c : std::string("LMSW")) f.u8(static_cast<uint8_t>(c));
+  f.u8(version);
+  f.u8(kind);
+  f.u64(run);
+  f.u32(static_cast<uint32_t>(payload.size()));
+  f.b.insert(f.b.end(), payload.begin(), payload.end());
+  f.u32(static_cast<uint32_t>(crc32_z(0, f.b.data(), f.b.size())));
+  return f.b;
+}
+
+ProgressRecord sample_progress() {
+  ProgressRecord p;
+  p.peer_id = 0x0123456789abcdefULL;
+  p.epoch = 42;
+  p.samples = 1000;
+  p.samples_per_second = 123.5;
+  p.time_ms = 1700000000123;
+  p.flags = ProgressRecord::kLoading | ProgressRecord::kServing;
+  p.state_host = "203.0.113.5";
+  p.state_port = 31337;
+  return p;
+}
+
+GroupRecord sample_group() {
+  GroupRecord g;
+  g.leader = 7;
+  g.epoch = 3;
+  g.attempt = 2;
+  g.members = {1, 7, 99, 0xffffffffffffffffULL};
+  return g;
+}
+
+OobRecord sample_oob() {
+  OobRecord o;
+  o.group_hash = sample_group().group_hash();
+  o.rank = 2;
+  o.size = 4;
+  o.payload = {1, 2, 3, 0, 255};
+  return o;
+}
+
+// Each kind's decoder, type-erased, for the tests that apply to all four.
+using Decoder = std::function<bool(const Bytes &, std::string *)>;
+struct Kind {
+  const char *name;
+  Bytes valid;
+  Decoder decode;
+};
+
+std::vector<Kind> all_kinds() {
+  JoinRecord j{5, 9, 1, 1700000000000};
+  return {
+      {"progress", encode(kRun, sample_progress()),
+       [](const Bytes &b, std::string *w) { return decode_progress(kRun, b.data(), b.size(), w).has_value(); }},
+      {"join", encode(kRun, j),
+       [](const Bytes &b, std::string *w) { return decode_join(kRun, b.data(), b.size(), w).has_value(); }},
+      {"group", encode(kRun, sample_group()),
+       [](const Bytes &b, std::string *w) { return decode_group(kRun, b.data(), b.size(), w).has_value(); }},
+      {"oob", encode(kRun, sample_oob()),
+       [](const Bytes &b, std::string *w) { return decode_oob(kRun, b.data(), b.size(), w).has_value(); }},
+  };
+}
+
+std::string rejection(const Kind &k, const Bytes &b) {
+  std::string why;
+  EXPECT_FALSE(k.decode(b, &why)) << k.name;
+  EXPECT_FALSE(why.empty()) << k.name;
+  return why;
+}
+
+TEST(Records, RunHashIsFnv1a) {
+  EXPECT_EQ(run_hash(""), 0xcbf29ce484222325ULL);
+  EXPECT_EQ(run_hash("a"), 0xaf63dc4c8601ec8cULL);
+  EXPECT_NE(run_hash("run-1"), run_hash("run-2"));
+}
+
+TEST(Records, ProgressRoundTrip) {
+  ProgressRecord p = sample_progress();
+  p.state_host.assign(255, 'h');  // the longest host allowed
+  p.state_port = 65535;
+  p.time_ms = -1;
+  const Bytes b = encode(kRun, p);
+  std::string why;
+  auto back = decode_progress(kRun, b.data(), b.size(), &why);
+  ASSERT_TRUE(back) << why;
+  EXPECT_EQ(back->peer_id, p.peer_id);
+  EXPECT_EQ(back->epoch, p.epoch);
+  EXPECT_EQ(back->samples, p.samples);
+  EXPECT_EQ(back->samples_per_second, p.samples_per_second);
+  EXPECT_EQ(back->time_ms, p.time_ms);
+  EXPECT_EQ(back->flags, p.flags);
+  EXPECT_EQ(back->state_host, p.state_host);
+  EXPECT_EQ(back->state_port, p.state_port);
+}
+
+TEST(Records, ProgressIsLittleEndianOnTheWire) {
+  ProgressRecord p;
+  p.peer_id = 0x0807060504030201ULL;
+  const Bytes b = encode(kRun, p);
+  ASSERT_GE(b.size(), 26u);
+  EXPECT_EQ(std::string(b.begin(), b.begin() + 4), "LMSW");
+  EXPECT_EQ(b[4], 1);  // format version
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(b[18 + i], i + 1);
+}
+
+TEST(Records, JoinRoundTrip) {
+  JoinRecord j{0xfedcba9876543210ULL, 123456789012LL, 4000000000u, 1700000000999LL};
+  const Bytes b = encode(kRun, j);
+  std::string why;
+  auto back = decode_join(kRun, b.data(), b.size(), &why);
+  ASSERT_TRUE(back) << why;
+  EXPECT_EQ(back->peer_id, j.peer_id);
+  EXPECT_EQ(back->epoch, j.epoch);
+  EXPECT_EQ(back->attempt, j.attempt);
+  EXPECT_EQ(back->time_ms, j.time_ms);
+}
+
+TEST(Records, GroupRoundTripUpToTheMemberLimit) {
+  for (size_t n : {size_t{1}, size_t{4}, size_t{4096}}) {
+    GroupRecord g = sample_group();
+    g.members.clear();
+    for (size_t i = 0; i < n; ++i) g.members.push_back(i * 3 + 1);
+    const Bytes b = encode(kRun, g);
+    std::string why;
+    auto back = decode_group(kRun, b.data(), b.size(), &why);
+    ASSERT_TRUE(back) << why;
+    EXPECT_EQ(back->leader, g.leader);
+    EXPECT_EQ(back->epoch, g.epoch);
+    EXPECT_EQ(back->attempt, g.attempt);
+    EXPECT_EQ(back->members, g.members);
+    EXPECT_EQ(back->group_hash(), g.group_hash());
+  }
+}
+
+TEST(Records, OobRoundTripUpToThePayloadLimit) {
+  for (size_t n : {size_t{0}, size_t{5}, kMaxOobPayload}) {
+    OobRecord o = sample_oob();
+    o.payload.assign(n, 0);
+    for (size_t i = 0; i < n; ++i) o.payload[i] = static_cast<uint8_t>(i * 7);
+    const Bytes b = encode(kRun, o);
+    std::string why;
+    auto back = decode_oob(kRun, b.data(), b.size(), &why);
+    ASSERT_TRUE(back) << why;
+    EXPECT_EQ(back->group_hash, o.group_hash);
+    EXPECT_EQ(back->rank, o.rank);
+    EXPECT_EQ(back->size, o.size);
+    EXPECT_EQ(back->payload, o.payload);
+  }
+}
+
+TEST(Records, GroupHashDependsOnEpochAttemptAndMembersOnly) {
+  const GroupRecord g = sample_group();
+  GroupRecord other_leader = g;
+  other_leader.leader = 99;
+  EXPECT_EQ(g.group_hash(), other_leader.group_hash());
+  GroupRecord e = g, a = g, m = g, fewer = g;
+  e.epoch += 1;
+  a.attempt += 1;
+  m.members[1] += 1;
+  fewer.members.pop_back();
+  for (const GroupRecord *x : {&e, &a, &m, &fewer}) EXPECT_NE(x->group_hash(), g.group_hash());
+  // Members 1..n as one list vs. shifted: neighbouring lists hash far apart.
+  EXPECT_NE(g.group_hash() >> 32, m.group_hash() >> 32);
+}
+
+TEST(Records, KeysAreNamespacedByRun) {
+  EXPECT_EQ(progress_key("r1"), "loom/r1/progress");
+  EXPECT_EQ(join_key("r1", 12, 3), "loom/r1/join/12/3");
+  EXPECT_EQ(group_key("r1", 12, 3), "loom/r1/group/12/3");
+  EXPECT_EQ(oob_key("r1", 0xabcULL), "loom/r1/oob/0000000000000abc");
+  EXPECT_NE(progress_key("r1"), progress_key("r2"));
+}
+
+TEST(Records, RejectsEveryTruncation) {
+  for (const Kind &k : all_kinds()) {
+    for (size_t n = 0; n < k.valid.size(); ++n) {
+      const Bytes cut(k.valid.begin(), k.valid.begin() + n);
+      const std::string why = rejection(k, cut);
+      EXPECT_NE(why.find("truncated: " + std::to_string(n) + " of "), std::string::npos) << k.name << " " << why;
+      if (n >= 22) {  // the header is whole: the total length is known
+        EXPECT_NE(why.find(" of " + std::to_string(k.valid.size()) + " bytes"), std::string::npos) << why;
+      }
+    }
+  }
+}
+
+TEST(Records, RejectsEverySingleBitFlip) {
+  for (const Kind &k : all_kinds()) {
+    std::string why;
+    ASSERT_TRUE(k.decode(k.valid, &why)) << k.name << ": " << why;
+    for (size_t bit = 0; bit < k.valid.size() * 8; ++bit) {
+      Bytes b = k.valid;
+      b[bit / 8] ^= static_cast<uint8_t>(1u << (bit % 8));
+      rejection(k, b);
+    }
+  }
+}
+
+TEST(Records, RejectsTrailingBytes) {
+  for (const Kind &k : all_kinds()) {
+    Bytes b = k.valid;
+    b.push_back(0);
+    EXPECT_NE(rejection(k, b).find("1 trailing bytes after a record of " + std::to_string(k.valid.size())),
+              std::string::npos);
+  }
+}
+
+TEST(Records, RejectsBadMagicVersionAndChecksum) {
+  const Kind k = all_kinds()[0];
+  Bytes b = k.valid;
+  b[0] = 'X';
+  EXPECT_NE(rejection(k, b).find("bad magic"), std::string::npos);
+  EXPECT_NE(rejection(k, Bytes{'L', 'M', 'X'}).find("bad magic"), std::string::npos);
+  EXPECT_NE(rejection(k, Bytes{'{', '"'}).find("bad magic"), std::string::npos);
+
+  Bytes payload(k.valid.begin() + 18, k.valid.end() - 4);
+  EXPECT_NE(rejection(k, frame(1, payload, kRun, 2)).find("unknown record format version 2 (this build reads 1)"),
+            std::string::npos);
+
+  b = k.valid;
+  b[20] ^= 0x10;  // inside the payload
+  EXPECT_NE(rejection(k, b).find("bad checksum (stored 0x"), std::string::npos);
+  b = k.valid;
+  b.back() ^= 0x80;  // the CRC itself
+  EXPECT_NE(rejection(k, b).find("bad checksum"), std::string::npos);
+
+  std::string why;
+  EXPECT_FALSE(decode_progress(kRun, nullptr, 0, &why));
+  EXPECT_NE(why.find("truncated: 0 of"), std::string::npos);
+  EXPECT_FALSE(decode_progress(kRun, nullptr, 0, nullptr));  // why is optional
+}
+
+TEST(Records, RejectsAnotherKind) {
+  const auto kinds = all_kinds();
+  for (const Kind &reader : kinds) {
+    for (const Kind &writer : kinds) {
+      if (reader.name == writer.name) continue;
+      auto a = [](const char *name) { return std::string(name[0] == 'o' ? "an " : "a ") + name + " record"; };
+      EXPECT_EQ(rejection(reader, writer.valid), "not " + a(reader.name) + ": " + a(writer.name));
+    }
+  }
+  EXPECT_EQ(rejection(kinds[0], frame(9, {})), "not a progress record: unknown kind 9");
+}
+
+TEST(Records, RejectsAnotherRun) {
+  const uint64_t other = run_hash("other-run");
+  for (const Kind &k : all_kinds()) {
+    Bytes payload(k.valid.begin() + 18, k.valid.end() - 4);
+    char expected[128];
+    std::snprintf(expected, sizeof expected, "record of run 0x%016llx, this run is 0x%016llx",
+                  static_cast<unsigned long long>(other), static_cast<unsigned long long>(kRun));
+    EXPECT_EQ(rejection(k, frame(k.valid[5], payload, other)), expected);
+  }
+}
+
+TEST(Records, RejectsAnOversizedPayloadLengthBeforeReadingIt) {
+  Frame f;
+  for (char c : std::string("LMSW")) f.u8(static_cast<uint8_t>(c));
+  f.u8(1);
+  f.u8(1);
+  f.u64(kRun);
+  f.u32(0xffffffffu);
+  f.u32(0);
+  const Kind k = all_kinds()[0];
+  EXPECT_NE(rejection(k, f.b).find("payload length 4294967295 exceeds the limit"), std::string::npos);
+}
+
+Bytes progress_payload(const std::string &host, double rate, int64_t epoch = 1, size_t extra = 0) {
+  Frame f;
+  f.u64(1);
+  f.u64(static_cast<uint64_t>(epoch));
+  f.u64(10);
+  f.f64(rate);
+  f.u64(0);
+  f.u32(0);
+  f.u16(static_cast<uint16_t>(host.size()));
+  f.b.insert(f.b.end(), host.begin(), host.end());
+  f.u16(80);
+  f.b.resize(f.b.size() + extra);
+  return f.b;
+}
+
+TEST(Records, RejectsOutOfRangeProgressFields) {
+  std::string why;
+  auto bad = [&](const Bytes &payload) {
+    const Bytes b = frame(1, payload);
+    EXPECT_FALSE(decode_progress(kRun, b.data(), b.size(), &why));
+    return why;
+  };
+  const Bytes ok = frame(1, progress_payload("host", 1.0));
+  EXPECT_TRUE(decode_progress(kRun, ok.data(), ok.size(), &why)) << why;
+  EXPECT_EQ(bad(progress_payload(std::string(256, 'h'), 1.0)), "state_host is 256 bytes, longer than 255");
+  EXPECT_NE(bad(progress_payload("h", std::nan(""))).find("not a finite rate"), std::string::npos);
+  EXPECT_NE(bad(progress_payload("h", -1.0)).find("not a finite rate"), std::string::npos);
+  EXPECT_NE(bad(progress_payload("h", std::numeric_limits<double>::infinity())).find("not a finite rate"),
+            std::string::npos);
+  EXPECT_EQ(bad(progress_payload("h", 1.0, -1)), "epoch -1 is negative");
+  EXPECT_EQ(bad(progress_payload("h", 1.0, 1, 3)), "3 unread bytes at the end of the payload");
+  Bytes short_host = progress_payload("hostname", 1.0);
+  short_host.resize(short_host.size() - 5);  // the string's length runs past the payload
+  EXPECT_NE(bad(short_host).find("payload ends inside data"), std::string::npos);
+}
+
+Bytes group_payload(const std::vector<uint64_t> &members, uint32_t count) {
+  Frame f;
+  f.u64(members.empty() ? 0 : members[0]);
+  f.u64(1);
+  f.u32(0);
+  f.u32(count);
+  for (uint64_t m : members) f.u64(m);
+  return f.b;
+}
+
+TEST(Records, RejectsOutOfRangeGroupFields) {
+  std::string why;
+  auto bad = [&](const Bytes &payload) {
+    const Bytes b = frame(3, payload);
+    EXPECT_FALSE(decode_group(kRun, b.data(), b.size(), &why));
+    return why;
+  };
+  EXPECT_EQ(bad(group_payload({}, 0)), "group has no members");
+  std::vector<uint64_t> many(4097);
+  for (size_t i = 0; i < many.size(); ++i) many[i] = i;
+  EXPECT_EQ(bad(group_payload(many, 4097)), "group of 4097 members, more than 4096");
+  EXPECT_EQ(bad(group_payload({1, 3, 2}, 3)), "members not sorted and unique at position 2");
+  EXPECT_EQ(bad(group_payload({1, 1}, 2)), "members not sorted and unique at position 1");
+  // A count that claims more members than the payload holds is refused
+  // before anything is allocated for it.
+  EXPECT_EQ(bad(group_payload({1, 2}, 4000)), "group of 4000 members needs 32000 bytes, payload has 16");
+}
+
+Bytes oob_payload(uint32_t rank, uint32_t size, uint32_t claimed, size_t actual) {
+  Frame f;
+  f.u64(1);
+  f.u32(rank);
+  f.u32(size);
+  f.u32(claimed);
+  f.b.resize(f.b.size() + actual);
+  return f.b;
+}
+
+TEST(Records, RejectsOutOfRangeOobFields) {
+  std::string why;
+  auto bad = [&](const Bytes &payload) {
+    const Bytes b = frame(4, payload);
+    EXPECT_FALSE(decode_oob(kRun, b.data(), b.size(), &why));
+    return why;
+  };
+  EXPECT_EQ(bad(oob_payload(4, 4, 0, 0)), "rank 4 not below size 4");
+  EXPECT_EQ(bad(oob_payload(0, 0, 0, 0)), "rank 0 not below size 0");
+  EXPECT_EQ(bad(oob_payload(0, 5000, 0, 0)), "size 5000 above 4096");
+  EXPECT_EQ(bad(oob_payload(0, 2, kMaxOobPayload + 1, kMaxOobPayload + 1)),
+            "oob payload of 49153 bytes, above 49152");
+  EXPECT_NE(bad(oob_payload(0, 2, 10, 4)).find("payload ends inside data"), std::string::npos);
+  EXPECT_EQ(bad(oob_payload(0, 2, 4, 10)), "6 unread bytes at the end of the payload");
+}
+
+TEST(Records, EncodeRefusesWhatDecodeWouldReject) {
+  ProgressRecord p = sample_progress();
+  p.state_host.assign(256, 'x');
+  EXPECT_THROW(encode(kRun, p), std::invalid_argument);
+  p = sample_progress();
+  p.samples_per_second = std::nan("");
+  EXPECT_THROW(encode(kRun, p), std::invalid_argument);
+  p.samples_per_second = -0.5;
+  EXPECT_THROW(encode(kRun, p), std::invalid_argument);
+  p = sample_progress();
+  p.epoch = -1;
+  EXPECT_THROW(encode(kRun, p), std::invalid_argument);
+
+  GroupRecord g = sample_group();
+  g.members = {3, 2};
+  EXPECT_THROW(encode(kRun, g), std::invalid_argument);
+  g.members = {};
+  EXPECT_THROW(encode(kRun, g), std::invalid_argument);
+  g.members.resize(4097);
+  for (size_t i = 0; i < g.members.size(); ++i) g.members[i] = i;
+  EXPECT_THROW(encode(kRun, g), std::invalid_argument);
+
+  OobRecord o = sample_oob();
+  o.rank = o.size;
+  EXPECT_THROW(encode(kRun, o), std::invalid_argument);
+  o = sample_oob();
+  o.payload.resize(kMaxOobPayload + 1);
+  EXPECT_THROW(encode(kRun, o), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace loom_collab
