@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# The collab strategy's benchmark (issue 5), in one run on loopback:
+#  1. charlm at about 10.9 M parameters, 4 peers: the time of one averaging
+#     round without matchmaking (building the group's communicator and the
+#     weighted allreduce) and with it, against a plain 4-rank UCX allreduce of
+#     the same gradient vector (`loom bench collective` under `loom launch`);
+#  2. the time from the SIGKILL of a peer to the survivors' next averaged epoch;
+#  3. a restarted peer's state loading against the raw loopback TCP transfer
+#     time of the same number of bytes.
+# Usage: bench/swarm_round.sh [build-dir] [epochs]
+set -euo pipefail
+build=${1:-build}
+epochs=${2:-12}
+loom=$build/bin/loom
+[[ -x $loom ]] || { echo "swarm_round.sh: $loom is missing: build first" >&2; exit 2; }
+here=$(cd "$(dirname "$0")/.." && pwd)
+out=$(mktemp -d)
+pids=()
+trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; rm -rf "$out"' EXIT
+port=$(python3 -c 'import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+set_opts=(--set task.d_model=384 --set task.layers=6 --set task.heads=6 --set task.ffn=1536 --set trainer.batch_size=8
+          --set trainer.max_steps="$epochs" --set trainer.log_every=1000 --set trainer.val_every=0 --set trainer.warmup_steps=2
+          --set strategy.name=collab --set strategy.options.target_batch_size=64 --set strategy.options.verbose=true
+          --set strategy.options.listen=127.0.0.1 --set strategy.options.run_id="bench-$port"
+          --set strategy.options.matchmaking_time=3 --set strategy.options.averaging_timeout=60
+          --set strategy.options.average_state_every=0)
+
+start() {  # start NAME MIN_PEERS [INITIAL]
+  local name=$1 min=$2 initial=${3:-} where=()
+  [[ -z $initial ]] && where=(--set strategy.options.port="$port")
+  LOOM_INITIAL_PEERS=$initial "$loom" train "$here/examples/configs/charlm.toml" "${set_opts[@]}" "${where[@]}" \
+    --set trainer.output_dir="$out/$name" --set strategy.options.min_peers="$min" > "$out/$name.log" 2>&1 &
+  started=$!
+  pids+=("$started")
+}
+now() { date +%s.%N; }
+
+echo "== 4 peers, charlm (d_model 384, 6 layers), $epochs epochs of 64 samples"
+start p1 4; p1=$started
+for n in 2 3 4; do start "p$n" 4 "127.0.0.1:$port"; done
+p4=$started
+# Kill p4 once the swarm has averaged 3 epochs, time the survivors' next epoch.
+for _ in $(seq 3000); do grep -q "epoch 3: averaged" "$out/p1.log" 2>/dev/null && break; sleep 0.1; done
+before=$(grep -c "averaged gradients" "$out/p1.log" || true)
+kill -9 "$p4"; killed=$(now)
+for _ in $(seq 3000); do (( $(grep -c "averaged gradients" "$out/p1.log" || true) > before )) && break; sleep 0.05; done
+recovered=$(now)
+start p4b 1 "127.0.0.1:$port"
+status=0
+for p in "${pids[@]:0:3}" "${pids[@]:4}"; do wait "$p" || status=1; done
+(( status == 0 )) || { echo "swarm_round.sh: a peer failed; logs:"; tail -n 5 "$out"/p*.log; exit 1; }
+
+params=$(grep -ho "charlm ([0-9]* parameters)" "$out/p1.log" | head -1 | grep -o "[0-9]*")
+bytes=$(( (params + 1) * 4 ))
+echo "== plain 4-rank UCX allreduce of the same $bytes bytes"
+"$loom" launch -n 4 -- "$loom" bench collective --plugin ucx --min-bytes "$bytes" --max-bytes "$bytes" --iters 5 \
+  --json "$out/ucx.json" > "$out/ucx.log" 2>&1 || { cat "$out/ucx.log"; exit 1; }
+python3 - "$out" "$killed" "$recovered" <<'PY'
+import json, re, statistics, socket, sys, threading, time, glob
+out, killed, recovered = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
+avg, match = [], []
+for log in glob.glob(out + "/p[123].log"):
+    for m in re.finditer(r"\(matchmaking (\d+) ms, averaging (\d+) ms\)", open(log).read()):
+        match.append(float(m.group(1))); avg.append(float(m.group(2)))
+data = json.load(open(out + "/ucx.json"))
+rows = data["results"] if isinstance(data, dict) and "results" in data else data
+us = rows[0].get("time_us") or rows[0].get("avg_us") or rows[0].get("us")
+ucx_ms = us / 1000.0
+a = statistics.median(avg); am = statistics.median([x + y for x, y in zip(avg, match)])
+print(f"rounds measured: {len(avg)} (peers p1-p3)")
+print(f"plain UCX allreduce, 4 ranks:         {ucx_ms:9.1f} ms")
+print(f"round without matchmaking (median):   {a:9.1f} ms   ratio {a / ucx_ms:.2f} (target <= 1.5)")
+print(f"round with matchmaking (median):      {am:9.1f} ms   ratio {am / ucx_ms:.2f}")
+print(f"SIGKILL of a peer -> next epoch:      {recovered - killed:9.2f} s")
+load = re.search(r"loaded the state of epoch (\d+) from peer \d+ \((\d+) bytes in ([0-9.]+) s\)", open(out + "/p4b.log").read())
+if load:
+    n, secs = int(load.group(2)), float(load.group(3))
+    srv = socket.socket(); srv.bind(("127.0.0.1", 0)); srv.listen(1)
+    payload = bytes(n)
+    def serve():
+        c, _ = srv.accept(); c.sendall(payload); c.close()
+    threading.Thread(target=serve).start()
+    cli = socket.create_connection(srv.getsockname()); t0 = time.perf_counter(); got = 0
+    while got < n:
+        chunk = cli.recv(1 << 20)
+        if not chunk: break
+        got += len(chunk)
+    raw = time.perf_counter() - t0
+    print(f"joiner state load: {n} bytes in {secs:.3f} s (from asking to restored); raw loopback TCP {raw:.3f} s; ratio {secs / raw:.1f}")
+    dl = re.search(r"downloaded state of epoch \d+ \((\d+) bytes\) from donor .* in (\d+) ms", open(out + "/p4b.log").read())
+    if dl:
+        t = float(dl.group(2)) / 1000.0
+        print(f"  of which the download from the donor (incl. its wait to publish a snapshot): {t:.3f} s; ratio to raw {t / raw:.1f}")
+else:
+    print("joiner state load: not found in the restarted peer's log")
+PY
