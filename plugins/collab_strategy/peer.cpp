@@ -249,8 +249,11 @@ void Peer::refresh() {
     std::string reason;
     auto r = decode_progress(run_, raw.data(), raw.size(), &reason);
     if (!r) {
-      // Logged once per reason, then counted: a flood must not flood the log.
-      if (rejected_[reason]++ == 0) log(Level::warn, "rejected a progress record: " + reason);
+      // Logged once per kind of defect (the reason up to its numbers), then
+      // counted: a peer sending garbage must not flood the log.
+      const std::string kind = reason.substr(0, reason.find_first_of("(:0123456789"));
+      if (rejected_[kind]++ == 0)
+        log(Level::warn, "rejected a progress record: " + reason + " (more of this kind are dropped silently)");
       continue;
     }
     std::lock_guard<std::mutex> lock(mutex_);
