@@ -37,7 +37,15 @@ Status Request::wait(int64_t timeout_ms) {
 // ---- Communicator -------------------------------------------------------------
 
 Communicator::Communicator(std::shared_ptr<const Collective> owner, loom_comm* comm, const CommOptions& options)
-    : owner_(std::move(owner)), comm_(comm), rank_(options.rank), size_(options.size), timeout_(options.timeout) {}
+    : owner_(std::move(owner)),
+      comm_(comm),
+      rank_(options.rank),
+      size_(options.size),
+      timeout_(options.timeout),
+      vtable_(&owner_->vtable()),
+      // A 1.0 plugin knows nothing of bit 6, so the bit counts only with 1.1.
+      inline_completion_(owner_->has_capability(LOOM_CAP_INLINE_COMPLETION) &&
+                         owner_->descriptor().abi_version >= LOOM_ABI_MAKE(1, 1)) {}
 
 Communicator::~Communicator() { owner_->vtable().comm_destroy(comm_); }
 
@@ -57,6 +65,14 @@ Status Communicator::blocking(Status posted, Request* request) const {
     // unfinished only on an aborted communicator: the timeout ends it.
     owner_->vtable().comm_abort(comm_);
   }
+  return done;
+}
+
+Status Communicator::inline_failed(loom_status code, const char* call) const {
+  Status done = owner_->error(code, call);  // read last_error before another call replaces it
+  // As in blocking(): the plugin may already have aborted (nothing is left to
+  // wait on), and abort is idempotent, so the outcome is the same either way.
+  if (code == LOOM_ERR_TIMEOUT) owner_->vtable().comm_abort(comm_);
   return done;
 }
 
@@ -97,44 +113,49 @@ Status Communicator::irecv(void* buf, uint64_t count, loom_dtype dtype, int32_t 
 }
 #undef LOOM_POST
 
+// Inline when the plugin allows it (one vtable call, request == NULL), else
+// post + wait.
+#define LOOM_BLOCKING(name, args, post_call)                        \
+  if (inline_completion_) {                                         \
+    const loom_status code = vtable_->name args;                    \
+    return code == LOOM_OK ? Status() : inline_failed(code, #name); \
+  }                                                                 \
+  Request r;                                                        \
+  return blocking(post_call, &r)
+
 Status Communicator::allreduce(const void* send, void* recv, uint64_t count, loom_dtype dtype, loom_reduce_op op) {
-  Request r;
-  return blocking(iallreduce(send, recv, count, dtype, op, &r), &r);
+  LOOM_BLOCKING(allreduce, (comm_, send, recv, count, dtype, op, nullptr),
+                iallreduce(send, recv, count, dtype, op, &r));
 }
 Status Communicator::broadcast(const void* send, void* recv, uint64_t count, loom_dtype dtype, int32_t root) {
-  Request r;
-  return blocking(ibroadcast(send, recv, count, dtype, root, &r), &r);
+  LOOM_BLOCKING(broadcast, (comm_, send, recv, count, dtype, root, nullptr),
+                ibroadcast(send, recv, count, dtype, root, &r));
 }
 Status Communicator::reduce(const void* send, void* recv, uint64_t count, loom_dtype dtype, loom_reduce_op op,
                             int32_t root) {
-  Request r;
-  return blocking(ireduce(send, recv, count, dtype, op, root, &r), &r);
+  LOOM_BLOCKING(reduce, (comm_, send, recv, count, dtype, op, root, nullptr),
+                ireduce(send, recv, count, dtype, op, root, &r));
 }
 Status Communicator::allgather(const void* send, void* recv, uint64_t sendcount, loom_dtype dtype) {
-  Request r;
-  return blocking(iallgather(send, recv, sendcount, dtype, &r), &r);
+  LOOM_BLOCKING(allgather, (comm_, send, recv, sendcount, dtype, nullptr),
+                iallgather(send, recv, sendcount, dtype, &r));
 }
 Status Communicator::reduce_scatter(const void* send, void* recv, uint64_t recvcount, loom_dtype dtype,
                                     loom_reduce_op op) {
-  Request r;
-  return blocking(ireduce_scatter(send, recv, recvcount, dtype, op, &r), &r);
+  LOOM_BLOCKING(reduce_scatter, (comm_, send, recv, recvcount, dtype, op, nullptr),
+                ireduce_scatter(send, recv, recvcount, dtype, op, &r));
 }
 Status Communicator::alltoall(const void* send, void* recv, uint64_t count, loom_dtype dtype) {
-  Request r;
-  return blocking(ialltoall(send, recv, count, dtype, &r), &r);
+  LOOM_BLOCKING(alltoall, (comm_, send, recv, count, dtype, nullptr), ialltoall(send, recv, count, dtype, &r));
 }
-Status Communicator::barrier() {
-  Request r;
-  return blocking(ibarrier(&r), &r);
-}
+Status Communicator::barrier() { LOOM_BLOCKING(barrier, (comm_, nullptr), ibarrier(&r)); }
 Status Communicator::send(const void* buf, uint64_t count, loom_dtype dtype, int32_t peer) {
-  Request r;
-  return blocking(isend(buf, count, dtype, peer, &r), &r);
+  LOOM_BLOCKING(send, (comm_, buf, count, dtype, peer, nullptr), isend(buf, count, dtype, peer, &r));
 }
 Status Communicator::recv(void* buf, uint64_t count, loom_dtype dtype, int32_t peer) {
-  Request r;
-  return blocking(irecv(buf, count, dtype, peer, &r), &r);
+  LOOM_BLOCKING(recv, (comm_, buf, count, dtype, peer, nullptr), irecv(buf, count, dtype, peer, &r));
 }
+#undef LOOM_BLOCKING
 
 Status Communicator::abort() {
   loom_status code = owner_->vtable().comm_abort(comm_);

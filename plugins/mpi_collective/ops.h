@@ -1,5 +1,7 @@
 // The operations of the vtable: each validates its arguments against the
-// header's rules (in-place, overlap, counts), then posts the MPI_I* call.
+// header's rules (in-place, overlap, counts), then posts the MPI_I* call, or,
+// given request == NULL (LOOM_CAP_INLINE_COMPLETION), completes it before
+// returning.
 #ifndef LOOM_MPI_OPS_H
 #define LOOM_MPI_OPS_H
 

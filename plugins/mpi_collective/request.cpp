@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "backoff.h"
+#include "comm.h"
 #include "reduce_ops.h"
 
 namespace loom_mpi {
@@ -19,9 +20,9 @@ loom_status settle(loom_request *r, loom_status s) {
   return s;
 }
 
-// The post-processing that MPI cannot do itself.
-loom_status complete(loom_request *r, const MPI_Status &st) {
-  const Finish &f = r->finish;
+}  // namespace
+
+loom_status after_mpi(const loom_comm *comm, const Finish &f, const MPI_Status &st) {
   if (f.check_recv) {
     int got = 0;
     {
@@ -33,9 +34,11 @@ loom_status complete(loom_request *r, const MPI_Status &st) {
                   f.recv_count, st.MPI_SOURCE, got);
   }
   if (f.move_bytes) std::memmove(f.move_to, f.move_from, f.move_bytes);
-  if (f.avg_buf) divide_in_place(f.avg_buf, f.avg_count, f.dtype, r->comm->size);
+  if (f.avg_buf) divide_in_place(f.avg_buf, f.avg_count, f.dtype, comm->size);
   return LOOM_OK;
 }
+
+namespace {
 
 // One non-blocking look at the request; *done is set once it has an outcome.
 loom_status poll(loom_request *r, bool *done) {
@@ -61,7 +64,7 @@ loom_status poll(loom_request *r, bool *done) {
     *done = false;
     return LOOM_OK;
   }
-  return settle(r, complete(r, st));
+  return settle(r, after_mpi(r->comm, r->finish, st));
 }
 
 // Lets go of a request MPI has not finished, without blocking (request_free
@@ -85,9 +88,47 @@ void release_unfinished(loom_request *r) {
   MPI_Request_free(&r->mpi);
 }
 
+// Polls until the request has an outcome or timeout_ms passes (TIMEOUT, the
+// request still pending).
+loom_status wait_for(loom_request *request, int64_t timeout_ms) {
+  bool done = false;
+  loom_status s = poll(request, &done);  // before reading the clock: the common case is already done
+  if (done) return s;
+  const auto deadline = deadline_after(timeout_ms);
+  const Backoff backoff(request->comm->ctx->spin_us);
+  for (;;) {
+    s = poll(request, &done);
+    if (done) return s;
+    const auto now = Clock::now();
+    if (now >= deadline)
+      return fail(LOOM_ERR_TIMEOUT,
+                  "%s on communicator \"%s\" did not finish within %lld ms; it is still "
+                  "pending (wait again or abort the communicator)",
+                  request->op, request->comm->name, static_cast<long long>(timeout_ms));
+    backoff.pause(now);
+  }
+}
+
 }  // namespace
 
-void finish_now(loom_request *request) { settle(request, complete(request, MPI_Status{})); }
+void finish_now(loom_request *request) { settle(request, after_mpi(request->comm, request->finish, MPI_Status{})); }
+
+loom_status wait_inline(loom_request *request) {
+  loom_comm *comm = request->comm;
+  const loom_status s = wait_for(request, comm->timeout_ms);
+  if (request->finished || request->mpi == MPI_REQUEST_NULL) return s;
+  if (s == LOOM_ERR_TIMEOUT) {
+    // The caller holds no request to wait on again, and the peers would match
+    // their next operation against this pending one: the communicator is done.
+    comm_abort(comm);
+    fail(LOOM_ERR_TIMEOUT,
+         "%s on communicator \"%s\" did not finish within %lld ms; it was completing inline (no request to "
+         "wait on again), so the communicator was aborted",
+         request->op, comm->name, static_cast<long long>(comm->timeout_ms));
+  }
+  release_unfinished(request);
+  return s;
+}
 
 loom_status test(loom_request *request, int32_t *done) noexcept {
   if (done) *done = 0;
@@ -107,22 +148,7 @@ loom_status wait(loom_request *request, int64_t timeout_ms) noexcept {
     if (timeout_ms < 0)
       return fail(LOOM_ERR_INVALID_ARGUMENT, "wait: timeout %lld ms is negative (LOOM_TIMEOUT_DEFAULT is -1)",
                   static_cast<long long>(timeout_ms));
-    bool done = false;
-    loom_status s = poll(request, &done);  // before reading the clock: the common case is already done
-    if (done) return s;
-    const auto deadline = deadline_after(timeout_ms);
-    const Backoff backoff(request->comm->ctx->spin_us);
-    for (;;) {
-      s = poll(request, &done);
-      if (done) return s;
-      const auto now = Clock::now();
-      if (now >= deadline)
-        return fail(LOOM_ERR_TIMEOUT,
-                    "%s on communicator \"%s\" did not finish within %lld ms; it is still "
-                    "pending (wait again or abort the communicator)",
-                    request->op, request->comm->name, static_cast<long long>(timeout_ms));
-      backoff.pause(now);
-    }
+    return wait_for(request, timeout_ms);
   });
 }
 

@@ -65,13 +65,50 @@ inline std::unique_ptr<loom_request> new_request(loom_comm *comm, const char *op
 // blocking option): the AVG division and in-place moves run here.
 void finish_now(loom_request *request);
 
+// The work after MPI reports an operation complete (see Finish); st is its
+// MPI status (read only for a recv). Returns the operation's final status.
+loom_status after_mpi(const loom_comm *comm, const Finish &finish, const MPI_Status &st);
+
+// Waits for an operation posted for a caller that passed request == NULL
+// (LOOM_CAP_INLINE_COMPLETION), at most the communicator's timeout. request
+// lives on the caller's stack. On TIMEOUT the operation can never be waited
+// on again, so it is let go as request_free would after an abort and the
+// communicator is aborted; on ABORTED it is let go the same way.
+loom_status wait_inline(loom_request *request);
+
+// Completes an inline (request == NULL) operation: posts it with
+// start(MPI_Request *) into a request on this stack frame, then waits.
+template <class Start>
+loom_status run_inline(loom_comm *comm, const char *op, const char *mpi_name, const Finish &finish, Start &&start) {
+  loom_request req(comm, op, finish);  // on the stack: nothing to allocate or free
+  {
+    MpiCallLock lock;
+    const int rc = start(&req.mpi);
+    if (rc != MPI_SUCCESS) return fail_mpi(rc, mpi_name);
+  }
+  return wait_inline(&req);
+}
+
 // Allocates a request, posts it with start(MPI_Request *) under the MPI lock
 // and hands it out in *out; mpi_name names the MPI call in errors. With the
 // blocking option, run_now() (MPI's blocking call) runs instead and the
 // request holds MPI_REQUEST_NULL, which MPI_Test reports as finished at once.
+// out == NULL completes the operation before returning: with the blocking
+// option by run_now() alone (no request object at all: the small-message
+// fast path), otherwise by run_inline.
 template <class Start, class RunNow>
 loom_status post(loom_comm *comm, const char *op, const char *mpi_name, const Finish &finish, loom_request **out,
                  Start &&start, RunNow &&run_now) {
+  if (!out) {
+    if (!comm->blocking) return run_inline(comm, op, mpi_name, finish, start);
+    {
+      MpiCallLock lock;
+      const int rc = run_now();
+      if (rc != MPI_SUCCESS) return fail_mpi(rc, mpi_name);
+    }
+    const bool more = finish.avg_buf || finish.move_bytes;  // collectives never check a recv
+    return more ? after_mpi(comm, finish, MPI_Status{}) : LOOM_OK;
+  }
   auto req = new_request(comm, op, finish);
   {
     MpiCallLock lock;
@@ -86,10 +123,12 @@ loom_status post(loom_comm *comm, const char *op, const char *mpi_name, const Fi
 }
 
 // Point to point has no blocking form here: a blocking send could deadlock
-// against the peer's order of posts.
+// against the peer's order of posts, and MPI_Send could not time out. Inline
+// (out == NULL), it is posted and waited on like any inline operation.
 template <class Start>
 loom_status post(loom_comm *comm, const char *op, const char *mpi_name, const Finish &finish, loom_request **out,
                  Start &&start) {
+  if (!out) return run_inline(comm, op, mpi_name, finish, start);
   auto req = new_request(comm, op, finish);
   {
     MpiCallLock lock;

@@ -1,5 +1,5 @@
 // data_movement_test.cpp: broadcast (every root), allgather and alltoall over
-// every dtype x {in place, out of place} x {blocking, non-blocking}, each at
+// every dtype x {in place, out of place} x every Mode (run_op.hpp), each at
 // odd counts, checked byte for byte.
 //
 // Case names: Broadcast.Exact/bf16_outofplace_blocking.
@@ -30,7 +30,7 @@ std::vector<MoveParam> all_move_params() {
   std::vector<MoveParam> params;
   for (loom_dtype dtype : all_dtypes())
     for (bool in_place : {true, false})
-      for (Mode mode : {Mode::kBlocking, Mode::kNonBlocking}) params.push_back({dtype, in_place, mode});
+      for (Mode mode : all_modes()) params.push_back({dtype, in_place, mode});
   return params;
 }
 
@@ -43,6 +43,7 @@ class Alltoall : public testing::TestWithParam<MoveParam> {};
 
 TEST_P(Broadcast, Exact) {
   const MoveParam p = GetParam();
+  CONFORMANCE_SKIP_REDUNDANT(p.mode);
   loom::Communicator& comm = World::comm();
   for (int32_t root = 0; root < comm.size(); ++root) {
     for (size_t count : odd_counts()) {
@@ -74,6 +75,7 @@ TEST_P(Broadcast, Exact) {
 
 TEST_P(Allgather, Exact) {
   const MoveParam p = GetParam();
+  CONFORMANCE_SKIP_REDUNDANT(p.mode);
   loom::Communicator& comm = World::comm();
   const size_t size = static_cast<size_t>(comm.size());
   const size_t rank = static_cast<size_t>(comm.rank());
@@ -102,6 +104,7 @@ TEST_P(Allgather, Exact) {
 
 TEST_P(Alltoall, Exact) {
   const MoveParam p = GetParam();
+  CONFORMANCE_SKIP_REDUNDANT(p.mode);
   loom::Communicator& comm = World::comm();
   const size_t size = static_cast<size_t>(comm.size());
   const size_t rank = static_cast<size_t>(comm.rank());

@@ -1,7 +1,7 @@
 // main.cpp: loom_conformance, the collective conformance suite.
 //
 //   mpirun -np N loom_conformance [gtest flags] --plugin NAME
-//          [--plugin-path DIR]... [--timeout-ms N]
+//          [--plugin-path DIR]... [--timeout-ms N] [--option KEY=VALUE]...
 //
 // Every rank runs the same tests in the same order on one world
 // communicator of the plugin under test. Only rank 0 prints GoogleTest's
@@ -30,9 +30,11 @@ namespace {
 
 const char kUsage[] =
     "usage: loom_conformance [gtest flags] --plugin NAME [--plugin-path DIR]... [--timeout-ms N]\n"
+    "                        [--option KEY=VALUE]...\n"
     "  --plugin NAME       collective plugin under test (lib<NAME>_collective.so)\n"
     "  --plugin-path DIR   look for plugins here first (repeatable)\n"
-    "  --timeout-ms N      bound of every wait, default 20000\n";
+    "  --timeout-ms N      bound of every wait, default 20000\n"
+    "  --option KEY=VALUE  set one of the plugin's options (repeatable)\n";
 
 // Parses what GoogleTest left in argv; false with *error on a usage error.
 bool parse_args(int argc, char** argv, SuiteOptions* options, std::string* error) {
@@ -45,7 +47,7 @@ bool parse_args(int argc, char** argv, SuiteOptions* options, std::string* error
       value = arg.substr(eq + 1);
       arg = arg.substr(0, eq);
     }
-    if (arg != "--plugin" && arg != "--plugin-path" && arg != "--timeout-ms") {
+    if (arg != "--plugin" && arg != "--plugin-path" && arg != "--timeout-ms" && arg != "--option") {
       *error = "unknown argument '" + std::string(argv[i]) + "'";
       return false;
     }
@@ -60,6 +62,13 @@ bool parse_args(int argc, char** argv, SuiteOptions* options, std::string* error
       options->plugin = value;
     } else if (arg == "--plugin-path") {
       options->plugin_paths.push_back(value);
+    } else if (arg == "--option") {
+      const size_t sep = value.find('=');
+      if (sep == 0 || sep == std::string::npos) {
+        *error = "--option wants KEY=VALUE, not '" + value + "'";
+        return false;
+      }
+      options->plugin_options[value.substr(0, sep)] = value.substr(sep + 1);
     } else {
       char* end = nullptr;
       const long long ms = std::strtoll(value.c_str(), &end, 10);
@@ -111,9 +120,11 @@ void print_banner() {
   std::string caps;
   for (const std::string& cap : loom::capability_names(LOOM_KIND_COLLECTIVE, c.descriptor().capabilities))
     caps += (caps.empty() ? "" : ", ") + cap;
-  std::printf("[conformance] plugin %s %s (%s), %d rank(s), capabilities: %s, timeout %lld ms\n",
+  std::string opts;
+  for (const auto& [key, value] : World::options().plugin_options) opts += " " + key + "=" + value;
+  std::printf("[conformance] plugin %s %s (%s), %d rank(s), capabilities: %s, timeout %lld ms, options:%s\n",
               c.descriptor().name.c_str(), c.descriptor().version.c_str(), c.path().c_str(), World::size(),
-              caps.c_str(), static_cast<long long>(World::timeout_ms()));
+              caps.c_str(), static_cast<long long>(World::timeout_ms()), opts.empty() ? " defaults" : opts.c_str());
   std::fflush(stdout);
 }
 

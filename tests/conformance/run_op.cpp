@@ -8,10 +8,39 @@
 
 namespace conformance {
 
-const char* mode_label(Mode mode) { return mode == Mode::kBlocking ? "blocking" : "nonblocking"; }
+const char* mode_label(Mode mode) {
+  switch (mode) {
+    case Mode::kBlocking: return "blocking";
+    case Mode::kPostWait: return "postwait";
+    default: return "nonblocking";
+  }
+}
+
+const std::vector<Mode>& all_modes() {
+  static const std::vector<Mode> modes{Mode::kBlocking, Mode::kPostWait, Mode::kNonBlocking};
+  return modes;
+}
+
+bool redundant_mode(Mode mode) { return mode == Mode::kPostWait && !World::comm().completes_inline(); }
+
+namespace {
+
+// Post, then wait() at once; a request that is still pending is abandoned.
+loom::Status post_wait(const PostCall& post, int64_t timeout_ms) {
+  loom::Request request;
+  loom::Status posted = post(&request);
+  if (!posted.is_ok()) return posted;
+  if (!request.valid()) return loom::Status(LOOM_ERR_INTERNAL, "the post returned OK but handed out no request");
+  loom::Status waited = request.wait(timeout_ms);
+  if (waited.code() == LOOM_ERR_TIMEOUT) abandon(std::move(request));
+  return waited;
+}
+
+}  // namespace
 
 loom::Status run(Mode mode, const BlockingCall& blocking, const PostCall& post) {
   if (mode == Mode::kBlocking) return blocking();
+  if (mode == Mode::kPostWait) return post_wait(post, World::timeout_ms());
   loom::Request request;
   loom::Status posted = post(&request);
   if (!posted.is_ok()) return posted;
@@ -94,13 +123,21 @@ loom::Status ring_exchange(loom::Communicator& comm, Mode mode, const void* send
     }
     return complete_all({&r, &s}, timeout_ms);
   }
+  auto do_send = [&] {
+    if (mode == Mode::kBlocking) return comm.send(send, count, dtype, next);
+    return post_wait([&](loom::Request* q) { return comm.isend(send, count, dtype, next, q); }, timeout_ms);
+  };
+  auto do_recv = [&] {
+    if (mode == Mode::kBlocking) return comm.recv(recv, count, dtype, prev);
+    return post_wait([&](loom::Request* q) { return comm.irecv(recv, count, dtype, prev, q); }, timeout_ms);
+  };
   if (comm.rank() == 0) {
-    loom::Status s = comm.send(send, count, dtype, next);
-    loom::Status r = comm.recv(recv, count, dtype, prev);
+    loom::Status s = do_send();
+    loom::Status r = do_recv();
     return s.is_ok() ? r : s;
   }
-  loom::Status r = comm.recv(recv, count, dtype, prev);
-  loom::Status s = comm.send(send, count, dtype, next);
+  loom::Status r = do_recv();
+  loom::Status s = do_send();
   return r.is_ok() ? s : r;
 }
 

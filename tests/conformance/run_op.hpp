@@ -14,16 +14,27 @@
 
 namespace conformance {
 
-enum class Mode { kBlocking, kNonBlocking };
-const char* mode_label(Mode mode);  // "blocking" / "nonblocking"
+// kBlocking: the Communicator's blocking form, which for a plugin declaring
+// LOOM_CAP_INLINE_COMPLETION is one call with request == NULL.
+// kPostWait: post, then wait() at once, the blocking form of the other
+// plugins; for those it repeats kBlocking, so such cases skip (SKIP_REDUNDANT).
+// kNonBlocking: post, test() until done, then wait().
+enum class Mode { kBlocking, kPostWait, kNonBlocking };
+const char* mode_label(Mode mode);  // "blocking" / "postwait" / "nonblocking"
 inline void PrintTo(Mode mode, std::ostream* os) { *os << mode_label(mode); }
+// Every mode, in the order above: what data cases run in.
+const std::vector<Mode>& all_modes();
+// True for kPostWait on a plugin without inline completion.
+bool redundant_mode(Mode mode);
+#define CONFORMANCE_SKIP_REDUNDANT(mode) \
+  if (redundant_mode(mode)) GTEST_SKIP() << "postwait repeats blocking for a plugin without inline completion"
 
 using BlockingCall = std::function<loom::Status()>;
 using PostCall = std::function<loom::Status(loom::Request*)>;
 
-// kBlocking: calls blocking(). kNonBlocking: post(&request), then test()
-// until done (bounded by timeout_ms), then wait(), whose status must equal
-// the one test() reported.
+// kBlocking: calls blocking(). kPostWait: post(&request), then wait().
+// kNonBlocking: post(&request), then test() until done (bounded by
+// timeout_ms), then wait(), whose status must equal the one test() reported.
 loom::Status run(Mode mode, const BlockingCall& blocking, const PostCall& post);
 
 // Polls test() on every request, round robin, until all are done or
@@ -41,8 +52,8 @@ void abandon(loom::Request&& request);
 
 // Point to point in a ring: sends `count` elements of send to rank + 1 and
 // receives as many from rank - 1 into recv. Non-blocking: both posted, then
-// completed together. Blocking (size > 1): rank 0 sends then receives, the
-// others receive then send, so no rank needs a buffered send.
+// completed together. Blocking and post-wait (size > 1): rank 0 sends then
+// receives, the others receive then send, so no rank needs a buffered send.
 loom::Status ring_exchange(loom::Communicator& comm, Mode mode, const void* send, void* recv, uint64_t count,
                            loom_dtype dtype, int64_t timeout_ms);
 

@@ -21,12 +21,12 @@ State& state() {
   return s;
 }
 
-loom::CommOptions comm_options(const std::string& name) {
+loom::CommOptions comm_options(const std::string& name, int64_t timeout_ms = 0) {
   const loom::JobInfo& job = state().host->job();
   loom::CommOptions o;
   o.rank = job.rank;
   o.size = job.world_size;
-  o.timeout = std::chrono::milliseconds(state().options.timeout_ms);
+  o.timeout = std::chrono::milliseconds(timeout_ms > 0 ? timeout_ms : state().options.timeout_ms);
   o.name = name;
   return o;
 }
@@ -38,6 +38,11 @@ void World::open(const SuiteOptions& options) {
   s.options = options;
   loom::HostConfig config;
   config.search_path = loom::plugin_search_path(options.plugin_paths, {});
+  // Checked against the plugin's declared options when it is opened.
+  for (const auto& [key, value] : options.plugin_options) {
+    config.options[{LOOM_KIND_COLLECTIVE, options.plugin}][key] = value;
+    config.option_sources[{LOOM_KIND_COLLECTIVE, options.plugin}][key] = "--option";
+  }
   s.host = std::make_unique<loom::Host>(std::move(config), loom::JobInfo::from_environment());
   s.collective = s.host->open_collective(options.plugin);
   loom::check(s.collective->create_comm(comm_options("conformance-world"), &s.comm),
@@ -58,8 +63,9 @@ loom::Communicator& World::comm() { return *state().comm; }
 int World::rank() { return state().comm->rank(); }
 int World::size() { return state().comm->size(); }
 
-loom::Status World::create_comm(const std::string& name, std::unique_ptr<loom::Communicator>* comm) {
-  return state().collective->create_comm(comm_options(name), comm);
+loom::Status World::create_comm(const std::string& name, std::unique_ptr<loom::Communicator>* comm,
+                                int64_t timeout_ms) {
+  return state().collective->create_comm(comm_options(name, timeout_ms), comm);
 }
 
 testing::AssertionResult is_ok(const loom::Status& status) {

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -22,6 +23,7 @@ struct SuiteOptions {
   std::string plugin;                      // --plugin NAME
   std::vector<std::string> plugin_paths;   // --plugin-path DIR (repeatable)
   int64_t timeout_ms = 20000;              // --timeout-ms N: every wait's bound
+  std::map<std::string, std::string> plugin_options;  // --option KEY=VALUE (repeatable)
 };
 
 class World {
@@ -41,8 +43,10 @@ class World {
   static int size();
   static int64_t timeout_ms() { return options().timeout_ms; }
 
-  // A further communicator over the same ranks (collective over all ranks).
-  static loom::Status create_comm(const std::string& name, std::unique_ptr<loom::Communicator>* comm);
+  // A further communicator over the same ranks (collective over all ranks),
+  // whose waits are bounded by timeout_ms (0: the suite's timeout).
+  static loom::Status create_comm(const std::string& name, std::unique_ptr<loom::Communicator>* comm,
+                                  int64_t timeout_ms = 0);
 };
 
 // gtest predicates for statuses: the message carries Status::to_string().

@@ -92,9 +92,11 @@ class Communicator {
   Status isend(const void* buf, uint64_t count, loom_dtype dtype, int32_t peer, Request* request);
   Status irecv(void* buf, uint64_t count, loom_dtype dtype, int32_t peer, Request* request);
 
-  // Blocking forms: post, then wait for the communicator's timeout. A
-  // blocking call that times out aborts the communicator (its operation can
-  // no longer be finished in step with the peers): build a new one.
+  // Blocking forms: post, then wait for the communicator's timeout; or, when
+  // the plugin declares LOOM_CAP_INLINE_COMPLETION, one call with request ==
+  // NULL that completes within that timeout (no request object). A blocking
+  // call that times out aborts the communicator (its operation can no longer
+  // be finished in step with the peers): build a new one.
   Status allreduce(const void* send, void* recv, uint64_t count, loom_dtype dtype, loom_reduce_op op);
   Status broadcast(const void* send, void* recv, uint64_t count, loom_dtype dtype, int32_t root);
   Status reduce(const void* send, void* recv, uint64_t count, loom_dtype dtype, loom_reduce_op op, int32_t root);
@@ -108,17 +110,27 @@ class Communicator {
   // Unblocks every waiter; any thread.
   Status abort();
 
+  // Whether the blocking forms complete inline (request == NULL).
+  bool completes_inline() const { return inline_completion_; }
+  // The plugin's communicator, for calls straight into collective().vtable()
+  // (conformance, benchmarks); owned by this object.
+  loom_comm* handle() const { return comm_; }
+
  private:
   friend class Collective;
   Communicator(std::shared_ptr<const Collective> owner, loom_comm* comm, const CommOptions& options);
   Status posted(loom_status code, loom_request* raw, Request* request) const;
   Status blocking(Status posted, Request* request) const;
+  Status inline_failed(loom_status code, const char* call) const;
 
   std::shared_ptr<const Collective> owner_;
   loom_comm* comm_;
   int32_t rank_;
   int32_t size_;
   std::chrono::milliseconds timeout_;
+  const loom_collective_v1* vtable_;  // owner_'s, one load closer for the inline path
+  // Read once from the plugin's capabilities and negotiated ABI (>= 1.1).
+  bool inline_completion_;
 };
 
 class Collective : public std::enable_shared_from_this<Collective> {

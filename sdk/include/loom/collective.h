@@ -22,7 +22,10 @@
  *    allgather when send == recv + rank * sendcount; alltoall when
  *    send == recv. Any other overlap of send and recv is invalid.
  *  - Buffers are borrowed: they MUST stay valid and untouched until the
- *    request completes, or, after an abort, until comm_destroy returns.
+ *    request completes successfully, or, after an abort or a failure (e.g.
+ *    PEER_FAILED, TIMEOUT), until comm_destroy returns: a backend may still
+ *    be reading or writing them (some read a sender's memory across processes
+ *    on one host with process_vm_readv, which Yama or seccomp may forbid).
  *    NULL buffers are valid when the count is 0 (an empty tensor's data).
  *  - Once a communicator is aborted, posting fails with LOOM_ERR_ABORTED and
  *    test() on its unfinished requests sets *done and returns ABORTED.
@@ -79,8 +82,10 @@ enum {
  * before returning, waiting at most the communicator's timeout_ms, and
  * returns the operation's final status (what wait would have returned). No
  * request object exists, so a plugin can skip allocating one; this is the
- * path for small blocking collectives where that cost shows. Hosts pass NULL
- * only to plugins that declare this bit. */
+ * path for small blocking collectives where that cost shows. An inline
+ * operation that times out is abandoned and the communicator aborted (the
+ * peers are no longer in step); its buffers stay borrowed until comm_destroy.
+ * Hosts pass NULL only to plugins that declare this bit. */
 #define LOOM_CAP_INLINE_COMPLETION ((uint64_t)1 << 6)
 
 /* Opaque objects owned by the plugin. */
@@ -100,6 +105,8 @@ typedef struct loom_oob_v1 {
    * called comm_create, and only during that call. */
   loom_status (*allgather)(void *user, const void *send, size_t len, void *recv, int64_t timeout_ms);
 } loom_oob_v1;
+/* A plugin calls oob->allgather at most once per comm_create (callers such as
+ * a swarm key the exchange by the group, so a second call could not meet). */
 
 /* Device kinds, numerically equal to DLPack's DLDeviceType. */
 enum { LOOM_DEVICE_CPU = 1, LOOM_DEVICE_CUDA = 2 };
