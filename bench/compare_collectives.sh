@@ -4,7 +4,8 @@
 # c10d::ProcessGroupGloo, and UCX's own point-to-point tag bandwidth and
 # latency (ucx_perftest) over the transports the ucx plugin's endpoints use,
 # as the physical reference. The machine is shared and noisy, so the three
-# sweeps run ROUNDS times, interleaved (ucx, mpi, gloo, ucx, mpi, gloo...),
+# sweeps run ROUNDS times, interleaved (ucx, ucx without cross-memory
+# attach, mpi, gloo, ucx, ...),
 # and every backend is credited with its best time per size; the summary
 # prints the ratios the issue sets as targets, and the spread over rounds.
 #
@@ -24,13 +25,27 @@ rounds=${ROUNDS:-3}
 mpirun=(mpirun --oversubscribe -np 2)
 [[ $(id -u) -eq 0 ]] && mpirun+=(--allow-run-as-root)
 
-# launch ARGS...: loom launch -n 2, retried once (its free port can be taken
-# by another job between its choice and rank 0's bind).
-launch() { "$loom" launch -n 2 --timeout 600 -- "$@" || "$loom" launch -n 2 --timeout 600 -- "$@"; }
+# launch ARGS...: loom launch -n 2 (its master port lies below the kernel's
+# ephemeral range, so parallel jobs cannot take it first), each rank bound to
+# core LOCAL_RANK as mpirun binds its ranks by default: unbound, two polling
+# ranks on a loaded machine often share one core and every small message then
+# waits for a time slice (measured: 53 us instead of 1 us at 8 B).
+ncores=$(nproc)
+launch() {
+  "$loom" launch -n 2 --timeout 600 -- sh -c 'exec taskset -c $((LOCAL_RANK % $0)) "$@"' "$ncores" "$@"
+}
+
+# The ucx plugin with large messages forced through UCX's shared memory (no
+# cross-memory attach): the plugin's path before that option existed.
+nocma=$out/ucx-nocma.toml
+printf '[collective]\nname = "ucx"\n[collective.options]\ncma_threshold_bytes = -1\n' > "$nocma"
 
 for r in $(seq "$rounds"); do
   echo "== round $r: ucx plugin (loom launch -n 2)"
   launch "$loom" bench collective --plugin ucx --max-bytes "$max" --json "$out/ucx.$r.json" | sed -n 's/^\[rank 0\] //p'
+  echo "== round $r: ucx plugin without cross-memory attach (loom launch -n 2)"
+  launch "$loom" --config "$nocma" bench collective --plugin ucx --max-bytes "$max" --json "$out/ucx-nocma.$r.json" |
+    sed -n 's/^\[rank 0\] //p'
   echo "== round $r: mpi plugin (mpirun -np 2)"
   "${mpirun[@]}" "$loom" bench collective --plugin mpi --max-bytes "$max" --json "$out/mpi.$r.json"
   echo "== round $r: c10d::ProcessGroupGloo (loom launch -n 2)"
@@ -43,13 +58,15 @@ for r in $(seq "$rounds"); do
 done
 
 # The transports of the plugin's endpoints, from its debug log ("lane[0]: 3:sysv/memory.0 ..."),
-# so that ucx_perftest measures the same physical path.
-tls=$(launch "$loom" --log-level debug bench collective --plugin ucx --max-bytes 8 --iters 1 --warmup 0 2>&1 |
-      sed -n 's/.*lane\[[0-9]*\]: *[0-9]*:\([a-z_]*\)\/.*/\1/p' | sort -u | paste -sd, -)
+# so that ucx_perftest measures the same physical path; plus cma when the
+# plugin moves large messages by cross-memory attach itself.
+log=$(launch "$loom" --log-level debug bench collective --plugin ucx --max-bytes 8 --iters 1 --warmup 0 2>&1)
+tls=$(sed -n 's/.*lane\[[0-9]*\]: *[0-9]*:\([a-z_]*\)\/.*/\1/p' <<<"$log" | sort -u | paste -sd, -)
 tls=${tls:-sysv},self
+if grep -q 'cross-memory attach from [0-9]' <<<"$log" && ! grep -q 'not available here' <<<"$log"; then tls=$tls,cma; fi
 echo "== ucx_perftest, UCX_TLS=$tls (the plugin's transports), best of $rounds"
 perftest() {  # test size iterations
-  local port=$((20000 + RANDOM % 20000))
+  local port=$((20000 + RANDOM % 12000))  # below the ephemeral range (32768 on)
   UCX_TLS=$tls timeout 120 ucx_perftest -t "$1" -s "$2" -n "$3" -w 5 -p "$port" > /dev/null 2>&1 &
   local server=$!
   sleep 1

@@ -10,6 +10,9 @@
 #  2. tree_pipeline_threshold_bytes: broadcast as one staged message vs
 #     pipelined in place.
 #  3. chunk_bytes x pipeline_depth for large allreduces.
+#  4. cma_threshold_bytes: broadcast (one message per link) with every
+#     message by cross-memory attach vs none; the default is the smallest
+#     size from which cross-memory attach is faster.
 set -euo pipefail
 build=$(cd "${1:-build}" && pwd)
 loom=$build/bin/loom
@@ -50,3 +53,7 @@ for chunk in 65536 131072 262144 524288 1048576; do
   done
 done
 side_by_side "large allreduce: chunk_bytes (c) x pipeline_depth (d)" "${names[@]}"
+
+run cma_always broadcast 4096 4194304 cma_threshold_bytes=0 tree_pipeline_threshold_bytes=1099511627776
+run cma_never broadcast 4096 4194304 cma_threshold_bytes=-1 tree_pipeline_threshold_bytes=1099511627776
+side_by_side "broadcast, one staged message: cross-memory attach always vs never" cma_always cma_never

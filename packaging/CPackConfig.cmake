@@ -4,6 +4,8 @@
 #   loom-sdk-dev       C headers, CMake package and loom-sdk.pc for plugin authors
 #   loom-plugin-mpi    libmpi_collective.so (depends on Open MPI)
 #   loom-plugin-ddp    libddp_strategy.so
+#   loom-plugin-ucx    libucx_collective.so (depends on UCX)
+#   loom-plugin-collab libcollab_strategy.so (depends on OpenDHT; averages over loom-plugin-ucx)
 set(CPACK_PACKAGE_NAME loom)
 set(CPACK_PACKAGE_VENDOR "Loom developers")
 set(CPACK_PACKAGE_CONTACT "Loom developers <dev@loom.invalid>")
@@ -14,7 +16,8 @@ set(CPACK_DEB_COMPONENT_INSTALL ON)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 set(CPACK_DEBIAN_PACKAGE_SECTION science)
-set(CPACK_COMPONENTS_ALL runtime sdk plugin-mpi-collective plugin-ddp-strategy)
+set(CPACK_COMPONENTS_ALL runtime sdk plugin-mpi-collective plugin-ddp-strategy plugin-ucx-collective
+                         plugin-collab-strategy)
 
 set(CPACK_DEBIAN_RUNTIME_PACKAGE_NAME loom)
 set(CPACK_DEBIAN_SDK_PACKAGE_NAME loom-sdk-dev)
@@ -24,4 +27,9 @@ set(CPACK_DEBIAN_PLUGIN-MPI-COLLECTIVE_PACKAGE_NAME loom-plugin-mpi)
 set(CPACK_DEBIAN_PLUGIN-MPI-COLLECTIVE_PACKAGE_DEPENDS "loom (= ${PROJECT_VERSION}), openmpi-bin")
 set(CPACK_DEBIAN_PLUGIN-DDP-STRATEGY_PACKAGE_NAME loom-plugin-ddp)
 set(CPACK_DEBIAN_PLUGIN-DDP-STRATEGY_PACKAGE_DEPENDS "loom (= ${PROJECT_VERSION})")
+set(CPACK_DEBIAN_PLUGIN-UCX-COLLECTIVE_PACKAGE_NAME loom-plugin-ucx)
+set(CPACK_DEBIAN_PLUGIN-UCX-COLLECTIVE_PACKAGE_DEPENDS "loom (= ${PROJECT_VERSION})")
+set(CPACK_DEBIAN_PLUGIN-COLLAB-STRATEGY_PACKAGE_NAME loom-plugin-collab)
+set(CPACK_DEBIAN_PLUGIN-COLLAB-STRATEGY_PACKAGE_DEPENDS "loom (= ${PROJECT_VERSION})")
+set(CPACK_DEBIAN_PLUGIN-COLLAB-STRATEGY_PACKAGE_RECOMMENDS "loom-plugin-ucx (= ${PROJECT_VERSION})")
 include(CPack)

@@ -9,9 +9,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <random>
 
 #include "loom/status.hpp"
 
@@ -113,9 +116,57 @@ void signal_all(std::vector<Rank>& ranks, int signo) {
   }
 }
 
+// Whether nothing holds TCP port `port` on any IPv4 or IPv6 address now
+// (bound without SO_REUSEADDR, so a port in TIME_WAIT counts as taken).
+bool port_is_free(int port) {
+  const int fd4 = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd4 < 0) return false;
+  sockaddr_in a4{};
+  a4.sin_family = AF_INET;
+  a4.sin_addr.s_addr = htonl(INADDR_ANY);
+  a4.sin_port = htons(static_cast<uint16_t>(port));
+  const bool free4 = bind(fd4, reinterpret_cast<sockaddr*>(&a4), sizeof a4) == 0;
+  close(fd4);
+  if (!free4) return false;
+  const int fd6 = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd6 < 0) return errno == EAFNOSUPPORT;  // no IPv6 here: nothing can hold it there
+  sockaddr_in6 a6{};
+  a6.sin6_family = AF_INET6;
+  a6.sin6_addr = in6addr_any;
+  a6.sin6_port = htons(static_cast<uint16_t>(port));
+  // EADDRNOTAVAIL: IPv6 is switched off, so nothing can hold the port there.
+  const bool free6 = bind(fd6, reinterpret_cast<sockaddr*>(&a6), sizeof a6) == 0 || errno == EADDRNOTAVAIL;
+  close(fd6);
+  return free6;
+}
+
 }  // namespace
 
+// Why not port 0: the kernel hands out a port from its ephemeral range, and
+// between this choice and rank 0's TCPStore bind any outgoing connection on
+// the machine (other jobs' ranks connecting to their stores) may be given
+// the same port, so parallel jobs failed with "Address already in use".
+// Ports below the ephemeral range are never given to outgoing connections:
+// pick a random one there that no socket holds now (checked by binding it on
+// every address, as the store will).
 int pick_free_port() {
+  int eph_low = 32768, eph_high = 60999;  // Linux defaults
+  if (FILE* f = std::fopen("/proc/sys/net/ipv4/ip_local_port_range", "r")) {
+    int lo = 0, hi = 0;
+    if (std::fscanf(f, "%d %d", &lo, &hi) == 2 && lo > 0 && hi >= lo) eph_low = lo, eph_high = hi;
+    std::fclose(f);
+  }
+  // Ports from 10000 up stay clear of the well-known services; a range
+  // squeezed below that falls back to the ports above the ephemeral range.
+  int first = 10000, last = eph_low - 1;
+  if (last - first < 1000) first = std::max(1024, eph_high + 1), last = 65535;
+  std::mt19937 rng(std::random_device{}() ^ static_cast<unsigned>(getpid()));
+  std::uniform_int_distribution<int> pick(first, std::max(first, last));
+  for (int attempt = 0; attempt < 200 && first <= last; ++attempt) {
+    const int port = pick(rng);
+    if (port_is_free(port)) return port;
+  }
+  // Everything tried was taken: let the kernel choose (racy, but works).
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) throw Error::runtime(std::string("socket: ") + std::strerror(errno));
   sockaddr_in addr{};

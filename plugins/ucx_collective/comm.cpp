@@ -11,6 +11,7 @@
 #include <memory>
 
 #include "backoff.h"
+#include "cma.h"
 #include "error.h"
 #include "instance.h"
 #include "op.h"
@@ -30,9 +31,10 @@ struct OobSlot {
   int32_t size;
   uint32_t address_len;
   uint32_t reserved;
+  CmaIdentity cma;  // whether large messages may go by cross-memory attach
 };
 constexpr uint32_t kOobMagic = 0x4c55434f;  // "LUCO"
-constexpr uint16_t kOobVersion = 1;
+constexpr uint16_t kOobVersion = 2;
 constexpr size_t kSlotBytes = 4096;
 constexpr size_t kMaxAddress = kSlotBytes - sizeof(OobSlot);
 
@@ -101,8 +103,7 @@ void release_requests(loom_comm *comm) {
       if (x.pending()) all.push_back(&x);
     });
   }
-  for (Xfer *x : all)
-    if (x->is_recv && x->pending()) ucp_request_cancel(worker, x->req);
+  for (Xfer *x : all) x->cancel();
   const auto deadline = Clock::now() + std::chrono::milliseconds(100);
   for (;;) {
     bool pending = false;
@@ -112,12 +113,7 @@ void release_requests(loom_comm *comm) {
     ucp_worker_progress(worker);
   }
   // Whatever is left is handed back to UCX, which finishes it without us.
-  for (Xfer *x : all)
-    if (x->pending()) {
-      ucp_request_free(x->req);
-      x->req = nullptr;
-      x->done = true;
-    }
+  for (Xfer *x : all) x->abandon();
   for (loom_request *z : comm->zombies) delete z;
   comm->zombies.clear();
   comm->control_sends.clear();
@@ -152,6 +148,7 @@ loom_status connect(loom_comm *comm, const std::vector<uint8_t> &all) {
     std::memcpy(&s, base, sizeof s);
     Peer &p = comm->peers[size_t(r)];
     p.comm_id = s.comm_id;
+    if (r != comm->rank && cma_between(comm->ctx->cma, s.cma)) p.cma_pid = s.cma.pid;
     p.slot = new PeerSlot{comm, r};
     ucp_ep_params_t params{};
     params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
@@ -262,7 +259,7 @@ loom_status create(loom_collective_ctx *ctx, const loom_comm_config_v1 *config, 
   }
   const std::vector<uint8_t> &address = comm->worker->address;
   std::vector<uint8_t> mine(kSlotBytes, 0), all(kSlotBytes * size_t(cfg.size), 0);
-  const OobSlot slot{kOobMagic, kOobVersion, comm->id, cfg.rank, cfg.size, uint32_t(address.size()), 0};
+  const OobSlot slot{kOobMagic, kOobVersion, comm->id, cfg.rank, cfg.size, uint32_t(address.size()), 0, ctx->cma};
   std::memcpy(mine.data(), &slot, sizeof slot);
   std::memcpy(mine.data() + sizeof slot, address.data(), address.size());
   loom_status s = LOOM_OK;

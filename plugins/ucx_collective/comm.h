@@ -36,6 +36,7 @@ struct Peer {
   uint32_t send_seq = 0;   // point to point, to this peer
   uint32_t recv_seq = 0;   // point to point, from this peer
   bool failed = false;     // its endpoint reported an error
+  int32_t cma_pid = 0;     // large messages go by cross-memory attach to / from this process (cma.h)
 };
 
 // A control message being sent; the deque keeps its buffer in place.

@@ -99,6 +99,7 @@ loom_status read_options(loom_collective_ctx &c, std::string *transports, int64_
   LOOM_UCX_TRY(read_int_option(c, kOptions[kOptTreePipelineThreshold], 0, &c.tuning.tree_pipeline_threshold));
   LOOM_UCX_TRY(read_int_option(c, kOptions[kOptChunkBytes], 64, &c.tuning.chunk_bytes));
   LOOM_UCX_TRY(read_int_option(c, kOptions[kOptPipelineDepth], 1, &c.tuning.pipeline_depth));
+  LOOM_UCX_TRY(read_int_option(c, kOptions[kOptCmaThreshold], -1, &c.tuning.cma_threshold));
   LOOM_UCX_TRY(read_int_option(c, kOptions[kOptKeepaliveMs], 1, keepalive_ms));
   LOOM_UCX_TRY(read_int_option(c, kOptions[kOptSpinUs], 0, &c.spin_us));
   LOOM_UCX_TRY(read_int_option(c, kOptions[kOptYieldUs], 0, &c.yield_us));
@@ -198,6 +199,7 @@ loom_status init_impl(const loom_host_v1 *host, loom_collective_ctx **out) {
   std::string transports;
   int64_t keepalive_ms = 0;
   LOOM_UCX_TRY(read_options(*c, &transports, &keepalive_ms));
+  c->cma = cma_self();
   register_instance(c.get());  // UCX may log while starting
   loom_status s = start_ucx(*c, transports, keepalive_ms);
   if (s == LOOM_OK) release_worker(c.get(), c->workers.back().get());  // made now so init reports trouble
@@ -208,10 +210,11 @@ loom_status init_impl(const loom_host_v1 *host, loom_collective_ctx **out) {
   }
   host_log(c.get(), LOOM_LOG_DEBUG,
            "UCX %s ready: worker address %zu bytes, transports \"%s\", ring from %lld B, tree pipeline from %lld B, "
-           "chunk %lld B x %lld",
+           "chunk %lld B x %lld, cross-memory attach from %lld B%s",
            ucp_get_version_string(), c->workers.back()->address.size(), transports.empty() ? "(UCX's choice)" : transports.c_str(),
            static_cast<long long>(c->tuning.ring_threshold), static_cast<long long>(c->tuning.tree_pipeline_threshold),
-           static_cast<long long>(c->tuning.chunk_bytes), static_cast<long long>(c->tuning.pipeline_depth));
+           static_cast<long long>(c->tuning.chunk_bytes), static_cast<long long>(c->tuning.pipeline_depth),
+           static_cast<long long>(c->tuning.cma_threshold), c->cma.pid ? "" : " (not available here)");
   *out = c.release();
   return LOOM_OK;
 }

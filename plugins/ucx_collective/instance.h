@@ -32,6 +32,7 @@
 #include <mutex>
 #include <vector>
 
+#include "cma.h"
 #include "loom/collective.h"
 
 namespace loom_ucx {
@@ -41,6 +42,7 @@ struct Tuning {
   int64_t tree_pipeline_threshold = 0;  // broadcast/reduce/alltoall: in place and chunked at or above
   int64_t chunk_bytes = 0;
   int64_t pipeline_depth = 0;
+  int64_t cma_threshold = 0;            // -1: never by cross-memory attach
 };
 
 // An endpoint being closed in the background, and the error-callback
@@ -66,6 +68,7 @@ struct loom_collective_ctx {
   int64_t spin_us = 0;
   int64_t yield_us = 0;
   loom_ucx::Tuning tuning;
+  loom_ucx::CmaIdentity cma{};  // told to every member in comm_create
 
   ucp_context_h context = nullptr;
 

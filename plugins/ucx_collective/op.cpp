@@ -106,6 +106,13 @@ void advance_op(loom_request *op) {
     }
     if (op->ring_out_used && op->ring_out.pending() && op->ring_out.poll()) sent_ok(*op, op->ring_out, right_of(c));
     const Step step = op->status == LOOM_OK ? op->alg->advance(*op) : Step::kRunning;
+    // A cross-memory-attach receive moves only when polled (the read and
+    // the answer happen in poll), and an algorithm may look at its receives
+    // only after its sends are over, which in turn wait for the peer's
+    // receive: poll them all here, so no ordering of polls can deadlock.
+    for_each_xfer(op, [](Xfer &x) {
+      if (x.mode == Xfer::kCmaRecv && x.pending()) x.poll();
+    });
     if (op->status == LOOM_OK) {
       const bool ring_done = (!op->ring_in_used || op->ring_in_checked) && (!op->ring_out_used || op->ring_out.done);
       if (step == Step::kDone && ring_done) {
@@ -119,7 +126,7 @@ void advance_op(loom_request *op) {
   if (op->draining) {
     bool receiving = false;
     for_each_xfer(op, [&](Xfer &x) {
-      if (x.pending() && !x.poll() && x.is_recv) receiving = true;
+      if (x.pending() && !x.poll() && x.receiving()) receiving = true;
     });
     if (!receiving || Clock::now() >= op->drain_deadline) finish(op, op->status);
   }
@@ -158,10 +165,7 @@ bool has_pending(loom_request *op) {
 }
 
 void cancel_receives(loom_request *op) {
-  ucp_worker_h worker = op->comm->worker->handle;
-  for_each_xfer(op, [&](Xfer &x) {
-    if (x.pending() && x.is_recv) ucp_request_cancel(worker, x.req);
-  });
+  for_each_xfer(op, [&](Xfer &x) { x.cancel(); });
 }
 
 void unlink_op(loom_request *op) {
@@ -174,13 +178,30 @@ void unlink_op(loom_request *op) {
   op->active = false;
 }
 
+// Whether a message of len bytes to or from peer goes by cross-memory
+// attach (cma.h); both ends compute the same answer.
+bool use_cma(const loom_request &op, const Peer &p, size_t len) {
+  const int64_t threshold = op.comm->ctx->tuning.cma_threshold;
+  return p.cma_pid != 0 && threshold >= 0 && len >= uint64_t(threshold);
+}
+
 void send_to(loom_request &op, Xfer &x, int peer, uint32_t sub, const void *buf, size_t len) {
   const Peer &p = op.comm->peers[size_t(peer)];
-  post_send(p.ep, x, collective_tag(p.comm_id, uint32_t(op.comm->rank), op.seq, sub), buf, len);
+  const uint64_t tag = collective_tag(p.comm_id, uint32_t(op.comm->rank), op.seq, sub);
+  if (use_cma(op, p, len))
+    post_send_cma(op.comm->worker->handle, p.ep, x, tag, cma_ack_tag(op.comm->id, uint32_t(peer), tag), buf, len);
+  else
+    post_send(p.ep, x, tag, buf, len);
 }
 
 void recv_from(loom_request &op, Xfer &x, int peer, uint32_t sub, void *buf, size_t len) {
-  post_recv(op.comm->worker->handle, x, collective_tag(op.comm->id, uint32_t(peer), op.seq, sub), kFullMask, buf, len);
+  const Peer &p = op.comm->peers[size_t(peer)];
+  const uint64_t tag = collective_tag(op.comm->id, uint32_t(peer), op.seq, sub);
+  if (use_cma(op, p, len))
+    post_recv_cma(op.comm->worker->handle, p.ep, x, tag, cma_ack_tag(p.comm_id, uint32_t(op.comm->rank), tag),
+                  p.cma_pid, buf, len);
+  else
+    post_recv(op.comm->worker->handle, x, tag, kFullMask, buf, len);
 }
 
 bool received_ok(loom_request &op, const Xfer &x, int peer, size_t expected) {
@@ -194,10 +215,15 @@ bool received_ok(loom_request &op, const Xfer &x, int peer, size_t expected) {
   }
   if (x.status != UCS_OK) {
     loom_comm *c = op.comm;
+    if (x.mode == Xfer::kCmaRecv && x.status == UCS_ERR_CONNECTION_RESET)  // its process is gone
+      mark_failed(c, peer, "rank %d failed (its process no longer exists)", peer);
     if (c->failed) fail_op(&op, LOOM_ERR_PEER_FAILED, "%s on communicator \"%s\": %s", op.name, c->name, c->failed_why);
     else
-      fail_op(&op, status_of(x.status), "%s on communicator \"%s\": receiving from rank %d failed: %s", op.name,
-              c->name, peer, ucs_status_string(x.status));
+      fail_op(&op, status_of(x.status), "%s on communicator \"%s\": receiving from rank %d failed: %s%s", op.name,
+              c->name, peer, ucs_status_string(x.status),
+              x.mode == Xfer::kCmaRecv ? " (reading its memory by cross-memory attach; cma_threshold_bytes = -1 "
+                                         "turns that off)"
+                                       : "");
     return false;
   }
   if (x.length != expected) {

@@ -7,6 +7,9 @@
 // staged broadcast and the pipelined one cross between 8 and 16 KiB; 256 KiB
 // chunks, 4 deep, gave the best 4-64 MiB allreduces (3.8-3.9 GB/s busbw at
 // 64 MiB against 3.2-3.6 for 512 KiB-1 MiB chunks and 3.6-3.8 for 128 KiB).
+// Those were measured before the cross-memory-attach path; its threshold
+// (64 KiB, where one 8-byte round trip costs about as much as copying the
+// message once more) is not tuned yet: the machine was too loaded to say.
 #ifndef LOOM_UCX_OPTIONS_H
 #define LOOM_UCX_OPTIONS_H
 
@@ -21,6 +24,7 @@ enum OptionIndex {
   kOptTreePipelineThreshold,
   kOptChunkBytes,
   kOptPipelineDepth,
+  kOptCmaThreshold,
   kOptKeepaliveMs,
   kOptSpinUs,
   kOptYieldUs,
@@ -42,6 +46,9 @@ inline constexpr loom_option_decl kOptions[kNumOptions] = {
      "Pipeline chunk size in bytes: reduction of one chunk overlaps the transfer of the next."},
     {sizeof(loom_option_decl), LOOM_OPTION_INT, "pipeline_depth", "4",
      "Chunks in flight per link in pipelined algorithms (receive buffers of chunk_bytes each)."},
+    {sizeof(loom_option_decl), LOOM_OPTION_INT, "cma_threshold_bytes", "65536",
+     "Messages of at least this many bytes between ranks of one host are read straight from the sender's memory "
+     "(cross-memory attach, one copy) instead of passing through UCX's shared memory (two copies); -1: never."},
     {sizeof(loom_option_decl), LOOM_OPTION_INT, "keepalive_ms", "500",
      "How often UCX checks that peers are alive: a peer that died without a word is reported within about "
      "twice this."},

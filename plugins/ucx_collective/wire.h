@@ -16,7 +16,10 @@
 //            out-of-band exchange, so no agreement is needed, and ids are
 //            handed out round robin so a late message of a destroyed
 //            communicator cannot match a new one (65536 creations later).
-//    2 bits  class: collective, point to point, control.
+//    2 bits  class: collective, point to point, control, and the
+//            acknowledgement of a cross-memory-attach transfer (cma.h),
+//            which carries the low 46 bits of the tag it answers with the
+//            answering rank as sender.
 //   16 bits  the sender's rank (UCX matches on tags only, not on senders).
 //   30 bits  collective: operation sequence (16) and message index within
 //            the operation (14), so that every message of an operation has
@@ -30,7 +33,7 @@
 
 namespace loom_ucx {
 
-enum TagClass : uint64_t { kClassCollective = 0, kClassP2P = 1, kClassControl = 2 };
+enum TagClass : uint64_t { kClassCollective = 0, kClassP2P = 1, kClassControl = 2, kClassCmaAck = 3 };
 
 constexpr int kMaxRanks = 1 << 16;
 constexpr uint32_t kSubBits = 14;
@@ -51,6 +54,12 @@ constexpr uint64_t collective_tag(uint16_t comm_id, uint32_t src, uint32_t seq, 
 
 constexpr uint64_t p2p_tag(uint16_t comm_id, uint32_t src, uint32_t seq) {
   return make_tag(comm_id, kClassP2P, src, seq);
+}
+
+// The answer to a cross-memory-attach message sent to rank `from` under
+// `tag`, as its sender receives it (on its own communicator id).
+constexpr uint64_t cma_ack_tag(uint16_t sender_comm_id, uint32_t from, uint64_t tag) {
+  return make_tag(sender_comm_id, kClassCmaAck, from, uint32_t(tag & 0x3fffffffu));
 }
 
 constexpr uint64_t kFullMask = ~uint64_t(0);

@@ -1,9 +1,15 @@
 // One UCX tag send or receive of an operation, polled rather than called
 // back: completion is read with ucp_request_check_status, so no UCX callback
-// ever points into an operation that the caller may have freed.
+// ever points into an operation that the caller may have freed. A large
+// message between ranks of one host may instead travel by cross-memory
+// attach (cma.h): a descriptor and an acknowledgement over UCX, the data read
+// straight from the sender's memory; the Xfer hides the difference.
+//
+// A posted Xfer must not move until it is done (UCX writes into it).
 #ifndef LOOM_UCX_XFER_H
 #define LOOM_UCX_XFER_H
 
+#include <sys/types.h>
 #include <ucp/api/ucp.h>
 
 #include <cstddef>
@@ -11,7 +17,21 @@
 
 namespace loom_ucx {
 
+// The cross-memory-attach descriptor (in place of the data) and its answer.
+struct CmaDescriptor {
+  uint32_t magic;
+  uint32_t reserved;
+  uint64_t address;
+  uint64_t length;
+};
+struct CmaAck {
+  uint32_t magic;
+  int32_t error;  // 0, or the errno of the receiver's failed read
+};
+constexpr uint32_t kCmaMagic = 0x4c434d41;  // "LCMA"
+
 struct Xfer {
+  enum Mode : uint8_t { kPlain, kCmaSend, kCmaRecv };
   void *req = nullptr;  // the UCX request while in flight
   bool posted = false;
   bool done = false;
@@ -19,9 +39,30 @@ struct Xfer {
   ucs_status_t status = UCS_OK;
   size_t length = 0;  // bytes received
 
+  // Cross-memory attach only.
+  Mode mode = kPlain;
+  void *req2 = nullptr;     // the acknowledgement: received (send side) or sent (receive side)
+  bool read_done = false;   // receive side: the data is in place, the answer is on its way
+  ucp_worker_h worker = nullptr;
+  ucp_ep_h ep = nullptr;    // receive side: where the answer goes
+  uint64_t ack_tag = 0;
+  pid_t pid = 0;            // receive side: the sender
+  void *buf = nullptr;      // receive side: where the data goes, at most cap bytes
+  size_t cap = 0;
+  ucs_status_t send_status = UCS_OK;
+  CmaDescriptor desc{};
+  CmaAck ack{};
+
   // Polls once; true when finished (status and length are then set).
   bool poll();
   bool pending() const { return posted && !done; }
+  // Whether data may still land in this rank's memory (a receive).
+  bool receiving() const { return pending() && is_recv && !read_done; }
+  // Cancels what UCX is still receiving for it, so it ends soon.
+  void cancel();
+  // Hands what is still in flight back to UCX, which finishes it without us
+  // (nothing is written into the Xfer afterwards), and marks it done.
+  void abandon();
 };
 
 // Posts a send (contiguous bytes) on ep. Never fails: a send UCX refuses
@@ -29,6 +70,12 @@ struct Xfer {
 void post_send(ucp_ep_h ep, Xfer &x, uint64_t tag, const void *buf, size_t len);
 // Posts a receive of at most len bytes matching tag under mask.
 void post_recv(ucp_worker_h worker, Xfer &x, uint64_t tag, uint64_t mask, void *buf, size_t len);
+// The same by cross-memory attach; the acknowledgement travels under
+// ack_tag, which the sender receives on `worker` and the receiver sends on ep.
+void post_send_cma(ucp_worker_h worker, ucp_ep_h ep, Xfer &x, uint64_t tag, uint64_t ack_tag, const void *buf,
+                   size_t len);
+void post_recv_cma(ucp_worker_h worker, ucp_ep_h ep, Xfer &x, uint64_t tag, uint64_t ack_tag, pid_t sender,
+                   void *buf, size_t len);
 
 // A request of an operation that ended (or was freed) before UCX finished
 // it; the communicator keeps it until UCX does, or until comm_destroy.

@@ -2,6 +2,8 @@
 // is killed, and a launcher told to keep going.
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 #include "../support/subprocess.hpp"
 #include "test_paths.hpp"
 
@@ -32,6 +34,23 @@ TEST(Launch, PicksAFreePortWhenNoneIsGiven) {
   auto r = launch({"-n", "2", "--", "sh", "-c", "test \"$MASTER_PORT\" -gt 0 && echo port-ok"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("[rank 1] port-ok"), std::string::npos) << r.out;
+}
+
+// Outgoing connections take their ports from the kernel's ephemeral range; a
+// master port from there could be taken before rank 0's store binds it.
+TEST(Launch, PicksItsPortOutsideTheEphemeralRange) {
+  int low = 0, high = 0;
+  std::ifstream("/proc/sys/net/ipv4/ip_local_port_range") >> low >> high;
+  ASSERT_GT(low, 0) << "cannot read ip_local_port_range";
+  for (int i = 0; i < 5; ++i) {
+    auto r = launch({"-n", "1", "--", "sh", "-c", "echo port=$MASTER_PORT"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const size_t at = r.out.find("port=");
+    ASSERT_NE(at, std::string::npos) << r.out;
+    const int port = std::stoi(r.out.substr(at + 5));
+    EXPECT_TRUE(port < low || port > high) << port << " is in the ephemeral range " << low << "-" << high;
+    EXPECT_GE(port, 1024);
+  }
 }
 
 TEST(Launch, OneRankFailingStopsTheOthersAndNamesIt) {

@@ -1,13 +1,10 @@
 // job.cpp: child processes, their output and their end.
 #include "job.hpp"
 
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -17,26 +14,9 @@
 #include <stdexcept>
 #include <thread>
 
+#include "loom/launch.hpp"
+
 namespace ucx_test {
-namespace {
-
-// A loopback port that was free a moment ago.
-int free_port() {
-  const int s = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  if (s < 0 || bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-      getsockname(s, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-    if (s >= 0) close(s);
-    throw std::runtime_error("no free loopback port");
-  }
-  close(s);
-  return ntohs(a.sin_port);
-}
-
-}  // namespace
 
 int64_t monotonic_ns() {
   timespec ts{};
@@ -45,7 +25,8 @@ int64_t monotonic_ns() {
 }
 
 Job::Job(int size, const std::string& scenario, const std::vector<std::string>& extra) {
-  const int port = free_port();
+  // Below the ephemeral range, so no outgoing connection takes it first.
+  const int port = loom::pick_free_port();
   store_ = loom::make_tcp_store("127.0.0.1", port, true, size + 1, std::chrono::seconds(30));
   ranks_.resize(size_t(size));
   for (int r = 0; r < size; ++r) {

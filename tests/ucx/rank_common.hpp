@@ -75,5 +75,6 @@ int scenario_kill_between_ops(Rank& rank);
 int scenario_leak(Rank& rank);
 int scenario_mismatch(Rank& rank);
 int scenario_algorithms(Rank& rank);
+int scenario_back_to_back(Rank& rank);
 
 }  // namespace ucx_rank

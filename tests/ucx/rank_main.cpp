@@ -5,7 +5,7 @@
 //            [--victim V] [--iterations K] [--option key=value]...
 //
 // Scenarios: kill_during_allreduce, kill_between_ops, leak, mismatch,
-// algorithms. Results are "RESULT key value" lines on stdout; the exit code
+// algorithms, back_to_back. Results are "RESULT key value" lines on stdout; the exit code
 // is 0 when the rank saw what the scenario expects, 1 when not, 2 on a usage
 // error.
 #include <cstdio>
@@ -52,7 +52,8 @@ int main(int argc, char** argv) {
                    {"kill_between_ops", ucx_rank::scenario_kill_between_ops},
                    {"leak", ucx_rank::scenario_leak},
                    {"mismatch", ucx_rank::scenario_mismatch},
-                   {"algorithms", ucx_rank::scenario_algorithms}};
+                   {"algorithms", ucx_rank::scenario_algorithms},
+                   {"back_to_back", ucx_rank::scenario_back_to_back}};
   for (const auto& s : scenarios) {
     if (args.scenario != s.name) continue;
     try {

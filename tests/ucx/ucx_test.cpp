@@ -6,7 +6,8 @@
 //
 // Case names: KillRank.DuringLargeAllreduce/ranks3,
 // KillRank.BetweenOps/ranks4, Leak.CreateUseDestroy1000Times,
-// Mismatch.InvalidArgumentOnEveryRank/ranks3, Algorithms.Exact/ranks4.
+// Mismatch.InvalidArgumentOnEveryRank/ranks3, Algorithms.Exact/ranks4,
+// BackToBack.EveryResultExact/ranks3.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -147,6 +148,24 @@ TEST_P(Algorithms, Exact) {
 }
 
 INSTANTIATE_TEST_SUITE_P(, Algorithms, testing::Values(2, 3, 4), param_name);
+
+// Non-blocking operations of every kind posted back to back (broadcasts from
+// one root in a row among them) and waited for in a different order on each
+// rank: every result exact, so no message went to another operation.
+class BackToBack : public testing::TestWithParam<int> {};
+
+TEST_P(BackToBack, EveryResultExact) {
+  const int n = GetParam();
+  Job job(n, "back_to_back", {"--timeout-ms", "20000"});
+  for (int r = 0; r < n; ++r) {
+    SCOPED_TRACE("rank " + std::to_string(r));
+    EXPECT_EQ(job.wait_exit(r, seconds(110)), 0) << dump(job);
+    for (const char* set : {"defaults", "latency", "bandwidth", "cma_always", "cma_never"})
+      EXPECT_EQ(job.result(r, std::string("set_") + set), "ok") << set << "\n" << dump(job);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(, BackToBack, testing::Values(2, 3), param_name);
 
 }  // namespace
 }  // namespace ucx_test

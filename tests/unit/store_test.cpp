@@ -7,6 +7,7 @@
 
 #include <thread>
 
+#include "loom/launch.hpp"
 #include "loom/store.hpp"
 
 namespace loom {
@@ -16,18 +17,9 @@ using namespace std::chrono_literals;
 
 std::vector<uint8_t> bytes(const std::string& s) { return {s.begin(), s.end()}; }
 
-// A port the kernel says is free now (bound to port 0, then released).
-int free_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
+// A port below the ephemeral range that was free a moment ago: outgoing
+// connections of parallel tests cannot take it in between.
+int free_port() { return loom::pick_free_port(); }
 
 TEST(MemoryStore, GetWaitsForALaterSet) {
   auto store = make_memory_store();

@@ -32,7 +32,8 @@ struct LaunchResult {
 // found or options out of range.
 LaunchResult launch(const LaunchOptions& options);
 
-// A TCP port on 127.0.0.1 that was free a moment ago.
+// A TCP port below the kernel's ephemeral range (so outgoing connections
+// never take it), free on every address a moment ago.
 int pick_free_port();
 
 }  // namespace loom
