@@ -19,12 +19,14 @@
 // and the same training loop as the trainer (forward, backward, the
 // gradients' averaging, optimizer step, zeroing the gradients in place).
 // Modes alternate in rounds (their order rotating) so that drift in machine
-// load hits all of them alike; a round's time is the slowest rank's. Then the
-// gradient averaging alone is timed on each path, with one flat allreduce of
-// the whole gradient size, which is what explains the ratio.
+// load hits all of them alike; a round's time is the slowest rank's. Each
+// step is split into phases (compute, averaging, optimizer) and the process's
+// CPU time is kept, so a gap can be placed. Then the gradient averaging alone
+// is timed on each path, with one flat allreduce of the whole gradient size,
+// the four alternating within each of --reps repetitions.
 //
 //   mpirun --oversubscribe --allow-run-as-root -np 2 build/bin/loom_bench_train_step
-//       [--text FILE] [--batch 8] [--warmup 3] [--steps 2] [--rounds 10] [--threads N]
+//       [--text FILE] [--batch 8] [--warmup 3] [--steps 2] [--rounds 10] [--reps 9] [--threads N]
 //       [--bucket-mb 25] [--mpi KEY=VALUE ...] [--d-model 384] [--layers 6] [--heads 6] [--ffn 1536] [--context 64]
 #ifndef USE_C10D_GLOO
 #define USE_C10D_GLOO 1  // ProcessGroupGloo.hpp is empty without it (LibTorch's CMake usually sets it)
@@ -38,11 +40,15 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <sys/resource.h>
 
 #include "loom/host.hpp"
 #include "loom/train/task.hpp"
@@ -57,7 +63,7 @@ using loom::train::TrainingState;
 
 struct Args {
   std::string text = "/usr/share/common-licenses/GPL-3";
-  int64_t batch = 8, warmup = 3, steps = 2, rounds = 10, threads = 0;
+  int64_t batch = 8, warmup = 3, steps = 2, rounds = 10, threads = 0, reps = 9;
   double bucket_mb = 25;
   std::map<std::string, std::string> mpi;  // options of libmpi_collective.so (--mpi KEY=VALUE)
   std::map<std::string, std::string> task = {
@@ -81,6 +87,7 @@ Args parse(int argc, char** argv) {
       else if (key == "steps") a.steps = std::stoll(value);
       else if (key == "rounds") a.rounds = std::stoll(value);
       else if (key == "threads") a.threads = std::stoll(value);
+      else if (key == "reps") a.reps = std::stoll(value);
       else if (key == "bucket_mb") a.bucket_mb = std::stod(value);
       else if (key == "mpi" && value.find('=') != std::string::npos)
         a.mpi[value.substr(0, value.find('='))] = value.substr(value.find('=') + 1);
@@ -90,8 +97,8 @@ Args parse(int argc, char** argv) {
       throw loom::Error::usage("option " + std::string(argv[i - 1]) + ": '" + value + "' is not a number");
     }
   }
-  if (a.batch < 1 || a.steps < 1 || a.rounds < 1 || a.warmup < 0) {
-    throw loom::Error::usage("--batch, --steps and --rounds must be at least 1, --warmup at least 0");
+  if (a.batch < 1 || a.steps < 1 || a.rounds < 1 || a.reps < 1 || a.warmup < 0) {
+    throw loom::Error::usage("--batch, --steps, --rounds and --reps must be at least 1, --warmup at least 0");
   }
   return a;
 }
@@ -159,6 +166,24 @@ class GlooAverager {
   std::vector<Bucket> buckets_;
 };
 
+// The median: robust to bursts of load from other processes.
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
+long minor_faults() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_minflt;
+}
+
+double cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
 // One mode: its own task, state and sample order; averaging is what differs.
 struct Mode {
   std::string name;
@@ -169,18 +194,25 @@ struct Mode {
   std::unique_ptr<GlooAverager> gloo;
   int64_t micro = 0;
   std::vector<double> round_s;   // slowest rank's seconds per round
-  std::vector<double> average_s;  // seconds in the averaging call per round, mean over ranks
-  double averaging = 0;           // this rank's seconds in the averaging call since the last reset
+  // Per round, mean over ranks: seconds in each phase of the step, and the
+  // process's CPU seconds (all its threads: Gloo's and MPI's included), which
+  // shows time spent polling on a loaded machine, and the minor page faults
+  // of the whole step (fresh memory the allocator maps).
+  enum Phase { kCompute, kAverage, kOptimizer, kCpu, kFaults, kPhases };
+  std::vector<double> phase_s[kPhases];
+  double phase[kPhases] = {};  // this rank's seconds since the last reset
 
   // One trainer step (trainer.cpp, without logging, clipping or validation).
   void step(const loom::train::TrainerSettings& s) {
+    const long faults0 = minor_faults();
+    const auto t0 = Clock::now();
     auto batch = task->train_data().get(sampler->batch(micro++));
     torch::Tensor loss = task->loss(batch);
     loss.backward();
     volatile double seen = loss.item<double>();  // the trainer reads the loss every step too
     (void)seen;
     state->check_views();
-    const auto t0 = Clock::now();
+    const auto t1 = Clock::now();
     if (gloo) {
       gloo->run();
     } else {
@@ -188,11 +220,16 @@ struct Mode {
       check(strategy->after_backward(static_cast<uint64_t>(s.batch_size), &apply), "after_backward");
       if (!apply) throw loom::Error::runtime(name + ": the strategy did not apply a step");
     }
-    averaging += std::chrono::duration<double>(Clock::now() - t0).count();
+    const auto t2 = Clock::now();
     state->set_lr(s.lr);
     state->optimizer().step();
     if (strategy) check(strategy->after_optimizer_step(), "after_optimizer_step");
     state->zero_grads();
+    const auto t3 = Clock::now();
+    phase[kCompute] += std::chrono::duration<double>(t1 - t0).count();
+    phase[kAverage] += std::chrono::duration<double>(t2 - t1).count();
+    phase[kOptimizer] += std::chrono::duration<double>(t3 - t2).count();
+    phase[kFaults] += static_cast<double>(minor_faults() - faults0) * 1e-3;  // kept in thousands: printed like the seconds
   }
 };
 
@@ -328,36 +365,22 @@ int main(int argc, char** argv) {
       for (size_t j = 0; j < modes.size(); ++j) {
         Mode& m = modes[(j + static_cast<size_t>(r)) % modes.size()];
         check(coord.barrier(), "barrier");
-        m.averaging = 0;
+        std::fill(std::begin(m.phase), std::end(m.phase), 0.0);
+        const double cpu0 = cpu_seconds();
         const auto t0 = Clock::now();
         for (int64_t i = 0; i < args.steps; ++i) m.step(s);
         m.round_s.push_back(slowest(std::chrono::duration<double>(Clock::now() - t0).count()));
-        double averaging = m.averaging;
-        check(coord.reduce_metric(&averaging, LOOM_METRIC_MEAN), "reduce_metric");
-        m.average_s.push_back(averaging);
+        m.phase[Mode::kCpu] = cpu_seconds() - cpu0;
+        for (int k = 0; k < Mode::kPhases; ++k) {
+          check(coord.reduce_metric(&m.phase[k], LOOM_METRIC_MEAN), "reduce_metric");
+          m.phase_s[k].push_back(m.phase[k]);
+        }
       }
     }
 
     // The gradient averaging alone, on each path, and one flat allreduce of
-    // the whole gradient size (buffers of equal contents on both paths).
-    const int reps = 5;
-    auto time_op = [&](auto&& op) {
-      op();  // warm-up
-      std::vector<double> t;
-      for (int i = 0; i < reps; ++i) {
-        check(coord.barrier(), "barrier");
-        const auto t0 = Clock::now();
-        op();
-        t.push_back(slowest(std::chrono::duration<double>(Clock::now() - t0).count()));
-      }
-      std::sort(t.begin(), t.end());
-      return t[t.size() / 2];
-    };
-    const double ddp_avg = time_op([&] {
-      bool apply = false;
-      check(ddp.strategy->after_backward(static_cast<uint64_t>(s.batch_size), &apply), "after_backward");
-    });
-    const double gloo_avg = time_op([&] { gloo.gloo->run(); });
+    // the whole gradient size (buffers of equal contents on both paths). The
+    // four alternate within each repetition, so drift in load hits them alike.
     auto mpi = host.open_collective("mpi");
     loom::CommOptions comm_options;
     comm_options.rank = rank;
@@ -366,27 +389,58 @@ int main(int argc, char** argv) {
     std::unique_ptr<loom::Communicator> comm;
     check(mpi->create_comm(comm_options, &comm), "comm_create");
     torch::Tensor flat = torch::ones({params}, torch::kFloat);
-    const double mpi_flat = time_op([&] {
-      check(comm->allreduce(flat.data_ptr(), flat.data_ptr(), static_cast<uint64_t>(params), LOOM_DTYPE_F32,
-                            LOOM_REDUCE_AVG),
-            "allreduce");
-    });
-    const double gloo_flat = time_op([&] {
-      std::vector<at::Tensor> one{flat};
-      pg->allreduce(one)->wait();
-      flat.div_(world);
-    });
+    struct Op {
+      Op(const char* w, std::function<void()> r) : what(w), run(std::move(r)) {}
+      const char* what;
+      std::function<void()> run;
+      std::vector<double> seconds;  // slowest rank's, per repetition
+      double faults = 0, cpu = 0;   // per call, mean over ranks
+    };
+    std::vector<Op> ops = {
+        {"ddp after_backward (mpi plugin, buckets)",
+         [&] {
+           bool apply = false;
+           check(ddp.strategy->after_backward(static_cast<uint64_t>(s.batch_size), &apply), "after_backward");
+         }},
+        {"gloo buckets (pack, allreduce, divide, unpack)", [&] { gloo.gloo->run(); }},
+        {"one flat allreduce avg, libmpi_collective.so",
+         [&] {
+           check(comm->allreduce(flat.data_ptr(), flat.data_ptr(), static_cast<uint64_t>(params), LOOM_DTYPE_F32,
+                                 LOOM_REDUCE_AVG),
+                 "allreduce");
+         }},
+        {"one flat allreduce sum + divide, ProcessGroupGloo",
+         [&] {
+           std::vector<at::Tensor> one{flat};
+           pg->allreduce(one)->wait();
+           flat.div_(world);
+         }},
+    };
+    for (Op& op : ops) op.run();  // warm-up
+    for (int64_t i = 0; i < args.reps; ++i) {
+      for (Op& op : ops) {
+        check(coord.barrier(), "barrier");
+        const long faults0 = minor_faults();
+        const double cpu0 = cpu_seconds();
+        const auto t0 = Clock::now();
+        op.run();
+        op.seconds.push_back(slowest(std::chrono::duration<double>(Clock::now() - t0).count()));
+        op.cpu += cpu_seconds() - cpu0;
+        op.faults += static_cast<double>(minor_faults() - faults0);
+      }
+    }
+    for (Op& op : ops) {
+      for (double* v : {&op.faults, &op.cpu}) {
+        *v /= static_cast<double>(args.reps);
+        check(coord.reduce_metric(v, LOOM_METRIC_MEAN), "reduce_metric");
+      }
+    }
 
     if (rank == 0) {
-      // The median round: robust to bursts of load from other processes.
-      auto median = [](std::vector<double> v) {
-        std::sort(v.begin(), v.end());
-        return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-      };
       const double per_round = static_cast<double>(args.steps);
       std::map<std::string, double> rate;
-      std::printf("\n%-8s %9s %9s %14s %12s %12s\n", "mode", "steps/s", "ms/step", "averaging ms", "mean ms/step",
-                  "range ms/step");
+      std::printf("\n%-8s %9s %9s %12s %12s | %9s %9s %9s %9s %9s\n", "mode", "steps/s", "ms/step", "mean ms/step",
+                  "range ms/step", "compute", "average", "optimizer", "cpu", "faults");
       for (const Mode& m : modes) {
         rate[m.name] = per_round / median(m.round_s);
         double total = 0;
@@ -394,29 +448,40 @@ int main(int argc, char** argv) {
         const auto [lo, hi] = std::minmax_element(m.round_s.begin(), m.round_s.end());
         char range[48];
         std::snprintf(range, sizeof range, "%.0f..%.0f", *lo * 1e3 / per_round, *hi * 1e3 / per_round);
-        std::printf("%-8s %9.3f %9.1f %14.1f %12.1f %12s\n", m.name.c_str(), rate[m.name], 1e3 / rate[m.name],
-                    median(m.average_s) * 1e3 / per_round, total * 1e3 / (per_round * m.round_s.size()), range);
+        std::printf("%-8s %9.3f %9.1f %12.1f %12s |", m.name.c_str(), rate[m.name], 1e3 / rate[m.name],
+                    total * 1e3 / (per_round * m.round_s.size()), range);
+        for (const auto& phase : m.phase_s) std::printf(" %9.1f", median(phase) * 1e3 / per_round);
+        std::printf("\n");
       }
-      std::printf("(steps/s and ms/step: the median round; averaging: time per step inside after_backward or the Gloo\n"
-                  " buckets, median round, mean over ranks, waiting for the slower rank included)\n");
-      std::printf("\nratio ddp/gloo   (steps/s): %.3f   (target >= 1.0: %s)\n", rate["ddp"] / rate["gloo"],
-                  rate["ddp"] >= rate["gloo"] ? "met" : "NOT met");
-      std::printf("ratio ddp/single (steps/s): %.3f\n", rate["ddp"] / rate["single"]);
+      std::printf("(steps/s and ms/step: the median round, slowest rank. After the bar, ms per step, median round,\n"
+                  " mean over ranks: compute = forward, backward, loss; average = after_backward or the Gloo buckets,\n"
+                  " waiting for the slower rank included; optimizer = Adam step and zeroing; cpu = the process's CPU\n"
+                  " time, all threads; faults = minor page faults per step)\n");
+      // Also the median of the ratios within each round: a round's modes run
+      // back to back, so this pairs measurements taken under the same load.
+      auto paired = [&](const Mode& a, const Mode& b) {
+        std::vector<double> r;
+        for (size_t k = 0; k < a.round_s.size(); ++k) r.push_back(b.round_s[k] / a.round_s[k]);
+        return median(r);
+      };
+      std::printf("\nratio ddp/gloo   (steps/s): %.3f   (target >= 1.0: %s); median of per-round ratios %.3f\n",
+                  rate["ddp"] / rate["gloo"], rate["ddp"] >= rate["gloo"] ? "met" : "NOT met", paired(ddp, gloo));
+      std::printf("ratio ddp/single (steps/s): %.3f; median of per-round ratios %.3f\n", rate["ddp"] / rate["single"],
+                  paired(ddp, single));
 
       const double busbw = 2.0 * (world - 1) / world;
-      std::printf("\n# gradients: %.2f MiB of f32 in %zu bucket(s) of about %s MiB; median of %d, slowest rank\n", mib,
-                  gloo.gloo->buckets(), fmt("%g", args.bucket_mb).c_str(), reps);
-      std::printf("%-52s %10s %11s %11s\n", "averaging path", "ms", "algbw GB/s", "busbw GB/s");
-      auto row = [&](const char* what, double sec) {
-        std::printf("%-52s %10.2f %11.3f %11.3f\n", what, sec * 1e3, grad_bytes / sec / 1e9,
-                    grad_bytes / sec / 1e9 * busbw);
-      };
-      row("ddp after_backward (mpi plugin, buckets)", ddp_avg);
-      row("gloo buckets (pack, allreduce, divide, unpack)", gloo_avg);
-      row("one flat allreduce avg, libmpi_collective.so", mpi_flat);
-      row("one flat allreduce sum + divide, ProcessGroupGloo", gloo_flat);
+      std::printf("\n# gradients: %.2f MiB of f32 in %zu bucket(s) of about %s MiB; median of %lld, slowest rank;\n"
+                  "# cpu ms and minor page faults per call: mean over repetitions and ranks\n",
+                  mib, gloo.gloo->buckets(), fmt("%g", args.bucket_mb).c_str(), static_cast<long long>(args.reps));
+      std::printf("%-52s %9s %11s %11s %8s %8s\n", "averaging path", "ms", "algbw GB/s", "busbw GB/s", "cpu ms",
+                  "faults");
+      for (const Op& op : ops) {
+        const double sec = median(op.seconds);
+        std::printf("%-52s %9.2f %11.3f %11.3f %8.1f %8.0f\n", op.what, sec * 1e3, grad_bytes / sec / 1e9,
+                    grad_bytes / sec / 1e9 * busbw, op.cpu * 1e3, op.faults);
+      }
       std::printf("averaging alone, time gloo/ddp: %.3f (above 1: the plugin path averages faster)\n",
-                  gloo_avg / ddp_avg);
+                  median(ops[1].seconds) / median(ops[0].seconds));
       std::fflush(stdout);
     }
 

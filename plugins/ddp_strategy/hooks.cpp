@@ -2,6 +2,7 @@
 // collectives the trainer asks for (metrics, decisions, barrier, bytes).
 #include <string>
 
+#include "divide.h"
 #include "error.h"
 #include "instance.h"
 
@@ -11,7 +12,8 @@ namespace {
 // Averages the gradients: each bucket is packed (unless its gradients are one
 // range already) and its allreduce posted at once, so the transfers of
 // earlier buckets overlap the copies of later ones; then each is waited for,
-// in order, and unpacked while the later ones are still in flight.
+// in order, divided (f32, f64: summed by the collective, see divide.h) and
+// unpacked while the later ones are still in flight.
 loom_status after_backward_impl(loom_strategy_ctx *ctx, loom_step_decision *decision) {
   LOOM_DDP_TRY(usable(ctx, "after_backward"));
   if (!decision) return fail(LOOM_ERR_INVALID_ARGUMENT, "after_backward: decision is NULL");
@@ -23,13 +25,17 @@ loom_status after_backward_impl(loom_strategy_ctx *ctx, loom_step_decision *deci
       pack(b, ctx->grads);
       buf = b.flat.data();
     }
-    const loom_status s = ctx->group.allreduce(buf, b.count, b.dtype, LOOM_REDUCE_AVG, &b.op);
+    const loom_reduce_op op = divides_here(b.dtype) ? LOOM_REDUCE_SUM : LOOM_REDUCE_AVG;
+    const loom_status s = ctx->group.allreduce(buf, b.count, b.dtype, op, &b.op);
     if (s != LOOM_OK) return op_failed(ctx, s, "after_backward: allreduce of " + describe_bucket(ctx, k, "gradient"));
   }
   for (size_t k = 0; k < ctx->buckets.size(); ++k) {
     Bucket &b = ctx->buckets[k];
     const loom_status s = ctx->group.wait(b.op, deadline);
     if (s != LOOM_OK) return op_failed(ctx, s, "after_backward: allreduce of " + describe_bucket(ctx, k, "gradient"));
+    if (divides_here(b.dtype)) {
+      divide_in_place(b.grads_in_place ? b.grads_in_place : b.flat.data(), b.count, b.dtype, ctx->size);
+    }
     if (!b.grads_in_place) unpack(b, ctx->grads);
   }
   *decision = LOOM_STEP_APPLY;
