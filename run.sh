@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The two commands of the README's quick start.
-#   ./run.sh demo   install what is missing, build, run the main job
+#   ./run.sh demo   install what is missing, build, run the main job (a local swarm)
 #   ./run.sh test   install what is missing (with test tools), build, run every test
 # Builds into ./build; warnings are errors when CI=true.
 set -euo pipefail
@@ -29,8 +29,9 @@ if [[ "$mode" == demo ]]; then
   echo "== the plugins this build found"
   build/bin/loom plugins
   echo
-  echo "== the main job: train a digits classifier (sklearn's 8x8 digits) and report its test accuracy"
-  build/bin/loom train examples/configs/digits.toml
+  echo "== the main job: a local swarm of three peers trains a digits classifier (sklearn's 8x8 digits);"
+  echo "   one peer is killed midway and restarted; each prints its final test accuracy"
+  examples/swarm-demo.sh build
 else
   ctest --preset "$preset" -j "$jobs"
 fi

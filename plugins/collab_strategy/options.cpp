@@ -70,7 +70,7 @@ struct Reader {
     double v = std::strtod(t.c_str(), &end);
     if (t.empty() || *end != '\0' || errno != 0 || !std::isfinite(v) || v < min || v > max) {
       std::ostringstream m;
-      m << "option " << kOptions[i].name << " = " << t << " is out of range; valid: " << min << " to " << max;
+      m << "option " << kOptions[i].name << " = " << t << " is not valid; use a number from " << min << " to " << max;
       *why = m.str();
       return false;
     }
@@ -78,13 +78,17 @@ struct Reader {
     return true;
   }
   bool integer(OptionIndex i, int64_t min, int64_t max, int64_t *out) {
-    double v = 0;
-    if (!number(i, double(min), double(max), &v)) return false;
-    if (v != std::floor(v)) {
-      *why = std::string("option ") + kOptions[i].name + " must be a whole number";
+    std::string t;
+    if (!text(i, &t)) return false;
+    errno = 0;
+    char *end = nullptr;
+    long long v = std::strtoll(t.c_str(), &end, 10);
+    if (t.empty() || *end != '\0' || errno != 0 || v < min || v > max) {
+      *why = std::string("option ") + kOptions[i].name + " = " + t + " is not valid; use a whole number from " +
+             std::to_string(min) + " to " + std::to_string(max);
       return false;
     }
-    *out = static_cast<int64_t>(v);
+    *out = v;
     return true;
   }
 };

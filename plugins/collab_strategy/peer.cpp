@@ -53,6 +53,13 @@ std::string outward_address() {
   return out;
 }
 
+// "2", "0.5": a duration as the user wrote it, for messages.
+std::string seconds_text(double s) {
+  std::ostringstream out;
+  out << s;
+  return out.str();
+}
+
 std::string shell_quote(const std::string &arg) {
   if (!arg.empty() && arg.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./=:,@%+") ==
                           std::string::npos)
@@ -140,7 +147,7 @@ loom_status Peer::setup(const loom_training_state_v1 &state, std::string *why) {
     dht_ = std::make_unique<SwarmDht>(config);
     port_ = dht_->port();
     server_ = std::make_unique<StateServer>(opt_.listen, port_, run_, logfn_);
-    server_->set_wait_for_publish(std::chrono::seconds(5));
+    server_->set_wait_for_publish(std::chrono::seconds(2));
   } catch (const std::exception &e) {
     *why = std::string("could not start the swarm node: ") + e.what();
     return LOOM_ERR_INVALID_ARGUMENT;
@@ -155,7 +162,7 @@ loom_status Peer::setup(const loom_training_state_v1 &state, std::string *why) {
     std::string list;
     for (const auto &p : opt_.initial_peers) list += (list.empty() ? "" : ", ") + p;
     if (!dht_->wait_connected(std::chrono::milliseconds(int64_t(opt_.bootstrap_timeout * 1000)))) {
-      *why = "no initial peer answered within " + std::to_string(opt_.bootstrap_timeout) + " s (" + list +
+      *why = "no initial peer answered within " + seconds_text(opt_.bootstrap_timeout) + " s (" + list +
              "); check the addresses, that those peers run, and that UDP and TCP reach them";
       return LOOM_ERR_UNAVAILABLE;
     }
@@ -170,7 +177,7 @@ loom_status Peer::setup(const loom_training_state_v1 &state, std::string *why) {
     while (view().peers < size_t(opt_.min_peers)) {
       if (Clock::now() >= until) {
         *why = "only " + std::to_string(view().peers) + " of min_peers = " + std::to_string(opt_.min_peers) +
-               " peers were in the swarm after bootstrap_timeout = " + std::to_string(opt_.bootstrap_timeout) + " s";
+               " peers were in the swarm after bootstrap_timeout = " + seconds_text(opt_.bootstrap_timeout) + " s";
         return LOOM_ERR_TIMEOUT;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -339,7 +346,7 @@ bool Peer::load_state(int64_t min_epoch, std::string *why) {
   flags_ &= ~ProgressRecord::kLoading;
   if (!got) {
     *why = reasons.empty() ? "no donor at epoch " + std::to_string(min_epoch) + " or later was found within " +
-                                 std::to_string(opt_.load_state_timeout) + " s"
+                                 seconds_text(opt_.load_state_timeout) + " s"
                            : reasons;
     wake_background();
     return false;

@@ -49,6 +49,8 @@ class Peer {
 
   uint64_t id() const { return id_; }
   int64_t epoch() const { return epoch_.load(); }
+  // The swarm reached max_steps (this peer may have jumped there by loading state).
+  bool finished() const { return max_steps_ >= 0 && epoch_.load() >= max_steps_; }
   std::string status_line() const;
 
  private:

@@ -80,7 +80,7 @@ loom_status Peer::after_optimizer_step(std::string *why) {
   comm_.reset();
   wake_background();
   serve_if_wanted();
-  last_backward_ms_ = 0;  // the round's time is not training time
+  last_backward_ms_ = wall_ms();  // the next window's rate counts from here, not through the round
   return LOOM_OK;
 }
 
@@ -112,6 +112,7 @@ std::optional<GroupRecord> Peer::matchmake(uint32_t attempt, Clock::time_point r
   };
 
   while (true) {
+    serve_if_wanted();  // the parameters stand still while we wait: a good moment to snapshot for a joiner
     if (!joined) joined = dht_->put(jkey, id_, join_bytes, std::chrono::seconds(60), std::chrono::milliseconds(300));
     for (const auto &raw : dht_->get(jkey, std::chrono::milliseconds(200))) {
       std::string reason;
@@ -193,7 +194,12 @@ bool Peer::average_gradients(bool *moved_on) {
     auto comm = std::make_unique<GroupComm>(collective_, collective_instance_, dht_.get(), opt_.run_id, run_);
     std::string why;
     const auto matched = Clock::now();
-    if (comm->open(*group, id_, deadline, &why) != LOOM_OK) {
+    // Building the communicator waits for every member's address: a member
+    // that died after joining must cost a few seconds, not the whole round,
+    // so that the survivors still have time to retry without it.
+    const auto setup_deadline =
+        std::min(deadline, matched + std::chrono::milliseconds(int64_t(opt_.matchmaking_time * 1000) + 2000));
+    if (comm->open(*group, id_, setup_deadline, &why) != LOOM_OK) {
       log(Level::warn, "averaging with " + group_text(*group) + " could not start: " + why + "; retrying");
       last_failure = why;
       continue;

@@ -166,16 +166,23 @@ TrainResult run_training(const TrainConfig& config, const TrainRequest& request)
     state.check_views();
     bool apply = false;
     check_status(strategy->after_backward(static_cast<uint64_t>(s.batch_size * s.accumulate), &apply));
-    if (!apply) continue;
+    if (!apply) {
+      step = strategy->global_step();  // a swarm peer may have loaded a newer state meanwhile
+      continue;
+    }
     if (s.grad_clip > 0) torch::nn::utils::clip_grad_norm_(state.params(), s.grad_clip);
     const double lr = lr_at(s, step);
     state.set_lr(lr);
     state.optimizer().step();
     check_status(strategy->after_optimizer_step());
     state.zero_grads();
+    const int64_t before = step;
     step = strategy->global_step();
+    // A swarm peer's global step can jump (it loaded a newer state), so an
+    // interval fires when the step crosses a multiple, not only on it.
+    auto crossed = [&](int64_t every) { return every > 0 && step / every > before / every; };
 
-    if (step % s.log_every == 0 || step == s.max_steps) {
+    if (crossed(s.log_every) || step == s.max_steps) {
       double loss = global_mean(*strategy, loss_sum / double(std::max<int64_t>(1, loss_count)));
       progress.record(step, "train_loss", loss);
       progress.record(step, "lr", lr);
@@ -184,8 +191,8 @@ TrainResult run_training(const TrainConfig& config, const TrainRequest& request)
       loss_sum = 0;
       loss_count = 0;
     }
-    if (s.val_every > 0 && step % s.val_every == 0 && step < s.max_steps) validate(step);
-    if (s.checkpoint_every > 0 && step % s.checkpoint_every == 0 && step < s.max_steps) save();
+    if (crossed(s.val_every) && step < s.max_steps) validate(step);
+    if (crossed(s.checkpoint_every) && step < s.max_steps) save();
   }
   result.steps = step;
   validate(step);

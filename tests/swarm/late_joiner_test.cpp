@@ -1,0 +1,69 @@
+// A peer that joins after ten epochs loads the swarm's state (parameters,
+// optimizer, epoch) within load_state_timeout and averages from there on.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+
+#include "swarm.hpp"
+
+namespace loom::swarm {
+namespace {
+
+constexpr double kLoadStateTimeout = 20.0;
+
+TEST(Swarm, LateJoinerLoadsTheCurrentStateAndAveragesFromIt) {
+  Scratch scratch;
+  const std::vector<std::string> common = {"strategy.options.listen=127.0.0.1", "strategy.options.verbose=true",
+                                           "strategy.options.run_id=" + unique_run_id("late"),
+                                           "trainer.max_steps=100", "strategy.options.load_state_timeout=20"};
+  auto pair = common;
+  pair.push_back("strategy.options.min_peers=2");
+  Peer p1(scratch, "p1", digits_config(), pair);
+  ASSERT_TRUE(wait_until([&] { return !p1.address().empty(); }, seconds(30))) << p1.tail();
+  Peer p2(scratch, "p2", digits_config(), pair, {{"LOOM_INITIAL_PEERS", p1.address()}});
+
+  // Both finished epoch 10: the swarm is at epoch 11 or later.
+  ASSERT_TRUE(wait_until([&] { return last_finished_epoch(p1.log()) >= 10 && last_finished_epoch(p2.log()) >= 10; },
+                         seconds(90)))
+      << p1.tail() << p2.tail();
+  const int64_t swarm_epoch = std::min(last_finished_epoch(p1.log()), last_finished_epoch(p2.log())) + 1;
+  Peer late(scratch, "late", digits_config(), common, {{"LOOM_INITIAL_PEERS", p2.address()}});
+
+  ASSERT_TRUE(wait_until([&] { return !loaded_states(late.log()).empty() || !late.running(); },
+                         seconds(int(kLoadStateTimeout) + 30)))
+      << late.tail();
+  const double after_start = std::chrono::duration<double>(Clock::now() - late.started()).count();
+  const auto loaded = loaded_states(late.log());
+  ASSERT_FALSE(loaded.empty()) << late.tail();
+  const Loaded l = loaded.front();
+  std::printf("[ figures  ] late joiner: state of epoch %lld (%llu bytes) loaded in %.3f s, seen %.1f s after its start "
+              "(swarm at epoch >= %lld when it started)\n",
+              static_cast<long long>(l.epoch), static_cast<unsigned long long>(l.bytes), l.seconds, after_start,
+              static_cast<long long>(swarm_epoch));
+  EXPECT_GE(l.epoch, 10);
+  EXPECT_GE(l.epoch, swarm_epoch) << "it loaded an epoch older than the swarm's when it started";
+  EXPECT_LE(l.seconds, kLoadStateTimeout);
+  EXPECT_GT(l.bytes, 0u);
+
+  // Its first averaged step is at the loaded epoch or later, and it did not
+  // step on its own before: it started from the swarm's parameters.
+  ASSERT_TRUE(wait_until([&] { return !averaged_rounds(late.log()).empty() || !late.running(); }, seconds(60)))
+      << late.tail();
+  const std::string log = late.log();
+  const auto rounds = averaged_rounds(log);
+  ASSERT_FALSE(rounds.empty()) << late.tail();
+  EXPECT_GE(rounds.front().epoch, l.epoch) << late.tail();
+  EXPECT_GE(rounds.front().peers, 2) << late.tail();
+  const auto finished = finished_epochs(log);
+  ASSERT_FALSE(finished.empty());
+  EXPECT_GE(*std::min_element(finished.begin(), finished.end()), l.epoch) << late.tail();
+
+  const auto deadline = Clock::now() + seconds(90);
+  for (Peer* p : {&p1, &p2, &late}) {
+    auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
+    EXPECT_EQ(p->wait_exit(std::max(left, milliseconds(1))), 0) << p->tail();
+  }
+}
+
+}  // namespace
+}  // namespace loom::swarm

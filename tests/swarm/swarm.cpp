@@ -1,0 +1,217 @@
+#include "swarm.hpp"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <thread>
+
+#include "test_paths.hpp"
+#include "train/dump_reader.hpp"
+
+namespace loom::swarm {
+
+Scratch::Scratch() {
+  const char* tmp = std::getenv("TMPDIR");
+  std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/loom-swarm-XXXXXX";
+  std::vector<char> buf(pattern.begin(), pattern.end());
+  buf.push_back('\0');
+  if (::mkdtemp(buf.data()) == nullptr) throw std::runtime_error("mkdtemp " + pattern + ": " + std::strerror(errno));
+  dir_ = buf.data();
+}
+
+Scratch::~Scratch() {
+  const auto* test = ::testing::UnitTest::GetInstance()->current_test_info();
+  if (test != nullptr && test->result()->Failed()) {
+    std::fprintf(stderr, "swarm test failed: the peers' logs are kept in %s\n", dir_.c_str());
+    return;
+  }
+  std::error_code ignored;
+  std::filesystem::remove_all(dir_, ignored);
+}
+
+std::string unique_run_id(const std::string& tag) { return "swarm-" + tag + "-" + std::to_string(::getpid()); }
+
+std::string digits_config() { return std::string(LOOM_SOURCE_DIR) + "/examples/configs/digits-collab.toml"; }
+std::string teacher_config() { return std::string(LOOM_SOURCE_DIR) + "/examples/configs/teacher.toml"; }
+
+namespace {
+
+std::string read_all(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+}  // namespace
+
+Peer::Peer(const Scratch& scratch, const std::string& name, const std::string& config,
+           const std::vector<std::string>& sets, std::map<std::string, std::string> env, bool dump_final)
+    : name_(name),
+      log_path_(scratch.path(name + ".log")),
+      output_dir_(scratch.path(name)),
+      final_dir_(dump_final ? scratch.path(name + "-final") : "") {
+  std::vector<std::string> argv = {kLoomBinary, "train", config, "--set", "trainer.output_dir=" + output_dir_};
+  for (const auto& s : sets) {
+    argv.push_back("--set");
+    argv.push_back(s);
+  }
+  if (dump_final) {
+    argv.push_back("--dump-final");
+    argv.push_back(final_dir_);
+  }
+  env.emplace("LOOM_INITIAL_PEERS", "");  // only where the test says so
+  started_ = Clock::now();
+  child_ = std::make_unique<loom::test::Child>(argv, env, log_path_);
+}
+
+std::string Peer::log() const { return read_all(log_path_); }
+
+void Peer::kill() {
+  child_->kill(SIGKILL);
+  child_->wait(seconds(10));
+}
+
+int Peer::wait_exit(milliseconds timeout) {
+  int status = child_->wait(timeout);
+  if (status == -1) {
+    kill();
+    return -1;
+  }
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return -1;
+}
+
+std::string Peer::address() const {
+  static const std::regex re(R"(listening on (127\.0\.0\.1:[0-9]+))");
+  std::smatch m;
+  const std::string text = log();
+  return std::regex_search(text, m, re) ? m[1].str() : std::string();
+}
+
+std::string Peer::tail(size_t lines) const {
+  const std::string text = log();
+  size_t at = text.size();
+  for (size_t n = 0; n <= lines && at > 0; ++n) {
+    size_t nl = text.rfind('\n', at - 1);
+    if (nl == std::string::npos) return "--- " + name_ + " ---\n" + text;
+    at = nl;
+  }
+  return "--- " + name_ + " (end) ---" + text.substr(at);
+}
+
+bool wait_until(const std::function<bool()>& pred, milliseconds timeout, milliseconds poll) {
+  const auto deadline = Clock::now() + timeout;
+  while (!pred()) {
+    if (Clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(poll);
+  }
+  return true;
+}
+
+std::vector<Averaged> averaged_rounds(const std::string& log) {
+  static const std::regex re(R"(epoch ([0-9]+): averaged gradients of ([0-9]+) samples with ([0-9]+) peers)");
+  std::vector<Averaged> out;
+  for (std::sregex_iterator it(log.begin(), log.end(), re), end; it != end; ++it)
+    out.push_back({std::stoll((*it)[1]), std::stoll((*it)[2]), std::stoi((*it)[3])});
+  return out;
+}
+
+std::vector<int64_t> finished_epochs(const std::string& log) {
+  static const std::regex stepped(R"(epoch ([0-9]+): (averaged gradients of|.*proceeding with local gradients))");
+  static const std::regex followed(R"(the swarm finished epoch ([0-9]+) without this peer)");
+  std::vector<int64_t> out;
+  for (const std::regex* re : {&stepped, &followed})
+    for (std::sregex_iterator it(log.begin(), log.end(), *re), end; it != end; ++it)
+      out.push_back(std::stoll((*it)[1]));
+  return out;
+}
+
+int64_t last_finished_epoch(const std::string& log) {
+  int64_t best = -1;
+  for (int64_t e : finished_epochs(log)) best = std::max(best, e);
+  return best;
+}
+
+std::vector<Loaded> loaded_states(const std::string& log) {
+  static const std::regex re(R"(loaded the state of epoch ([0-9]+) from peer [0-9]+ \(([0-9]+) bytes in ([0-9.]+) s\))");
+  std::vector<Loaded> out;
+  for (std::sregex_iterator it(log.begin(), log.end(), re), end; it != end; ++it)
+    out.push_back({std::stoll((*it)[1]), std::stoull((*it)[2]), std::stod((*it)[3])});
+  return out;
+}
+
+std::optional<Final> final_result(const std::string& log) {
+  static const std::regex re(R"(final accuracy: ([0-9.]+) after ([0-9]+) steps)");
+  std::smatch m;
+  if (!std::regex_search(log, m, re)) return std::nullopt;
+  return Final{std::stod(m[1]), std::stoll(m[2])};
+}
+
+double max_parameter_difference(const std::string& dir_a, const std::string& dir_b) {
+  std::map<std::string, std::vector<float>> a, b;
+  try {
+    a = loom::test::read_params(dir_a);
+    b = loom::test::read_params(dir_b);
+  } catch (const std::exception&) {
+    return INFINITY;
+  }
+  if (a.empty() || a.size() != b.size()) return INFINITY;
+  double worst = 0;
+  for (const auto& [name, va] : a) {
+    auto it = b.find(name);
+    if (it == b.end() || it->second.size() != va.size()) return INFINITY;
+    for (size_t i = 0; i < va.size(); ++i) worst = std::max(worst, std::fabs(double(va[i]) - double(it->second[i])));
+  }
+  return worst;
+}
+
+std::map<int64_t, double> read_metric(const std::string& output_dir, const std::string& metric) {
+  std::ifstream in(output_dir + "/metrics.csv");
+  std::map<int64_t, double> out;
+  std::string line;
+  std::getline(in, line);  // step,elapsed_s,metric,value
+  while (std::getline(in, line)) {
+    std::stringstream row(line);
+    std::string step, elapsed, name, value;
+    if (std::getline(row, step, ',') && std::getline(row, elapsed, ',') && std::getline(row, name, ',') &&
+        std::getline(row, value) && name == metric)
+      out[std::stoll(step)] = std::stod(value);
+  }
+  return out;
+}
+
+int unused_port() {
+  for (int tries = 0; tries < 50; ++tries) {
+    int udp = ::socket(AF_INET, SOCK_DGRAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof addr;
+    int port = 0;
+    if (::bind(udp, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+        ::getsockname(udp, reinterpret_cast<sockaddr*>(&addr), &len) == 0)
+      port = ntohs(addr.sin_port);
+    int tcp = ::socket(AF_INET, SOCK_STREAM, 0);
+    bool tcp_free = port != 0 && ::bind(tcp, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+    ::close(tcp);
+    ::close(udp);
+    if (tcp_free) return port;
+  }
+  throw std::runtime_error("no free loopback port");
+}
+
+}  // namespace loom::swarm

@@ -1,0 +1,110 @@
+// Helpers for the swarm tests: collab peers as real `loom train` processes
+// on loopback, each with its own output folder and log file under one
+// scratch folder, and readers for what the peers log and dump.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "support/subprocess.hpp"
+
+namespace loom::swarm {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+// A fresh folder under $TMPDIR (or /tmp); removed at destruction unless the
+// test failed, so the peers' logs stay for a look.
+class Scratch {
+ public:
+  Scratch();
+  ~Scratch();
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  std::string path(const std::string& name) const { return dir_ + "/" + name; }
+  const std::string& dir() const { return dir_; }
+
+ private:
+  std::string dir_;
+};
+
+// A run_id no other test run on this machine uses: tag plus this process's id.
+std::string unique_run_id(const std::string& tag);
+
+std::string digits_config();   // examples/configs/digits-collab.toml
+std::string teacher_config();  // examples/configs/teacher.toml
+
+// One `loom train` peer. Its stdout and stderr go to <scratch>/<name>.log,
+// its output_dir is <scratch>/<name>, and with dump_final its final
+// parameters go to <scratch>/<name>-final. The destructor SIGKILLs it.
+class Peer {
+ public:
+  // sets: "section.key=value" overrides; env: added to the environment (an
+  // empty value unsets the variable; LOOM_INITIAL_PEERS is unset unless given).
+  Peer(const Scratch& scratch, const std::string& name, const std::string& config, const std::vector<std::string>& sets,
+       std::map<std::string, std::string> env = {}, bool dump_final = true);
+
+  std::string log() const;  // everything logged so far
+  const std::string& name() const { return name_; }
+  const std::string& output_dir() const { return output_dir_; }
+  const std::string& final_dir() const { return final_dir_; }
+  Clock::time_point started() const { return started_; }
+  bool running() { return child_->running(); }
+  void kill();  // SIGKILL, then reap
+  // The exit code; -1 if it did not exit within timeout (it is then killed),
+  // 128 + n if signal n ended it.
+  int wait_exit(milliseconds timeout);
+  // "127.0.0.1:PORT" from "listening on ..." in the log; empty until logged.
+  std::string address() const;
+  std::string tail(size_t lines = 40) const;  // the end of the log, for failure messages
+
+ private:
+  std::string name_, log_path_, output_dir_, final_dir_;
+  Clock::time_point started_;
+  std::unique_ptr<loom::test::Child> child_;
+};
+
+// Checks pred every poll until it holds (true) or timeout passes (false).
+bool wait_until(const std::function<bool()>& pred, milliseconds timeout, milliseconds poll = milliseconds(20));
+
+// What a peer logs with strategy.options.verbose = true.
+struct Averaged {
+  int64_t epoch = 0;
+  int64_t samples = 0;
+  int peers = 0;
+};
+std::vector<Averaged> averaged_rounds(const std::string& log);  // "epoch E: averaged gradients of S samples with N peers"
+// The epochs the peer saw finished: averaged, stepped on its local gradients
+// ("epoch E: ... proceeding"), or finished by the others ("the swarm finished
+// epoch E without this peer").
+std::vector<int64_t> finished_epochs(const std::string& log);
+int64_t last_finished_epoch(const std::string& log);  // -1 when none
+struct Loaded {
+  int64_t epoch = 0;
+  uint64_t bytes = 0;
+  double seconds = 0;
+};
+std::vector<Loaded> loaded_states(const std::string& log);  // "loaded the state of epoch E from peer P (B bytes in T s)"
+struct Final {
+  double accuracy = 0;
+  int64_t steps = 0;
+};
+std::optional<Final> final_result(const std::string& log);  // "final accuracy: X after N steps"
+
+// Largest |a - b| over the parameters two --dump-final folders hold;
+// infinity when the parameter sets differ or a folder cannot be read.
+double max_parameter_difference(const std::string& dir_a, const std::string& dir_b);
+
+// (step, value) of one metric in a peer's metrics.csv.
+std::map<int64_t, double> read_metric(const std::string& output_dir, const std::string& metric);
+
+// A loopback port where nothing listens (UDP and TCP), picked by the kernel.
+int unused_port();
+
+}  // namespace loom::swarm
