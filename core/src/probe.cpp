@@ -76,6 +76,16 @@ void write_all(int fd, const std::string& text) {
   result["descriptor"] = descriptor_json(plugin.descriptor);
   // Sent before init, so a plugin that crashes there is still described.
   write_all(fd, "descriptor " + result["descriptor"].dump(-1, ' ', false, json::error_handler_t::replace) + "\n");
+  // A plugin with a required option that no config sets here (collab's
+  // target_batch_size) cannot be initialised by a listing; it loaded and
+  // negotiated, which is what the listing can vouch for.
+  for (const auto& option : plugin.descriptor.options) {
+    if (!option.default_value && !configured.count(option.name)) {
+      result["state"] = "ok";
+      write_all(fd, "result " + result.dump(-1, ' ', false, json::error_handler_t::replace) + "\n");
+      _exit(0);
+    }
+  }
   write_all(fd, "phase init\n");
   std::unique_ptr<PluginHostContext> services;
   try {
