@@ -54,11 +54,19 @@ loom_status create_ops(HalfKind k) {
   return LOOM_OK;
 }
 
+// In fixed blocks of 16: GCC's -O2 vectoriser (very cheap cost model) only
+// takes loops of a known trip count; a plain loop stayed scalar divss
+// (12 ms against 3.6 ms for 10.9 M floats). Each element is still one IEEE
+// division, so results are unchanged.
 template <class T>
 void divide_float(void *buf, uint64_t count, int divisor) {
   T *p = static_cast<T *>(buf);
   const T d = T(divisor);
-  for (uint64_t i = 0; i < count; ++i) p[i] /= d;
+  constexpr uint64_t kBlock = 16;
+  uint64_t i = 0;
+  for (; i + kBlock <= count; i += kBlock)
+    for (uint64_t j = 0; j < kBlock; ++j) p[i + j] /= d;
+  for (; i < count; ++i) p[i] /= d;
 }
 
 // Divides in int64 so a divisor wider than T (300 ranks, u8) stays exact;
