@@ -138,6 +138,7 @@ loom_status Peer::setup(const loom_training_state_v1 &state, std::string *why) {
     numel_ += p.numel;
   }
   epoch_ = state.start_step;
+  epoch_start_ms_ = wall_ms();
   try {
     DhtConfig config;
     config.listen_host = opt_.listen;
@@ -242,7 +243,7 @@ ProgressRecord Peer::own_record() const {
 
 SwarmView Peer::view() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return tracker_.view(id_, epoch_.load(), samples_.load(), rate_.load(), wall_ms());
+  return tracker_.view(id_, epoch_.load(), samples_.load(), rate_.load(), wall_ms(), epoch_start_ms_.load());
 }
 
 void Peer::wake_background() {
@@ -358,6 +359,7 @@ bool Peer::load_state(int64_t min_epoch, std::string *why) {
   }
   zero_grads();
   epoch_ = got->epoch;
+  epoch_start_ms_ = wall_ms();
   samples_ = 0;
   windows_ = 0;
   double seconds = std::chrono::duration<double>(Clock::now() - start).count();

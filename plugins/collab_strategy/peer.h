@@ -102,6 +102,7 @@ class Peer {
   std::atomic<uint64_t> samples_{0};
   std::atomic<double> rate_{0};
   std::atomic<uint32_t> flags_{0};
+  std::atomic<int64_t> epoch_start_ms_{0};  // wall clock when this peer entered its epoch
   mutable std::mutex mutex_;  // guards tracker_ and the wake-up
   Tracker tracker_{5000};
   std::condition_variable wake_;
@@ -116,7 +117,8 @@ class Peer {
 
   // Training thread only.
   uint64_t windows_ = 0;
-  int64_t last_backward_ms_ = 0;
+  Clock::time_point window_start_{};  // when the current window's compute began
+  bool window_started_ = false;
   std::unique_ptr<GroupComm> comm_;  // the last round's group, until after_optimizer_step
   std::vector<float> buffer_, scratch_;
   int64_t last_resync_try_ms_ = 0;

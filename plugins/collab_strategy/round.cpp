@@ -27,12 +27,17 @@ loom_status Peer::after_backward(uint64_t local_samples, loom_step_decision *dec
   samples_ += counted;
   ++windows_;
   const int64_t now = wall_ms();
-  if (last_backward_ms_ > 0 && now > last_backward_ms_) {
-    double instant = double(counted) * 1000.0 / double(now - last_backward_ms_);
-    double r = rate_.load();
-    rate_ = r == 0 ? instant : 0.8 * r + 0.2 * instant;  // smoothed: one slow step must not stall the ETA
+  const auto tick = Clock::now();
+  if (window_started_) {
+    const double seconds = std::chrono::duration<double>(tick - window_start_).count();
+    if (seconds > 0) {
+      const double instant = double(counted) / seconds;
+      const double r = rate_.load();
+      rate_ = r == 0 ? instant : 0.8 * r + 0.2 * instant;  // smoothed: one slow step must not stall the estimate
+    }
   }
-  last_backward_ms_ = now;
+  window_start_ = tick;
+  window_started_ = true;
 
   SwarmView v = view();
   if (v.global_epoch > epoch_ + 1 && now - last_resync_try_ms_ > 5000) {
@@ -42,7 +47,7 @@ loom_status Peer::after_backward(uint64_t local_samples, loom_step_decision *dec
                          std::to_string(v.global_epoch) + ": loading the swarm's state");
     std::string reason;
     if (!load_state(v.global_epoch, &reason)) log(Level::warn, "resync failed (" + reason + "); training on");
-    last_backward_ms_ = 0;
+    window_started_ = false;
     return LOOM_OK;
   }
   if (v.global_epoch == epoch_ + 1) {
@@ -50,6 +55,7 @@ loom_status Peer::after_backward(uint64_t local_samples, loom_step_decision *dec
     // next step, as in hivemind; state averaging pulls the parameters back.
     detail("the swarm moved to epoch " + std::to_string(v.global_epoch) + " without this peer; following it");
     epoch_ = v.global_epoch;
+    epoch_start_ms_ = now;
     wake_background();
     v = view();
   }
@@ -80,7 +86,9 @@ loom_status Peer::after_optimizer_step(std::string *why) {
   comm_.reset();
   wake_background();
   serve_if_wanted();
-  last_backward_ms_ = wall_ms();  // the next window's rate counts from here, not through the round
+  window_start_ = Clock::now();  // the next window's rate counts from here, not through the round
+  window_started_ = true;
+  epoch_start_ms_ = wall_ms();
   return LOOM_OK;
 }
 

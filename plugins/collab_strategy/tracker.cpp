@@ -21,7 +21,8 @@ bool Tracker::live(const ProgressRecord &r, int64_t now_ms) const {
   return !(r.flags & ProgressRecord::kLeft) && now_ms - r.time_ms <= ttl_ms_;
 }
 
-SwarmView Tracker::view(uint64_t me, int64_t my_epoch, uint64_t my_samples, double my_rate, int64_t now_ms) const {
+SwarmView Tracker::view(uint64_t me, int64_t my_epoch, uint64_t my_samples, double my_rate, int64_t now_ms,
+                        int64_t epoch_start_ms) const {
   SwarmView v;
   v.global_epoch = my_epoch;
   for (const auto &[id, r] : peers_) {
@@ -35,7 +36,18 @@ SwarmView Tracker::view(uint64_t me, int64_t my_epoch, uint64_t my_samples, doub
     v.rate = my_rate;
   }
   for (const auto &r : v.others) {
-    if (r.epoch != v.global_epoch || (r.flags & ProgressRecord::kLoading)) continue;
+    if (r.flags & ProgressRecord::kLoading) continue;
+    if (r.epoch == v.global_epoch - 1 && my_epoch == v.global_epoch && epoch_start_ms > 0) {
+      // One behind in our view is most often a record that has not caught
+      // up with a round we finished together: count what that peer has
+      // likely accumulated since, at its rate. Without this, peers whose
+      // steps are faster than the records refresh each overshoot the target.
+      double since = std::clamp(double(now_ms - epoch_start_ms) / 1000.0, 0.0, 1.0);
+      v.samples += static_cast<uint64_t>(r.samples_per_second * since);
+      v.rate += r.samples_per_second;
+      continue;
+    }
+    if (r.epoch != v.global_epoch) continue;
     // Extrapolate at most one second: a record older than that belongs to a
     // peer that is averaging or stalled, not one still accumulating.
     double age = std::clamp(double(now_ms - r.time_ms) / 1000.0, 0.0, 1.0);

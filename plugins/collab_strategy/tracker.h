@@ -33,8 +33,10 @@ class Tracker {
   // until it publishes a newer one.
   void merge(const ProgressRecord &r);
 
-  // The swarm as seen at now_ms, with this peer's own numbers.
-  SwarmView view(uint64_t me, int64_t my_epoch, uint64_t my_samples, double my_rate, int64_t now_ms) const;
+  // The swarm as seen at now_ms, with this peer's own numbers; this peer
+  // entered my_epoch at epoch_start_ms.
+  SwarmView view(uint64_t me, int64_t my_epoch, uint64_t my_samples, double my_rate, int64_t now_ms,
+                 int64_t epoch_start_ms = 0) const;
 
   // Peers to download state from, best first: highest epoch, then idle
   // (not serving), then fewer recent picks; only epochs >= min_epoch.
