@@ -72,6 +72,8 @@ class Peer {
 
   // Rounds.
   std::optional<GroupRecord> matchmake(uint32_t attempt, Clock::time_point round_deadline);
+  // The first attempt at or after `from` whose group has not closed yet.
+  uint32_t first_open_attempt(int64_t epoch, uint32_t from);
   // Averages the gradients; false when the peer stepped alone (gradients
   // made local means). Sets *moved_on when the swarm left this epoch behind.
   bool average_gradients(bool *moved_on);

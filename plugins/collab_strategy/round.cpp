@@ -163,6 +163,19 @@ std::optional<GroupRecord> Peer::matchmake(uint32_t attempt, Clock::time_point r
   return std::nullopt;
 }
 
+uint32_t Peer::first_open_attempt(int64_t epoch, uint32_t from) {
+  for (uint32_t attempt = from; attempt < from + 16; ++attempt) {
+    bool closed = false;
+    for (const auto &raw : dht_->get(group_key(opt_.run_id, epoch, attempt), std::chrono::milliseconds(100))) {
+      std::string reason;
+      auto g = decode_group(run_, raw.data(), raw.size(), &reason);
+      if (g && g->epoch == epoch && g->attempt == attempt) closed = true;
+    }
+    if (!closed) return attempt;
+  }
+  return from + 16;
+}
+
 bool Peer::average_gradients(bool *moved_on) {
   *moved_on = false;
   const int64_t epoch = epoch_.load();
@@ -190,6 +203,10 @@ bool Peer::average_gradients(bool *moved_on) {
       detail("the swarm finished epoch " + std::to_string(epoch) + " without this peer");
       return false;
     }
+    // Join the attempt the others are at: attempts whose group already
+    // closed are over (a peer that comes late to attempt 0 would otherwise
+    // wait alone while the others retry at attempt 1).
+    attempt = first_open_attempt(epoch, attempt);
     std::optional<GroupRecord> group = matchmake(attempt, deadline);
     if (!group) {
       last_failure = "no group formed";
@@ -197,6 +214,9 @@ bool Peer::average_gradients(bool *moved_on) {
     }
     if (int64_t(group->members.size()) < opt_.min_group_size) {
       last_failure = group->members.size() == 1 ? "no other peer was ready" : "the group was smaller than min_group_size";
+      // Peers still training at this epoch will be ready soon (the swarm's
+      // count said so): wait for them rather than step alone.
+      if (!view().training_at(epoch).empty()) continue;
       break;
     }
     auto comm = std::make_unique<GroupComm>(collective_, collective_instance_, dht_.get(), opt_.run_id, run_);
