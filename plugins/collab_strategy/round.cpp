@@ -184,8 +184,11 @@ bool Peer::average_gradients(bool *moved_on) {
   // Each peer contributes weight x (its mean gradient) and its weight; the
   // sum over the group divided by the summed weights is the sample-weighted
   // mean. The last element carries the weight.
+  // The allreduce runs in place on buffer_; the gradients stay untouched
+  // until a round succeeds, so a retry refills it from them.
   buffer_.resize(numel_ + 1);
-  {
+  bool filled = false;
+  auto fill = [&] {
     const float scale = float(double(weight) / windows);
     size_t at = 0;
     for (const auto &g : grads_) {
@@ -193,7 +196,9 @@ bool Peer::average_gradients(bool *moved_on) {
       at += g.numel;
     }
     buffer_[numel_] = float(weight);
-  }
+    filled = true;
+  };
+  fill();
   const auto start = Clock::now();
   const auto deadline = start + std::chrono::milliseconds(int64_t(opt_.averaging_timeout * 1000));
   std::string last_failure;
@@ -232,23 +237,28 @@ bool Peer::average_gradients(bool *moved_on) {
       last_failure = why;
       continue;
     }
-    scratch_ = buffer_;
-    if (comm->allreduce_sum(scratch_.data(), scratch_.size(), deadline, &why) != LOOM_OK) {
+    const auto connected = Clock::now();
+    if (!filled) fill();
+    filled = false;  // from here buffer_ holds (part of) a sum
+    if (comm->allreduce_sum(buffer_.data(), buffer_.size(), deadline, &why) != LOOM_OK) {
       log(Level::warn, "averaging with " + group_text(*group) + " failed: " + why + "; retrying among the survivors");
       last_failure = why;
       continue;
     }
-    const float total = scratch_[numel_];
+    const float total = buffer_[numel_];
     size_t at = 0;
     for (auto &g : grads_) {
-      for (uint64_t i = 0; i < g.numel; ++i) g.data[i] = scratch_[at + i] / total;
+      for (uint64_t i = 0; i < g.numel; ++i) g.data[i] = buffer_[at + i] / total;
       at += g.numel;
     }
-    const double ms_match = std::chrono::duration<double, std::milli>(matched - start).count();
-    const double ms_avg = std::chrono::duration<double, std::milli>(Clock::now() - matched).count();
+    auto ms = [](Clock::time_point a, Clock::time_point b) {
+      return std::to_string(int64_t(std::chrono::duration<double, std::milli>(b - a).count()));
+    };
+    const auto done = Clock::now();
     detail("epoch " + std::to_string(epoch) + ": averaged gradients of " + std::to_string(uint64_t(total)) +
-           " samples with " + group_text(*group) + " (matchmaking " + std::to_string(int(ms_match)) + " ms, averaging " +
-           std::to_string(int(ms_avg)) + " ms)");
+           " samples with " + group_text(*group) + " (matchmaking " + ms(start, matched) + " ms, averaging " +
+           ms(matched, done) + " ms: communicator " + ms(matched, connected) + " ms, allreduce " + ms(connected, done) +
+           " ms)");
     comm_ = std::move(comm);
     last_local_reason_.clear();
     return true;
