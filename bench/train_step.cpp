@@ -1,3 +1,37 @@
+// Fairness between the modes: glibc malloc's state, not the mode. All three
+// modes live in one process and share one malloc heap, and with glibc's
+// defaults where a step's memory lands depends on what was allocated and
+// freed before: big blocks get their own mmap (freed straight back to the
+// kernel), freeing one raises the mmap threshold for later ones, and a free
+// top of the heap is trimmed back to the kernel. Measured with per-phase
+// minor page faults (flt.* columns, --keep-memory 0, 2 ranks on 2 cores,
+// 2 runs per order): in each process exactly one mode ran its compute with
+// 24..72 faults a step and the other two with 3,000..3,900, and which one
+// followed the construction order, not the mode: the first built when that
+// was single or gloo (orders single,ddp,gloo and gloo,ddp,single), single
+// when ddp was built first (ddp,gloo,single); ddp never. The default order
+// thus handed `single` a head start. On top, ddp alone took ~2,800..2,950
+// faults a step inside after_backward: a big scratch block allocated and
+// freed per call below the plugin (presumably Open MPI's Iallreduce; not
+// traced further), which glibc maps and unmaps each time. Gloo's buckets
+// are preallocated, and the averaging timed alone (below) shows 0 faults, as
+// nothing reshapes the heap in between. Gloo's earlier lead (its optimizer
+// phase 15-25 ms a step faster) did not reproduce: at a load average of
+// 1.2..2.2 the optimizer phase is 30..37 ms in every mode and order, and
+// ddp/gloo was 1.02..1.06 in all 10 runs, every order, either policy; only
+// runs at load 3.5..5 (two processes per core plus other users) fell to
+// 0.91..0.96, with round times ranging 2x and more.
+// So the bench now fixes the allocator's policy before building anything
+// (--keep-memory 1, the default): mallopt(M_MMAP_MAX, 0) and a 1 GiB
+// M_TRIM_THRESHOLD, so memory once mapped stays mapped and no mode pays page
+// faults for its place in the allocation history. After warm-up every mode
+// runs with 0 faults a step in compute and optimizer (ddp 0..150 in
+// after_backward), and the order (--order, a permutation of single,ddp,gloo,
+// the construction and warm-up order) moved ddp/gloo only within
+// 1.03..1.06 and ddp/single within 0.95..0.97. --keep-memory 0 restores
+// glibc's defaults, to see the effect. Check the load the script prints:
+// figures taken at a load well above the 2 ranks are noise.
+//
 // Steps per second of the `charlm` task (about 10 M parameters) in three
 // modes, in one binary and one run, so that their ratios are measured under
 // the same machine load:
@@ -27,7 +61,7 @@
 //
 //   mpirun --oversubscribe --allow-run-as-root -np 2 build/bin/loom_bench_train_step
 //       [--text FILE] [--batch 8] [--warmup 3] [--steps 2] [--rounds 10] [--reps 9] [--threads N]
-//       [--bucket-mb 25] [--mpi KEY=VALUE ...] [--d-model 384] [--layers 6] [--heads 6] [--ffn 1536] [--context 64]
+//       [--bucket-mb 25] [--order single,ddp,gloo] [--keep-memory 1] [--mpi KEY=VALUE ...] [--d-model 384] [--layers 6] [--heads 6] [--ffn 1536] [--context 64]
 #ifndef USE_C10D_GLOO
 #define USE_C10D_GLOO 1  // ProcessGroupGloo.hpp is empty without it (LibTorch's CMake usually sets it)
 #endif
@@ -48,6 +82,7 @@
 #include <thread>
 #include <vector>
 
+#include <malloc.h>
 #include <sys/resource.h>
 
 #include "loom/host.hpp"
@@ -63,8 +98,9 @@ using loom::train::TrainingState;
 
 struct Args {
   std::string text = "/usr/share/common-licenses/GPL-3";
-  int64_t batch = 8, warmup = 3, steps = 2, rounds = 10, threads = 0, reps = 9;
+  int64_t batch = 8, warmup = 3, steps = 2, rounds = 10, threads = 0, reps = 9, keep_memory = 1;
   double bucket_mb = 25;
+  std::vector<std::string> order = {"single", "ddp", "gloo"};  // construction (and warm-up) order
   std::map<std::string, std::string> mpi;  // options of libmpi_collective.so (--mpi KEY=VALUE)
   std::map<std::string, std::string> task = {
       {"d_model", "384"}, {"layers", "6"}, {"heads", "6"}, {"ffn", "1536"}, {"context", "64"}};
@@ -88,7 +124,20 @@ Args parse(int argc, char** argv) {
       else if (key == "rounds") a.rounds = std::stoll(value);
       else if (key == "threads") a.threads = std::stoll(value);
       else if (key == "reps") a.reps = std::stoll(value);
+      else if (key == "keep_memory") a.keep_memory = std::stoll(value);
       else if (key == "bucket_mb") a.bucket_mb = std::stod(value);
+      else if (key == "order") {
+        a.order.clear();
+        for (size_t at = 0; at <= value.size();) {
+          const size_t comma = std::min(value.find(',', at), value.size());
+          a.order.push_back(value.substr(at, comma - at));
+          at = comma + 1;
+        }
+        auto sorted = a.order;
+        std::sort(sorted.begin(), sorted.end());
+        if (sorted != std::vector<std::string>{"ddp", "gloo", "single"})
+          throw loom::Error::usage("--order: a permutation of single,ddp,gloo");
+      }
       else if (key == "mpi" && value.find('=') != std::string::npos)
         a.mpi[value.substr(0, value.find('='))] = value.substr(value.find('=') + 1);
       else if (a.task.count(key)) a.task[key] = value;
@@ -198,7 +247,7 @@ struct Mode {
   // process's CPU seconds (all its threads: Gloo's and MPI's included), which
   // shows time spent polling on a loaded machine, and the minor page faults
   // of the whole step (fresh memory the allocator maps).
-  enum Phase { kCompute, kAverage, kOptimizer, kCpu, kFaults, kPhases };
+  enum Phase { kCompute, kAverage, kOptimizer, kCpu, kFaultsCompute, kFaultsAverage, kFaultsOptimizer, kPhases };
   std::vector<double> phase_s[kPhases];
   double phase[kPhases] = {};  // this rank's seconds since the last reset
 
@@ -213,6 +262,7 @@ struct Mode {
     (void)seen;
     state->check_views();
     const auto t1 = Clock::now();
+    const long faults1 = minor_faults();
     if (gloo) {
       gloo->run();
     } else {
@@ -221,6 +271,7 @@ struct Mode {
       if (!apply) throw loom::Error::runtime(name + ": the strategy did not apply a step");
     }
     const auto t2 = Clock::now();
+    const long faults2 = minor_faults();
     state->set_lr(s.lr);
     state->optimizer().step();
     if (strategy) check(strategy->after_optimizer_step(), "after_optimizer_step");
@@ -229,7 +280,10 @@ struct Mode {
     phase[kCompute] += std::chrono::duration<double>(t1 - t0).count();
     phase[kAverage] += std::chrono::duration<double>(t2 - t1).count();
     phase[kOptimizer] += std::chrono::duration<double>(t3 - t2).count();
-    phase[kFaults] += static_cast<double>(minor_faults() - faults0) * 1e-3;  // kept in thousands: printed like the seconds
+    // kept in thousands: printed like the seconds
+    phase[kFaultsCompute] += static_cast<double>(faults1 - faults0) * 1e-3;
+    phase[kFaultsAverage] += static_cast<double>(faults2 - faults1) * 1e-3;
+    phase[kFaultsOptimizer] += static_cast<double>(minor_faults() - faults2) * 1e-3;
   }
 };
 
@@ -244,6 +298,12 @@ std::string fmt(const char* f, double a) {
 int main(int argc, char** argv) {
   try {
     const Args args = parse(argc, argv);
+    if (args.keep_memory) {
+      // See the header: memory the allocator once mapped stays mapped, and no
+      // allocation gets its own mmap, whatever came before.
+      mallopt(M_MMAP_MAX, 0);
+      mallopt(M_TRIM_THRESHOLD, 1 << 30);
+    }
     loom::HostConfig config;
     config.search_path = loom::plugin_search_path({}, {});
     config.options[{LOOM_KIND_STRATEGY, "ddp"}]["collective"] = "mpi";
@@ -279,10 +339,11 @@ int main(int argc, char** argv) {
       return m;
     };
     std::vector<Mode> modes;
-    modes.push_back(make_mode("single"));
-    modes.push_back(make_mode("ddp"));
-    modes.push_back(make_mode("gloo"));
-    Mode &single = modes[0], &ddp = modes[1], &gloo = modes[2];
+    for (const auto& name : args.order) modes.push_back(make_mode(name));
+    auto find = [&](const char* name) -> Mode& {
+      return *std::find_if(modes.begin(), modes.end(), [&](const Mode& m) { return m.name == name; });
+    };
+    Mode &single = find("single"), &ddp = find("ddp"), &gloo = find("gloo");
 
     // ddp first: it also carries the bench's own coordination (barriers,
     // the Gloo store's port, the slowest rank's times).
@@ -439,8 +500,10 @@ int main(int argc, char** argv) {
     if (rank == 0) {
       const double per_round = static_cast<double>(args.steps);
       std::map<std::string, double> rate;
-      std::printf("\n%-8s %9s %9s %12s %12s | %9s %9s %9s %9s %9s\n", "mode", "steps/s", "ms/step", "mean ms/step",
-                  "range ms/step", "compute", "average", "optimizer", "cpu", "faults");
+      std::printf("# construction order: %s,%s,%s; keep-memory %lld\n", args.order[0].c_str(), args.order[1].c_str(),
+                  args.order[2].c_str(), static_cast<long long>(args.keep_memory));
+      std::printf("\n%-8s %9s %9s %12s %12s | %9s %9s %9s %9s %9s %9s %9s\n", "mode", "steps/s", "ms/step", "mean ms/step",
+                  "range ms/step", "compute", "average", "optimizer", "cpu", "flt.comp", "flt.avg", "flt.opt");
       for (const Mode& m : modes) {
         rate[m.name] = per_round / median(m.round_s);
         double total = 0;
@@ -456,7 +519,7 @@ int main(int argc, char** argv) {
       std::printf("(steps/s and ms/step: the median round, slowest rank. After the bar, ms per step, median round,\n"
                   " mean over ranks: compute = forward, backward, loss; average = after_backward or the Gloo buckets,\n"
                   " waiting for the slower rank included; optimizer = Adam step and zeroing; cpu = the process's CPU\n"
-                  " time, all threads; faults = minor page faults per step)\n");
+                  " time, all threads; flt.* = minor page faults per step in each phase)\n");
       // Also the median of the ratios within each round: a round's modes run
       // back to back, so this pairs measurements taken under the same load.
       auto paired = [&](const Mode& a, const Mode& b) {

@@ -24,5 +24,9 @@ mpirun=(mpirun --oversubscribe -np "${RANKS:-2}")
 [[ $(id -u) -eq 0 ]] && mpirun+=(--allow-run-as-root)
 # shellcheck disable=SC2206
 mpirun+=(${MPIRUN_ARGS:-})
+# The load average goes with every figure: 2 ranks on a 2-core machine time
+# each other's cores too, so a run at a load well above the rank count is noise.
+echo "# load before: $(uptime)"
 echo "+ ${mpirun[*]} $bin --text $text $*"
 "${mpirun[@]}" "$bin" --text "$text" "$@"
+echo "# load after: $(uptime)"
