@@ -8,6 +8,7 @@
 #include "loom/strategy.h"
 #include "options.h"
 #include "peer.h"
+#include "../common/negotiate.h"
 
 struct loom_strategy_ctx {
   const loom_host_v1 *host = nullptr;
@@ -199,29 +200,19 @@ constexpr loom_strategy_v1 make_vtable() {
 
 constexpr loom_strategy_v1 kVtable = make_vtable();
 
-#define REPLY_HAS(reply, field) ((reply)->struct_size >= offsetof(loom_negotiate_reply, field) + sizeof((reply)->field))
-
-loom_status answer(loom_negotiate_reply *reply, loom_status s, const void *vtable, const char *refusal) {
-  if (REPLY_HAS(reply, abi_version)) reply->abi_version = vtable ? LOOM_ABI_VERSION : 0;
-  if (REPLY_HAS(reply, vtable)) reply->vtable = vtable;
-  if (REPLY_HAS(reply, refusal)) reply->refusal = refusal;
-  return s;
-}
 
 }  // namespace
 }  // namespace loom_collab
 
-// Static answers only: the host may call this in a scanner process.
+// Static answers only: the host may call this in a scanner process just to
+// list the plugin, so it must not allocate, block or open a collective.
 extern "C" LOOM_PLUGIN_EXPORT loom_status loom_strategy_plugin_v1(const loom_negotiate_request *request,
                                                                   loom_negotiate_reply *reply) {
-  using loom_collab::answer;
-  if (!reply) return LOOM_ERR_INVALID_ARGUMENT;
-  if (!request || request->struct_size < sizeof(loom_negotiate_request))
-    return answer(reply, LOOM_ERR_UNSUPPORTED, nullptr, "collab strategy plugin: the negotiate request is too small");
-  if (request->kind != LOOM_KIND_STRATEGY)
-    return answer(reply, LOOM_ERR_UNSUPPORTED, nullptr, "collab strategy plugin: called for a kind other than strategy");
-  // It needs 1.1: the last epoch (max_steps) and per-peer sampling.
-  if (request->abi_max < LOOM_ABI_VERSION || request->abi_min > LOOM_ABI_VERSION)
-    return answer(reply, LOOM_ERR_UNSUPPORTED, nullptr, "collab strategy plugin speaks Loom ABI 1.1 only");
-  return answer(reply, LOOM_OK, &loom_collab::kVtable, nullptr);
+  // It needs 1.1: the last epoch (max_steps) and per-peer sampling (sample_salt).
+  static constexpr loom_common::Refusals kRefusals = {
+      "collab strategy plugin: the negotiate request is missing or too small for ABI v1",
+      "collab strategy plugin: called for a kind other than strategy",
+      "collab strategy plugin speaks Loom ABI 1.1 (it needs max_steps and sample_salt)"};
+  return loom_common::negotiate(request, reply, LOOM_KIND_STRATEGY, LOOM_ABI_MAKE(1, 1), &loom_collab::kVtable,
+                                kRefusals);
 }

@@ -5,6 +5,7 @@
 #include "instance.h"
 #include "loom/strategy.h"
 #include "options.h"
+#include "../common/negotiate.h"
 
 namespace loom_ddp {
 namespace {
@@ -46,15 +47,6 @@ constexpr loom_strategy_v1 make_vtable() {
 
 constexpr loom_strategy_v1 kVtable = make_vtable();
 
-// Whether the host's reply struct has room for field.
-#define REPLY_HAS(reply, field) ((reply)->struct_size >= offsetof(loom_negotiate_reply, field) + sizeof((reply)->field))
-
-loom_status answer(loom_negotiate_reply *reply, loom_status s, const void *vtable, const char *refusal) {
-  if (REPLY_HAS(reply, abi_version)) reply->abi_version = vtable ? LOOM_ABI_VERSION : 0;
-  if (REPLY_HAS(reply, vtable)) reply->vtable = vtable;
-  if (REPLY_HAS(reply, refusal)) reply->refusal = refusal;
-  return s;
-}
 
 }  // namespace
 }  // namespace loom_ddp
@@ -63,15 +55,10 @@ loom_status answer(loom_negotiate_reply *reply, loom_status s, const void *vtabl
 // list the plugin, so it must not allocate, block or open a collective.
 extern "C" LOOM_PLUGIN_EXPORT loom_status loom_strategy_plugin_v1(const loom_negotiate_request *request,
                                                                   loom_negotiate_reply *reply) {
-  using loom_ddp::answer;
-  if (!reply) return LOOM_ERR_INVALID_ARGUMENT;
-  if (!request || request->struct_size < sizeof(loom_negotiate_request))
-    return answer(reply, LOOM_ERR_UNSUPPORTED, nullptr,
-                  "ddp strategy plugin: the negotiate request is missing or too small for ABI v1");
-  if (request->kind != LOOM_KIND_STRATEGY)
-    return answer(reply, LOOM_ERR_UNSUPPORTED, nullptr, "ddp strategy plugin: called for a kind other than strategy");
-  if (request->abi_min > LOOM_ABI_VERSION || request->abi_max < LOOM_ABI_VERSION)
-    return answer(reply, LOOM_ERR_UNSUPPORTED, nullptr,
-                  "ddp strategy plugin speaks Loom ABI 1.0 only (version 0x00010000)");
-  return answer(reply, LOOM_OK, &loom_ddp::kVtable, nullptr);
+  static constexpr loom_common::Refusals kRefusals = {
+      "ddp strategy plugin: the negotiate request is missing or too small for ABI v1",
+      "ddp strategy plugin: called for a kind other than strategy",
+      "ddp strategy plugin speaks Loom ABI 1.0 to 1.1"};
+  return loom_common::negotiate(request, reply, LOOM_KIND_STRATEGY, LOOM_ABI_VERSION_MIN, &loom_ddp::kVtable,
+                                kRefusals);
 }

@@ -8,6 +8,7 @@
 #include "ops.h"
 #include "options.h"
 #include "request.h"
+#include "../common/negotiate.h"
 
 namespace loom_mpi {
 namespace {
@@ -54,16 +55,6 @@ constexpr loom_collective_v1 make_vtable() {
 
 constexpr loom_collective_v1 kVtable = make_vtable();
 
-// Whether the host's reply struct has room for field.
-#define REPLY_HAS(reply, field) ((reply)->struct_size >= offsetof(loom_negotiate_reply, field) + sizeof((reply)->field))
-
-loom_status answer(loom_negotiate_reply *reply, loom_status s, uint32_t version, const void *vtable,
-                   const char *refusal) {
-  if (REPLY_HAS(reply, abi_version)) reply->abi_version = version;
-  if (REPLY_HAS(reply, vtable)) reply->vtable = vtable;
-  if (REPLY_HAS(reply, refusal)) reply->refusal = refusal;
-  return s;
-}
 
 }  // namespace
 }  // namespace loom_mpi
@@ -72,19 +63,10 @@ loom_status answer(loom_negotiate_reply *reply, loom_status s, uint32_t version,
 // list the plugin, so it must not allocate, block or touch MPI.
 extern "C" LOOM_PLUGIN_EXPORT loom_status loom_collective_plugin_v1(const loom_negotiate_request *request,
                                                                     loom_negotiate_reply *reply) {
-  using loom_mpi::answer;
-  if (!reply) return LOOM_ERR_INVALID_ARGUMENT;
-  if (!request || request->struct_size < sizeof(loom_negotiate_request))
-    return answer(reply, LOOM_ERR_UNSUPPORTED, 0, nullptr,
-                  "mpi collective plugin: the negotiate request is missing or too small for ABI v1");
-  if (request->kind != LOOM_KIND_COLLECTIVE)
-    return answer(reply, LOOM_ERR_UNSUPPORTED, 0, nullptr,
-                  "mpi collective plugin: called for a kind other than collective");
-  // The newest version both sides speak: 1.1, or 1.0 for a 1.0 host (which
-  // never passes request == NULL, so the same vtable serves it).
-  const uint32_t chosen = request->abi_max < LOOM_ABI_VERSION ? request->abi_max : LOOM_ABI_VERSION;
-  if (LOOM_ABI_MAJOR_OF(chosen) != LOOM_ABI_MAJOR || chosen < LOOM_ABI_VERSION_MIN || chosen < request->abi_min)
-    return answer(reply, LOOM_ERR_UNSUPPORTED, 0, nullptr,
-                  "mpi collective plugin speaks Loom ABI 1.0 to 1.1 (versions 0x00010000 to 0x00010001)");
-  return answer(reply, LOOM_OK, chosen, &loom_mpi::kVtable, nullptr);
+  static constexpr loom_common::Refusals kRefusals = {
+      "mpi collective plugin: the negotiate request is missing or too small for ABI v1",
+      "mpi collective plugin: called for a kind other than collective",
+      "mpi collective plugin speaks Loom ABI 1.0 to 1.1"};
+  return loom_common::negotiate(request, reply, LOOM_KIND_COLLECTIVE, LOOM_ABI_VERSION_MIN, &loom_mpi::kVtable,
+                                kRefusals);
 }
