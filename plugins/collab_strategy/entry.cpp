@@ -209,10 +209,10 @@ constexpr loom_strategy_v1 kVtable = make_vtable();
 extern "C" LOOM_PLUGIN_EXPORT loom_status loom_strategy_plugin_v1(const loom_negotiate_request *request,
                                                                   loom_negotiate_reply *reply) {
   // It needs 1.1: the last epoch (max_steps) and per-peer sampling (sample_salt).
-  static constexpr loom_common::Refusals kRefusals = {
+  static constexpr loom_plugin_common::Refusals kRefusals = {
       "collab strategy plugin: the negotiate request is missing or too small for ABI v1",
       "collab strategy plugin: called for a kind other than strategy",
       "collab strategy plugin speaks Loom ABI 1.1 (it needs max_steps and sample_salt)"};
-  return loom_common::negotiate(request, reply, LOOM_KIND_STRATEGY, LOOM_ABI_MAKE(1, 1), &loom_collab::kVtable,
+  return loom_plugin_common::negotiate(request, reply, LOOM_KIND_STRATEGY, LOOM_ABI_MAKE(1, 1), &loom_collab::kVtable,
                                 kRefusals);
 }

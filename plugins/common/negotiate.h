@@ -11,7 +11,7 @@
 
 #include "loom/plugin.h"
 
-namespace loom_common {
+namespace loom_plugin_common {
 
 // What a plugin says when it refuses; each string is static.
 struct Refusals {
@@ -42,6 +42,6 @@ inline loom_status negotiate(const loom_negotiate_request *request, loom_negotia
   return answer(LOOM_OK, chosen, vtable, nullptr);
 }
 
-}  // namespace loom_common
+}  // namespace loom_plugin_common
 
 #endif  // LOOM_PLUGINS_COMMON_NEGOTIATE_H

@@ -55,10 +55,10 @@ constexpr loom_strategy_v1 kVtable = make_vtable();
 // list the plugin, so it must not allocate, block or open a collective.
 extern "C" LOOM_PLUGIN_EXPORT loom_status loom_strategy_plugin_v1(const loom_negotiate_request *request,
                                                                   loom_negotiate_reply *reply) {
-  static constexpr loom_common::Refusals kRefusals = {
+  static constexpr loom_plugin_common::Refusals kRefusals = {
       "ddp strategy plugin: the negotiate request is missing or too small for ABI v1",
       "ddp strategy plugin: called for a kind other than strategy",
       "ddp strategy plugin speaks Loom ABI 1.0 to 1.1"};
-  return loom_common::negotiate(request, reply, LOOM_KIND_STRATEGY, LOOM_ABI_VERSION_MIN, &loom_ddp::kVtable,
+  return loom_plugin_common::negotiate(request, reply, LOOM_KIND_STRATEGY, LOOM_ABI_VERSION_MIN, &loom_ddp::kVtable,
                                 kRefusals);
 }

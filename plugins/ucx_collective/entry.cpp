@@ -62,10 +62,10 @@ constexpr loom_collective_v1 kVtable = make_vtable();
 // list the plugin, so it must not allocate, block or touch UCX.
 extern "C" LOOM_PLUGIN_EXPORT loom_status loom_collective_plugin_v1(const loom_negotiate_request *request,
                                                                     loom_negotiate_reply *reply) {
-  static constexpr loom_common::Refusals kRefusals = {
+  static constexpr loom_plugin_common::Refusals kRefusals = {
       "ucx collective plugin: the negotiate request is missing or too small for ABI v1",
       "ucx collective plugin: called for a kind other than collective",
       "ucx collective plugin speaks Loom ABI 1.0 to 1.1"};
-  return loom_common::negotiate(request, reply, LOOM_KIND_COLLECTIVE, LOOM_ABI_VERSION_MIN, &loom_ucx::kVtable,
+  return loom_plugin_common::negotiate(request, reply, LOOM_KIND_COLLECTIVE, LOOM_ABI_VERSION_MIN, &loom_ucx::kVtable,
                                 kRefusals);
 }

@@ -9,6 +9,7 @@
 #include <emmintrin.h>
 #endif
 
+#include "../common/average.h"
 #include "half.h"
 
 namespace loom_ucx {
@@ -138,28 +139,6 @@ void dispatch(loom_dtype dtype, void *out, const void *a, const void *b, size_t 
   }
 }
 
-template <class T>
-void divide_float(void *buf, size_t n, int divisor) {
-  T *p = static_cast<T *>(buf);
-  const T d = T(divisor);
-  for (size_t i = 0; i < n; ++i) p[i] /= d;
-}
-
-// In int64 so a divisor wider than T (300 ranks, u8) stays exact; the
-// quotient truncates toward zero (C integer division).
-template <class T>
-void divide_int(void *buf, size_t n, int divisor) {
-  T *p = static_cast<T *>(buf);
-  for (size_t i = 0; i < n; ++i) p[i] = T(int64_t(p[i]) / divisor);
-}
-
-template <class H>
-void divide_half(void *buf, size_t n, int divisor) {
-  uint16_t *p = static_cast<uint16_t *>(buf);
-  const float d = float(divisor);
-  for (size_t i = 0; i < n; ++i) p[i] = H::store(H::load(p[i]) / d);
-}
-
 }  // namespace
 
 void reduce(loom_dtype dtype, loom_reduce_op op, void *out, const void *a, const void *b, size_t n, bool stream) {
@@ -174,18 +153,7 @@ void reduce(loom_dtype dtype, loom_reduce_op op, void *out, const void *a, const
 }
 
 void divide(void *buf, size_t n, loom_dtype dtype, int divisor) {
-  if (divisor == 1) return;
-  switch (dtype) {
-    case LOOM_DTYPE_F16: divide_half<F16>(buf, n, divisor); break;
-    case LOOM_DTYPE_BF16: divide_half<BF16>(buf, n, divisor); break;
-    case LOOM_DTYPE_F32: divide_float<float>(buf, n, divisor); break;
-    case LOOM_DTYPE_F64: divide_float<double>(buf, n, divisor); break;
-    case LOOM_DTYPE_I8: divide_int<int8_t>(buf, n, divisor); break;
-    case LOOM_DTYPE_U8: divide_int<uint8_t>(buf, n, divisor); break;
-    case LOOM_DTYPE_I32: divide_int<int32_t>(buf, n, divisor); break;
-    case LOOM_DTYPE_I64: divide_int<int64_t>(buf, n, divisor); break;
-    default: break;
-  }
+  loom_plugin_common::divide_in_place(buf, n, dtype, divisor);
 }
 
 bool known_reduce_op(loom_reduce_op op) { return op >= LOOM_REDUCE_SUM && op <= LOOM_REDUCE_AVG; }
