@@ -70,6 +70,25 @@ loom_status GroupComm::allreduce_sum(float *buf, uint64_t count, Clock::time_poi
   return s;
 }
 
+loom_status GroupComm::barrier(Clock::time_point deadline, std::string *why) {
+  if (comm_ == nullptr) {
+    *why = "no communicator";
+    return LOOM_ERR_INVALID_ARGUMENT;
+  }
+  loom_request *request = nullptr;
+  loom_status s = vt_->barrier(comm_, &request);
+  if (s == LOOM_OK) {
+    s = vt_->wait(request, ms_until(deadline));
+    if (s != LOOM_OK) vt_->comm_abort(comm_);
+    vt_->request_free(request);
+  }
+  if (s != LOOM_OK) {
+    *why = std::string("waiting for the group failed (") + loom_status_name(s) + "): " + vt_->last_error(instance_);
+    close(true);
+  }
+  return s;
+}
+
 void GroupComm::close(bool abort) {
   if (comm_ == nullptr) return;
   if (abort) vt_->comm_abort(comm_);
@@ -119,6 +138,10 @@ loom_status GroupComm::exchange(const void *send, size_t len, void *recv, int64_
       }
     }
     if (std::all_of(have.begin(), have.end(), [](bool b) { return b; })) return LOOM_OK;
+    if (cancel_ && cancel_->load()) {
+      oob_error_ = "the round was abandoned while its members exchanged addresses";
+      return LOOM_ERR_ABORTED;
+    }
     if (Clock::now() >= deadline) {
       size_t missing = static_cast<size_t>(std::count(have.begin(), have.end(), false));
       oob_error_ = "the group exchange timed out after " + std::to_string(timeout_ms) + " ms: " +

@@ -7,6 +7,7 @@
 #ifndef LOOM_COLLAB_GROUP_COMM_H
 #define LOOM_COLLAB_GROUP_COMM_H
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <string>
@@ -31,6 +32,8 @@ class GroupComm {
   // Collective over group.members; this peer is `me`. Bounded by deadline.
   // On failure *why says what failed and nothing stays open.
   loom_status open(const GroupRecord &group, uint64_t me, Clock::time_point deadline, std::string *why);
+  // open() gives up early (LOOM_ERR_ABORTED) once *cancel is set; null: never.
+  void set_cancel(const std::atomic<bool> *cancel) { cancel_ = cancel; }
   bool is_open() const { return comm_ != nullptr; }
   int32_t rank() const { return rank_; }
   int32_t size() const { return size_; }
@@ -38,6 +41,10 @@ class GroupComm {
   // In-place sum over the members, finished (or failed) by deadline. A
   // failure aborts and closes the communicator.
   loom_status allreduce_sum(float *buf, uint64_t count, Clock::time_point deadline, std::string *why);
+
+  // Returns once every member called it (by deadline). A failure aborts and
+  // closes the communicator.
+  loom_status barrier(Clock::time_point deadline, std::string *why);
 
   // Destroys the communicator (aborting first when abort is set).
   void close(bool abort);
@@ -55,6 +62,7 @@ class GroupComm {
   int32_t rank_ = 0, size_ = 0;
   uint64_t group_hash_ = 0;
   std::string oob_error_;
+  const std::atomic<bool> *cancel_ = nullptr;
 };
 
 }  // namespace loom_collab

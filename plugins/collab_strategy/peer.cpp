@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <fstream>
@@ -205,6 +206,7 @@ loom_status Peer::setup(const loom_training_state_v1 &state, std::string *why) {
 loom_status Peer::teardown() {
   if (!set_up_) return LOOM_OK;
   set_up_ = false;
+  drop_prematch();
   if (comm_) comm_.reset();
   stop_ = true;
   wake_background();
@@ -329,12 +331,23 @@ bool Peer::load_state(int64_t min_epoch, std::string *why) {
   wake_background();
   std::optional<DownloadedState> got;
   std::string reasons;
+  // A donor that failed is skipped for a while: a dead peer's record lives
+  // until it expires, and asking it again at once only spins.
+  std::map<uint64_t, Clock::time_point> resting;
+  constexpr auto kRest = std::chrono::seconds(2);
   while (!got && Clock::now() < deadline) {
     std::vector<Donor> donors;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       donors = tracker_.donors(id_, min_epoch, wall_ms());
     }
+    const auto now = Clock::now();
+    donors.erase(std::remove_if(donors.begin(), donors.end(),
+                                [&](const Donor &d) {
+                                  auto it = resting.find(d.peer_id);
+                                  return it != resting.end() && it->second > now;
+                                }),
+                 donors.end());
     if (donors.empty()) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
       continue;
@@ -342,7 +355,10 @@ bool Peer::load_state(int64_t min_epoch, std::string *why) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     std::string reason;
     got = download_state(donors, run_, min_epoch, left, std::chrono::seconds(10), logfn_, &reason);
-    if (!got) reasons = reason;
+    if (!got) {
+      reasons = reason;
+      for (const auto &d : donors) resting[d.peer_id] = Clock::now() + kRest;
+    }
   }
   flags_ &= ~ProgressRecord::kLoading;
   if (!got) {

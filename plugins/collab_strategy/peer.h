@@ -33,6 +33,21 @@ struct FloatView {
   uint64_t numel = 0;
 };
 
+// A round being prepared ahead of the target: the group and its
+// communicator, built on their own thread while this peer still accumulates.
+struct Prematch {
+  int64_t epoch = -1;
+  Clock::time_point started{};
+  std::thread thread;
+  std::atomic<bool> cancel{false};
+  std::atomic<bool> done{false};
+  // Written by the thread before `done`; read after join.
+  std::optional<GroupRecord> group;
+  std::unique_ptr<GroupComm> comm;
+  std::string why;  // why there is no communicator, when there is none
+  Clock::time_point matched{}, connected{};
+};
+
 class Peer {
  public:
   // collective: the opened collective plugin (vtable and instance).
@@ -70,8 +85,19 @@ class Peer {
   bool load_state(int64_t min_epoch, std::string *why);
   void zero_grads();
 
-  // Rounds.
-  std::optional<GroupRecord> matchmake(uint32_t attempt, Clock::time_point round_deadline);
+  // Rounds. matchmake runs on the training thread, or on a prematch thread
+  // (background: it then leaves snapshots to the training thread and stops
+  // early when *cancel is set).
+  std::optional<GroupRecord> matchmake(int64_t epoch, uint32_t attempt, Clock::time_point round_deadline,
+                                       const std::atomic<bool> *cancel = nullptr);
+  // Starts matchmaking for this epoch on a helper thread once the swarm is
+  // expected to reach the target within matchmaking_time (hivemind's
+  // pre-scheduling), so that reaching it costs only the allreduce.
+  void maybe_prematch(const SwarmView &v);
+  void run_prematch(struct Prematch *p);
+  void drop_prematch();  // cancels and joins it
+  // The target is reached: average (or step alone) and decide.
+  loom_status finish_window(loom_step_decision *decision);
   // The first attempt at or after `from` whose group has not closed yet.
   uint32_t first_open_attempt(int64_t epoch, uint32_t from);
   // Averages the gradients; false when the peer stepped alone (gradients
@@ -122,6 +148,7 @@ class Peer {
   Clock::time_point window_start_{};  // when the current window's compute began
   bool window_started_ = false;
   std::unique_ptr<GroupComm> comm_;  // the last round's group, until after_optimizer_step
+  std::unique_ptr<Prematch> prematch_;
   std::vector<float> buffer_, scratch_;
   int64_t last_resync_try_ms_ = 0;
   std::string last_local_reason_;  // why the last epoch stepped alone, if it did

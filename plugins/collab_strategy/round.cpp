@@ -40,6 +40,13 @@ loom_status Peer::after_backward(uint64_t local_samples, loom_step_decision *dec
   window_started_ = true;
 
   SwarmView v = view();
+  // A group formed ahead for this epoch is completed even when the swarm
+  // moved on meanwhile: its members wait for each other in the barrier.
+  if (prematch_ && prematch_->epoch == epoch_ && v.global_epoch > epoch_) {
+    if (prematch_->thread.joinable()) prematch_->thread.join();  // bounded by matchmaking
+    if (prematch_->comm) return finish_window(decision);
+    prematch_.reset();
+  }
   if (v.global_epoch > epoch_ + 1 && now - last_resync_try_ms_ > 5000) {
     // More than one epoch behind: our gradients are stale; take the state.
     last_resync_try_ms_ = now;
@@ -60,13 +67,20 @@ loom_status Peer::after_backward(uint64_t local_samples, loom_step_decision *dec
     v = view();
   }
   if (v.samples < opt_.target_batch_size) {
+    maybe_prematch(v);
     wake_background();
     return LOOM_OK;
   }
+  return finish_window(decision);
+}
+
+loom_status Peer::finish_window(loom_step_decision *decision) {
   bool moved_on = false;
   average_gradients(&moved_on);
   if (moved_on) {
-    epoch_ = std::max(epoch_.load(), view().global_epoch);
+    // One epoch on, these gradients still count; further, the next
+    // after_backward loads the swarm's state (never a bare jump).
+    epoch_ = std::min(view().global_epoch, epoch_.load() + 1);
     wake_background();
     return LOOM_OK;  // keep accumulating: these gradients count at the new epoch
   }
@@ -92,8 +106,10 @@ loom_status Peer::after_optimizer_step(std::string *why) {
   return LOOM_OK;
 }
 
-std::optional<GroupRecord> Peer::matchmake(uint32_t attempt, Clock::time_point round_deadline) {
-  const int64_t epoch = epoch_.load();
+std::optional<GroupRecord> Peer::matchmake(int64_t epoch, uint32_t attempt, Clock::time_point round_deadline,
+                                           const std::atomic<bool> *cancel) {
+  const bool background = cancel != nullptr;
+  auto cancelled = [cancel] { return cancel && cancel->load(); };
   const auto start = Clock::now();
   const auto window = std::chrono::milliseconds(int64_t(opt_.matchmaking_time * 1000));
   const auto close_at = std::min(start + window, round_deadline);
@@ -120,7 +136,10 @@ std::optional<GroupRecord> Peer::matchmake(uint32_t attempt, Clock::time_point r
   };
 
   while (true) {
-    serve_if_wanted();  // the parameters stand still while we wait: a good moment to snapshot for a joiner
+    if (cancelled()) return std::nullopt;
+    // The parameters stand still while the training thread waits here: a
+    // good moment to snapshot for a joiner (never from the prematch thread).
+    if (!background) serve_if_wanted();
     if (!joined) joined = dht_->put(jkey, id_, join_bytes, std::chrono::seconds(60), std::chrono::milliseconds(300));
     for (const auto &raw : dht_->get(jkey, std::chrono::milliseconds(200))) {
       std::string reason;
@@ -153,7 +172,7 @@ std::optional<GroupRecord> Peer::matchmake(uint32_t attempt, Clock::time_point r
   }
   // A follower waits for its leader's record, at most one more window.
   const auto wait_until = std::min(Clock::now() + window + std::chrono::seconds(1), round_deadline);
-  while (Clock::now() < wait_until) {
+  while (Clock::now() < wait_until && !cancelled()) {
     bool excluded = false;
     if (auto g = find_group(&excluded)) return g;
     if (excluded) break;
@@ -174,6 +193,56 @@ uint32_t Peer::first_open_attempt(int64_t epoch, uint32_t from) {
     if (!closed) return attempt;
   }
   return from + 16;
+}
+
+void Peer::maybe_prematch(const SwarmView &v) {
+  const int64_t epoch = epoch_.load();
+  if (prematch_ && prematch_->epoch == epoch) return;
+  if (opt_.matchmaking_time <= 0 || v.rate <= 0 || v.peers < 2) return;
+  const double eta = double(opt_.target_batch_size - v.samples) / v.rate;
+  if (eta > opt_.matchmaking_time) return;
+  drop_prematch();
+  auto p = std::make_unique<Prematch>();
+  p->epoch = epoch;
+  p->started = Clock::now();
+  Prematch *raw = p.get();
+  prematch_ = std::move(p);
+  raw->thread = std::thread([this, raw] { run_prematch(raw); });
+}
+
+void Peer::run_prematch(Prematch *p) {
+  // Bounded like a round: matchmaking_time for the group, then its setup.
+  const auto deadline = p->started + std::chrono::milliseconds(int64_t(opt_.averaging_timeout * 1000));
+  try {
+    const uint32_t attempt = first_open_attempt(p->epoch, 0);
+    p->group = matchmake(p->epoch, attempt, deadline, &p->cancel);
+    p->matched = Clock::now();
+    if (!p->group) {
+      p->why = "no group formed";
+    } else if (p->group->members.size() < 2 || int64_t(p->group->members.size()) < opt_.min_group_size) {
+      p->why = "the group was too small";
+    } else {
+      auto comm = std::make_unique<GroupComm>(collective_, collective_instance_, dht_.get(), opt_.run_id, run_);
+      comm->set_cancel(&p->cancel);
+      const auto setup_deadline =
+          std::min(deadline, p->matched + std::chrono::milliseconds(int64_t(opt_.matchmaking_time * 1000) + 2000));
+      if (comm->open(*p->group, id_, setup_deadline, &p->why) == LOOM_OK) {
+        comm->set_cancel(nullptr);
+        p->comm = std::move(comm);
+      }
+    }
+  } catch (const std::exception &e) {
+    p->why = std::string("matchmaking failed: ") + e.what();
+  }
+  p->connected = Clock::now();
+  p->done = true;
+}
+
+void Peer::drop_prematch() {
+  if (!prematch_) return;
+  prematch_->cancel = true;
+  if (prematch_->thread.joinable()) prematch_->thread.join();
+  prematch_.reset();  // closes a communicator the round never used
 }
 
 bool Peer::average_gradients(bool *moved_on) {
@@ -202,7 +271,67 @@ bool Peer::average_gradients(bool *moved_on) {
   const auto start = Clock::now();
   const auto deadline = start + std::chrono::milliseconds(int64_t(opt_.averaging_timeout * 1000));
   std::string last_failure;
-  for (uint32_t attempt = 0; Clock::now() < deadline; ++attempt) {
+  auto ms = [](Clock::duration d) { return std::to_string(int64_t(std::chrono::duration<double, std::milli>(d).count())); };
+  // One allreduce over an open group; true when the gradients now hold the average.
+  // One allreduce over an open group; true when the gradients now hold the
+  // average. waited: how long the training thread waited for the group;
+  // setup: how long building its communicator took (ahead: on the prematch
+  // thread, while this peer still trained).
+  auto reduce = [&](const GroupRecord &group, std::unique_ptr<GroupComm> comm, Clock::duration waited,
+                    Clock::duration setup, bool ahead) {
+    if (!filled) fill();
+    filled = false;  // from here buffer_ holds (part of) a sum
+    std::string why;
+    // Members that formed the group ahead of the target (and those that
+    // matched it at the target: the same group, the same communicator) wait
+    // for the last of them here, so that the allreduce's time is its own.
+    // Every member makes the same calls, whichever way it came.
+    if (comm->barrier(deadline, &why) != LOOM_OK) {
+      log(Level::warn, "averaging with " + group_text(group) + " failed: " + why + "; retrying among the survivors");
+      last_failure = why;
+      return false;
+    }
+    if (ahead) waited = Clock::now() - start;
+    const auto posted = Clock::now();
+    if (comm->allreduce_sum(buffer_.data(), buffer_.size(), deadline, &why) != LOOM_OK) {
+      log(Level::warn, "averaging with " + group_text(group) + " failed: " + why + "; retrying among the survivors");
+      last_failure = why;
+      return false;
+    }
+    const float total = buffer_[numel_];
+    size_t at = 0;
+    for (auto &g : grads_) {
+      for (uint64_t i = 0; i < g.numel; ++i) g.data[i] = buffer_[at + i] / total;
+      at += g.numel;
+    }
+    const auto reduced = Clock::now() - posted;
+    detail("epoch " + std::to_string(epoch) + ": averaged gradients of " + std::to_string(uint64_t(total)) +
+           " samples with " + group_text(group) + " (matchmaking " + ms(waited) + " ms" +
+           (ahead ? ", group and communicator prepared ahead" : "") + ", averaging " + ms(setup + reduced) +
+           " ms: communicator " + ms(setup) + " ms, allreduce " + ms(reduced) + " ms)");
+    comm_ = std::move(comm);
+    last_local_reason_.clear();
+    return true;
+  };
+
+  uint32_t first_attempt = 0;
+  if (prematch_ && prematch_->epoch == epoch) {
+    // The group was being formed while this peer accumulated: wait for it
+    // (matchmaking is bounded) and average over it if it came together.
+    if (prematch_->thread.joinable()) prematch_->thread.join();
+    std::unique_ptr<Prematch> p = std::move(prematch_);
+    if (p->group) first_attempt = p->group->attempt;
+    if (p->comm) {
+      if (reduce(*p->group, std::move(p->comm), Clock::now() - start, p->connected - p->matched, true)) return true;
+      ++first_attempt;
+    } else if (!p->why.empty()) {
+      detail("epoch " + std::to_string(epoch) + ": the group prepared ahead did not form (" + p->why +
+             "); matchmaking again");
+    }
+  } else {
+    drop_prematch();  // of an epoch this peer left
+  }
+  for (uint32_t attempt = first_attempt; Clock::now() < deadline; ++attempt) {
     if (view().global_epoch > epoch) {
       *moved_on = true;
       detail("the swarm finished epoch " + std::to_string(epoch) + " without this peer");
@@ -212,7 +341,7 @@ bool Peer::average_gradients(bool *moved_on) {
     // closed are over (a peer that comes late to attempt 0 would otherwise
     // wait alone while the others retry at attempt 1).
     attempt = first_open_attempt(epoch, attempt);
-    std::optional<GroupRecord> group = matchmake(attempt, deadline);
+    std::optional<GroupRecord> group = matchmake(epoch, attempt, deadline);
     if (!group) {
       last_failure = "no group formed";
       continue;
@@ -237,31 +366,7 @@ bool Peer::average_gradients(bool *moved_on) {
       last_failure = why;
       continue;
     }
-    const auto connected = Clock::now();
-    if (!filled) fill();
-    filled = false;  // from here buffer_ holds (part of) a sum
-    if (comm->allreduce_sum(buffer_.data(), buffer_.size(), deadline, &why) != LOOM_OK) {
-      log(Level::warn, "averaging with " + group_text(*group) + " failed: " + why + "; retrying among the survivors");
-      last_failure = why;
-      continue;
-    }
-    const float total = buffer_[numel_];
-    size_t at = 0;
-    for (auto &g : grads_) {
-      for (uint64_t i = 0; i < g.numel; ++i) g.data[i] = buffer_[at + i] / total;
-      at += g.numel;
-    }
-    auto ms = [](Clock::time_point a, Clock::time_point b) {
-      return std::to_string(int64_t(std::chrono::duration<double, std::milli>(b - a).count()));
-    };
-    const auto done = Clock::now();
-    detail("epoch " + std::to_string(epoch) + ": averaged gradients of " + std::to_string(uint64_t(total)) +
-           " samples with " + group_text(*group) + " (matchmaking " + ms(start, matched) + " ms, averaging " +
-           ms(matched, done) + " ms: communicator " + ms(matched, connected) + " ms, allreduce " + ms(connected, done) +
-           " ms)");
-    comm_ = std::move(comm);
-    last_local_reason_.clear();
-    return true;
+    if (reduce(*group, std::move(comm), matched - start, Clock::now() - matched, false)) return true;
   }
   if (last_failure.empty()) last_failure = "averaging_timeout passed";
   // Said once per streak at info: a peer alone for hours must not flood the log.

@@ -78,6 +78,7 @@ struct Averaged {
   int64_t epoch = 0;
   int64_t samples = 0;
   int peers = 0;
+  bool ahead = false;  // the group formed before the peer reached the target
 };
 std::vector<Averaged> averaged_rounds(const std::string& log);  // "epoch E: averaged gradients of S samples with N peers"
 // The epochs the peer saw finished: averaged, stepped on its local gradients

@@ -35,9 +35,14 @@ TEST(Swarm, ThreePeersTrainDigits) {
     ASSERT_TRUE(final) << p->tail();
     EXPECT_GE(final->accuracy, 0.93) << p->name();
     EXPECT_EQ(final->steps, 100) << p->name();  // max_steps of digits-collab.toml
-    int with_three = 0;
-    for (const auto& round : averaged_rounds(log)) with_three += round.peers == 3;
+    int with_three = 0, ahead = 0;
+    for (const auto& round : averaged_rounds(log)) {
+      with_three += round.peers == 3;
+      ahead += round.ahead;
+    }
     EXPECT_GE(with_three, 1) << p->name() << " never averaged with all three peers\n" << p->tail();
+    // Matchmaking starts before the target once the peers' rates are known.
+    EXPECT_GE(ahead, 1) << p->name() << " never formed its group ahead of the target\n" << p->tail();
   }
   // The last epoch ends with state averaging: every peer holds the same parameters.
   EXPECT_LE(max_parameter_difference(first.final_dir(), by_env.final_dir()), 1e-6);
