@@ -142,6 +142,16 @@ loom_status check_slots(const loom_comm &comm, const std::vector<uint8_t> &all) 
 // Creates an endpoint to every member. Mutex held.
 loom_status connect(loom_comm *comm, const std::vector<uint8_t> &all) {
   comm->peers.resize(size_t(comm->size));
+  std::vector<CmaIdentity> ids(size_t(comm->size));
+  for (int32_t r = 0; r < comm->size; ++r) {
+    OobSlot s;
+    std::memcpy(&s, all.data() + size_t(r) * kSlotBytes, sizeof s);
+    ids[size_t(r)] = s.cma;
+  }
+  comm->cma_everywhere = comm->size > 1;
+  for (size_t a = 0; a < ids.size(); ++a)
+    for (size_t b = a + 1; b < ids.size(); ++b)
+      if (!cma_between(ids[a], ids[b])) comm->cma_everywhere = false;
   for (int32_t r = 0; r < comm->size; ++r) {
     OobSlot s;
     const uint8_t *base = all.data() + size_t(r) * kSlotBytes;

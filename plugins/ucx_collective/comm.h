@@ -61,6 +61,10 @@ struct loom_comm {
   int64_t timeout_ms = 0;  // default for waits on this communicator
   char name[64] = "";      // label for messages
   std::vector<loom_ucx::Peer> peers;
+  // Every pair of members may use cross-memory attach (one host): the same
+  // answer on every rank, as all derive it from the same identities, so
+  // algorithms may shape their messages by it.
+  bool cma_everywhere = false;
 
   std::atomic<bool> aborted{false};
   std::atomic<int64_t> live_requests{0};  // posted and not yet freed

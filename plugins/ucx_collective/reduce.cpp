@@ -1,12 +1,17 @@
 // Reduction kernels. Built with -O3 (see CMakeLists.txt): the in-place and
 // out-of-place loops are separate so that each vectorises without alias checks.
+// The build targets baseline x86-64 (SSE2); f32/f64 loops are compiled a
+// second time for AVX2 and chosen at run time, as the large allreduce's
+// reduction runs at memory speed only with the wider loads (measured on the
+// 2-core EPYC here, 64 MiB f32 a += b: 6.8 ms SSE2, 5.9 ms AVX2).
 #include "reduce.h"
 
 #include <cstdint>
 #include <type_traits>
 
-#if defined(__SSE2__)
-#include <emmintrin.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define LOOM_UCX_AVX2 1
 #endif
 
 #include "../common/average.h"
@@ -34,7 +39,7 @@ inline T apply(T a, T b) {
 }
 
 template <class T, Kind K>
-void run(void *out, const void *a, const void *b, size_t n) {
+inline __attribute__((always_inline)) void run_body(void *out, const void *a, const void *b, size_t n) {
   if (out == a) {
     T *__restrict o = static_cast<T *>(out);
     const T *__restrict y = static_cast<const T *>(b);
@@ -49,6 +54,32 @@ void run(void *out, const void *a, const void *b, size_t n) {
     const T *__restrict y = static_cast<const T *>(b);
     for (size_t i = 0; i < n; ++i) o[i] = apply<T, K>(x[i], y[i]);
   }
+}
+
+template <class T, Kind K>
+void run_default(void *out, const void *a, const void *b, size_t n) {
+  run_body<T, K>(out, a, b, n);
+}
+
+#if defined(LOOM_UCX_AVX2)
+template <class T, Kind K>
+__attribute__((target("avx2"))) void run_avx2(void *out, const void *a, const void *b, size_t n) {
+  run_body<T, K>(out, a, b, n);
+}
+
+bool have_avx2() {
+  static const bool yes = __builtin_cpu_supports("avx2");
+  return yes;
+}
+#endif
+
+template <class T, Kind K>
+void run(void *out, const void *a, const void *b, size_t n) {
+#if defined(LOOM_UCX_AVX2)
+  if constexpr (std::is_floating_point_v<T>)
+    if (have_avx2()) return run_avx2<T, K>(out, a, b, n);
+#endif
+  run_default<T, K>(out, a, b, n);
 }
 
 struct F16 {
@@ -76,12 +107,41 @@ void run_half(void *out, const void *a, const void *b, size_t n) {
   }
 }
 
-#if defined(__SSE2__)
+#if defined(LOOM_UCX_AVX2)
 // Non-temporal stores for large f32/f64 outputs: a third less memory
 // traffic than plain stores (measured: 32 MiB of f32 sums in 2.9 instead of
 // 3.8 ms here). Operand order as in apply(): min/max keep a unless b wins.
+template <Kind K>
+__attribute__((target("avx2"))) inline __m256 op8(__m256 p, __m256 q) {
+  if constexpr (K == kSum) return _mm256_add_ps(p, q);
+  else if constexpr (K == kProd) return _mm256_mul_ps(p, q);
+  else if constexpr (K == kMin) return _mm256_min_ps(q, p);
+  else return _mm256_max_ps(q, p);
+}
+template <Kind K>
+__attribute__((target("avx2"))) inline __m256d op4(__m256d p, __m256d q) {
+  if constexpr (K == kSum) return _mm256_add_pd(p, q);
+  else if constexpr (K == kProd) return _mm256_mul_pd(p, q);
+  else if constexpr (K == kMin) return _mm256_min_pd(q, p);
+  else return _mm256_max_pd(q, p);
+}
 template <class T, Kind K>
-bool run_streaming(void *out, const void *a, const void *b, size_t n) {
+__attribute__((target("avx2"))) void run_streaming_avx2(void *out, const void *a, const void *b, size_t n) {
+  T *o = static_cast<T *>(out);
+  const T *x = static_cast<const T *>(a), *y = static_cast<const T *>(b);
+  size_t i = 0;
+  for (; i < n && (reinterpret_cast<uintptr_t>(o + i) & 31) != 0; ++i) o[i] = apply<T, K>(x[i], y[i]);
+  if constexpr (std::is_same_v<T, float>) {
+    for (; i + 8 <= n; i += 8) _mm256_stream_ps(o + i, op8<K>(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+  } else {
+    for (; i + 4 <= n; i += 4) _mm256_stream_pd(o + i, op4<K>(_mm256_loadu_pd(x + i), _mm256_loadu_pd(y + i)));
+  }
+  for (; i < n; ++i) o[i] = apply<T, K>(x[i], y[i]);
+  _mm_sfence();  // the stores are visible before the buffer is sent or read by a peer
+}
+
+template <class T, Kind K>
+void run_streaming_sse2(void *out, const void *a, const void *b, size_t n) {
   T *o = static_cast<T *>(out);
   const T *x = static_cast<const T *>(a), *y = static_cast<const T *>(b);
   size_t i = 0;
@@ -108,14 +168,20 @@ bool run_streaming(void *out, const void *a, const void *b, size_t n) {
     }
   }
   for (; i < n; ++i) o[i] = apply<T, K>(x[i], y[i]);
-  _mm_sfence();  // the stores are visible before UCX sends the buffer
+  _mm_sfence();
+}
+
+template <class T, Kind K>
+bool run_streaming(void *out, const void *a, const void *b, size_t n) {
+  if (have_avx2()) run_streaming_avx2<T, K>(out, a, b, n);
+  else run_streaming_sse2<T, K>(out, a, b, n);
   return true;
 }
 #endif
 
 template <Kind K>
 bool dispatch_streaming(loom_dtype dtype, void *out, const void *a, const void *b, size_t n) {
-#if defined(__SSE2__)
+#if defined(LOOM_UCX_AVX2)
   if (dtype == LOOM_DTYPE_F32) return run_streaming<float, K>(out, a, b, n);
   if (dtype == LOOM_DTYPE_F64) return run_streaming<double, K>(out, a, b, n);
 #endif

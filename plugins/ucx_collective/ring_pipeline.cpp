@@ -5,10 +5,25 @@
 // Blocks, all modulo n: reduce-scatter step s sends block r-s-1 and receives
 // block r-s-2 (so rank r ends owning block r); allgather step t sends block
 // r-t and receives block r-t-1.
+//
+// Whole blocks: when every member shares the host (cross-memory attach
+// between all pairs) and every block is large enough to go that way, each
+// step is one message of the whole block (a descriptor: the data stays in
+// the sender's memory) and the receiver moves it all itself. A reduce-scatter
+// receive reads the block in chunk_bytes pieces into one cache-resident
+// scratch and reduces each piece into place at once (a CmaSink), so the data
+// crosses memory once, and an allgather receive reads straight into place.
+// Chunking the messages would only add round trips there: the receiver's
+// core does the copying either way, so nothing is left to overlap, and with
+// one descriptor per block a rank reads its neighbour's data even while the
+// neighbour is not scheduled (the machines here are shared and loaded:
+// measured at 64 MiB, 2 ranks, see options.h).
 #include "ring_pipeline.h"
 
+#include <cerrno>
 #include <cstring>
 
+#include "cma.h"
 #include "instance.h"
 #include "reduce.h"
 
@@ -18,12 +33,19 @@ namespace {
 class RingPipeline : public Algorithm {
  public:
   RingPipeline(loom_request &op, RingLayout layout)
-      : lay_(std::move(layout)), n_(op.comm->size), r_(op.comm->rank), left_((r_ + n_ - 1) % n_),
+      : lay_(std::move(layout)), op_(&op), n_(op.comm->size), r_(op.comm->rank), left_((r_ + n_ - 1) % n_),
         right_((r_ + 1) % n_), elem_(op.elem) {
     const Tuning &t = op.comm->ctx->tuning;
-    uint64_t longest = 0;
-    for (uint64_t len : lay_.length) longest = len > longest ? len : longest;
-    const Chunks chunks(longest, uint64_t(t.chunk_bytes), elem_);
+    uint64_t longest = 0, shortest = ~uint64_t(0);
+    for (uint64_t len : lay_.length) {
+      longest = len > longest ? len : longest;
+      shortest = len < shortest ? len : shortest;
+    }
+    // Every rank decides alike: same layout, options and identities.
+    whole_ = op.comm->cma_everywhere && t.cma_threshold >= 0 && shortest > 0 &&
+             shortest * elem_ >= uint64_t(t.cma_threshold);
+    piece_ = uint64_t(t.chunk_bytes) / elem_ > 0 ? uint64_t(t.chunk_bytes) / elem_ : 1;
+    const Chunks chunks(longest, whole_ ? longest * elem_ : uint64_t(t.chunk_bytes), elem_);
     per_ = chunks.per;
     k_ = chunks.count;
     rs_ = lay_.mode == RingLayout::kAllgather ? 0 : n_ - 1;
@@ -35,7 +57,8 @@ class RingPipeline : public Algorithm {
     stream_ = uint64_t(op.count) * elem_ >= kStreamBytes;
     recvs_.resize(depth_);
     sends_.resize(2 * depth_);
-    size_t scratch = rs_ ? depth_ * per_ * elem_ : 0;
+    if (whole_) sinks_.assign(depth_, Sink(this));
+    size_t scratch = rs_ ? (whole_ ? piece_ : depth_ * per_) * elem_ : 0;
     if (lay_.mode == RingLayout::kReduceScatter) scratch += 2 * longest * elem_;  // partial sums, two steps
     if (scratch) {
       op.scratch = take_scratch(op.comm, scratch);
@@ -69,6 +92,10 @@ class RingPipeline : public Algorithm {
       while (recvs_posted_ < total_ && recvs_posted_ < processed_ + depth_ && recv_allowed(recvs_posted_)) {
         const uint64_t u = recvs_posted_++;
         recv_from(op, recvs_[u % depth_], left_, uint32_t(1 + u), recv_ptr(u), bytes_of(recv_block(u), u));
+        if (whole_) {
+          sinks_[u % depth_].unit = u;
+          recvs_[u % depth_].sink = &sinks_[u % depth_];
+        }
         moved = true;
       }
       while (hdr_ok_ && processed_ < recvs_posted_ && process_allowed(processed_)) {
@@ -98,6 +125,52 @@ class RingPipeline : public Algorithm {
   }
 
  private:
+  // Takes a whole-block message for unit `unit` (see the top of the file).
+  class Sink : public CmaSink {
+   public:
+    explicit Sink(RingPipeline *ring) : ring_(ring) {}
+    int consume(pid_t sender, uint64_t address, uint64_t length) override {
+      return ring_->consume(unit, sender, address, length);
+    }
+    uint64_t unit = 0;
+
+   private:
+    RingPipeline *ring_;
+  };
+
+  // Between pieces the abort flag is read, so a long read ends soon after
+  // another thread aborts (the wait that runs it holds the instance lock).
+  int consume(uint64_t u, pid_t sender, uint64_t address, uint64_t length) {
+    const int b = recv_block(u);
+    if (!is_rs(u)) {
+      char *to = lay_.full + chunk_offset(b, u);
+      for (uint64_t off = 0; off < length; off += kCopyPiece) {
+        if (op_->comm->aborted.load(std::memory_order_relaxed)) return ECANCELED;
+        const uint64_t len = length - off < kCopyPiece ? length - off : kCopyPiece;
+        if (const int err = cma_read(sender, address + off, to + off, len)) return err;
+      }
+      return 0;
+    }
+    const int s = step_of(u);
+    char *out = partial_ptr(s, b, u);
+    const char *mine = lay_.contrib + chunk_offset(b, u);
+    // AVG divides each piece while it is in the cache; the sums then stay
+    // cached (no streaming stores) for that division.
+    const bool divide_here = s == rs_ - 1 && op_->reduce_op == LOOM_REDUCE_AVG;
+    const uint64_t piece = piece_ * elem_;
+    for (uint64_t off = 0; off < length; off += piece) {
+      if (op_->comm->aborted.load(std::memory_order_relaxed)) return ECANCELED;
+      const uint64_t len = length - off < piece ? length - off : piece;
+      if (const int err = cma_read(sender, address + off, slots_, len)) return err;
+      // A length that is no multiple of the element (other arguments on the
+      // sender) fails the operation afterwards; reduce the whole elements.
+      const size_t count = size_t(len / elem_);
+      reduce(op_->dtype, op_->reduce_op, out + off, mine + off, slots_, count, stream_ && !divide_here);
+      if (divide_here) divide(out + off, count, op_->dtype, n_);
+    }
+    return 0;
+  }
+
   int mod(int64_t b) const { return int(((b % n_) + n_) % n_); }
   int step_of(uint64_t u) const { return int(u / k_); }
   uint64_t chunk_of(uint64_t u) const { return u % k_; }
@@ -134,14 +207,19 @@ class RingPipeline : public Algorithm {
     return partial_ptr(s - 1, b, u);
   }
   char *recv_ptr(uint64_t u) {
-    if (is_rs(u)) return slots_ + (u % depth_) * per_ * elem_;
+    if (is_rs(u)) return whole_ ? nullptr : slots_ + (u % depth_) * per_ * elem_;  // whole: the sink reads
     return lay_.full + chunk_offset(recv_block(u), u);
   }
   // Unit u forwards what unit u - k arrived with.
   bool send_ready(uint64_t u) const { return u < k_ || processed_ > u - k_; }
   // An allgather receive overwrites the block that the reduce-scatter step of
   // the same index sent from: that send must be over.
+  // Whole blocks: the sink writes as soon as the data is there, so a receive
+  // is posted only once the left neighbour's header has been checked (no
+  // data of a sender is used before) and, in reduce_scatter, once its
+  // partial-sum slot is free (process_allowed).
   bool recv_allowed(uint64_t u) const {
+    if (whole_ && (!hdr_ok_ || (is_rs(u) && !process_allowed(u)))) return false;
     if (lay_.mode != RingLayout::kAllreduce || is_rs(u)) return true;
     return send_done_ > u - uint64_t(rs_) * k_;
   }
@@ -153,7 +231,7 @@ class RingPipeline : public Algorithm {
     return send_done_ > u - k_;
   }
   void process(loom_request &op, uint64_t u) {
-    if (!is_rs(u)) return;  // allgather data landed in place
+    if (!is_rs(u) || whole_) return;  // allgather data landed in place; whole blocks were reduced by the sink
     const int b = recv_block(u), s = step_of(u);
     const uint64_t len = chunk_len(b, u);
     char *out = partial_ptr(s, b, u);
@@ -162,12 +240,17 @@ class RingPipeline : public Algorithm {
   }
 
   RingLayout lay_;
+  loom_request *op_;  // the operation that owns this algorithm
   int n_, r_, left_, right_;
   size_t elem_;
   uint64_t per_ = 1, k_ = 1, total_ = 0;
   int rs_ = 0, ag_ = 0;
   size_t depth_ = 1;
   bool stream_ = false;
+  bool whole_ = false;  // whole-block messages by cross-memory attach
+  uint64_t piece_ = 1;  // elements per fused read and reduction
+  static constexpr uint64_t kCopyPiece = uint64_t(4) << 20;
+  std::vector<Sink> sinks_;  // one per receive slot (whole blocks)
   static constexpr uint64_t kStreamBytes = uint64_t(16) << 20;
   char *slots_ = nullptr, *partial_ = nullptr;
   size_t partial_block_ = 0;

@@ -53,6 +53,7 @@ ucs_status_t finish_recv(void **req, size_t *length) {
 ucs_status_t status_of_errno(int err) {
   if (err == ESRCH) return UCS_ERR_CONNECTION_RESET;  // the sender is gone
   if (err == EPERM || err == EACCES) return UCS_ERR_UNSUPPORTED;  // not allowed to read it
+  if (err == ECANCELED) return UCS_ERR_CANCELED;                  // a sink stopped for an abort
   return UCS_ERR_INVALID_ADDR;
 }
 
@@ -105,12 +106,14 @@ bool Xfer::poll() {
     if (desc.length > cap) {
       status = UCS_ERR_MESSAGE_TRUNCATED;
     } else {
-      err = cma_read(pid, desc.address, buf, desc.length);
+      err = sink ? sink->consume(pid, desc.address, desc.length) : cma_read(pid, desc.address, buf, desc.length);
       status = err ? status_of_errno(err) : UCS_OK;
     }
     length = size_t(desc.length);
     read_done = true;
-    if (err == ESRCH) {  // nobody to answer
+    // ESRCH: nobody to answer. ECANCELED: this rank aborted, and an aborted
+    // operation answers nothing, whichever way its data travels.
+    if (err == ESRCH || err == ECANCELED) {
       done = true;
       return true;
     }

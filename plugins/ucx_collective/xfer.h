@@ -30,6 +30,20 @@ struct CmaAck {
 };
 constexpr uint32_t kCmaMagic = 0x4c434d41;  // "LCMA"
 
+// The receiving end of a cross-memory-attach message may hand the sender's
+// bytes to a consumer instead of reading them into one buffer: the ring's
+// reduce-scatter reads a whole block in cache-sized pieces and reduces each
+// piece as it arrives (ring_pipeline.cpp). consume() runs inside poll(), in
+// place of the read; it returns 0 or the errno of the failure (ECANCELED:
+// it stopped because the communicator was aborted).
+class CmaSink {
+ public:
+  virtual int consume(pid_t sender, uint64_t address, uint64_t length) = 0;
+
+ protected:
+  ~CmaSink() = default;
+};
+
 struct Xfer {
   enum Mode : uint8_t { kPlain, kCmaSend, kCmaRecv };
   void *req = nullptr;  // the UCX request while in flight
@@ -49,6 +63,7 @@ struct Xfer {
   pid_t pid = 0;            // receive side: the sender
   void *buf = nullptr;      // receive side: where the data goes, at most cap bytes
   size_t cap = 0;
+  CmaSink *sink = nullptr;  // receive side: takes the data instead of buf (set after posting)
   ucs_status_t send_status = UCS_OK;
   CmaDescriptor desc{};
   CmaAck ack{};
