@@ -49,13 +49,14 @@ loom_status GroupComm::open(const GroupRecord &group, uint64_t me, Clock::time_p
   return LOOM_OK;
 }
 
-loom_status GroupComm::allreduce_sum(float *buf, uint64_t count, Clock::time_point deadline, std::string *why) {
+loom_status GroupComm::allreduce(void *buf, uint64_t count, loom_dtype dtype, loom_reduce_op op,
+                                 Clock::time_point deadline, std::string *why) {
   if (comm_ == nullptr) {
     *why = "no communicator";
     return LOOM_ERR_INVALID_ARGUMENT;
   }
   loom_request *request = nullptr;
-  loom_status s = vt_->allreduce(comm_, buf, buf, count, LOOM_DTYPE_F32, LOOM_REDUCE_SUM, &request);
+  loom_status s = vt_->allreduce(comm_, buf, buf, count, dtype, op, &request);
   if (s == LOOM_OK) {
     s = vt_->wait(request, ms_until(deadline));
     if (s != LOOM_OK) {

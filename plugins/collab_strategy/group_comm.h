@@ -40,7 +40,11 @@ class GroupComm {
 
   // In-place sum over the members, finished (or failed) by deadline. A
   // failure aborts and closes the communicator.
-  loom_status allreduce_sum(float *buf, uint64_t count, Clock::time_point deadline, std::string *why);
+  loom_status allreduce_sum(float *buf, uint64_t count, Clock::time_point deadline, std::string *why) {
+    return allreduce(buf, count, LOOM_DTYPE_F32, LOOM_REDUCE_SUM, deadline, why);
+  }
+  loom_status allreduce(void *buf, uint64_t count, loom_dtype dtype, loom_reduce_op op, Clock::time_point deadline,
+                        std::string *why);
 
   // Returns once every member called it (by deadline). A failure aborts and
   // closes the communicator.

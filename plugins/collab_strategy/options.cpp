@@ -30,6 +30,8 @@ const loom_option_decl kOptions[kNumOptions] = {
      "Fewest peers that form an averaging group; with fewer a peer steps on its local gradients."},
     {sizeof(loom_option_decl), LOOM_OPTION_INT, "average_state_every", "5",
      "Average the parameters every this many epochs (and at the last one) so drifted peers converge; 0: only at the end."},
+    {sizeof(loom_option_decl), LOOM_OPTION_BOOL, "average_optimizer_state", "false",
+     "Also average the optimizer's statistics (momentum, Adam's moments) whenever the parameters are averaged."},
     {sizeof(loom_option_decl), LOOM_OPTION_FLOAT, "load_state_timeout", "60.0",
      "Seconds a joining or lagging peer may spend downloading the state from donors."},
     {sizeof(loom_option_decl), LOOM_OPTION_FLOAT, "bootstrap_timeout", "20.0",
@@ -168,6 +170,8 @@ bool read_options(const loom_host_v1 *host, Options *o, std::string *why) {
   if (!r.text(kOptCollective, &o->collective)) return false;
   if (!r.text(kOptVerbose, &t)) return false;
   o->verbose = t == "true";
+  if (!r.text(kOptAverageOptimizerState, &t)) return false;
+  o->average_optimizer_state = t == "true";
   return true;
 }
 

@@ -23,6 +23,7 @@ enum OptionIndex {
   kOptAveragingTimeout,
   kOptMinGroupSize,
   kOptAverageStateEvery,
+  kOptAverageOptimizerState,
   kOptLoadStateTimeout,
   kOptBootstrapTimeout,
   kOptMinPeers,
@@ -45,6 +46,7 @@ struct Options {
   double averaging_timeout = 0;
   int64_t min_group_size = 2;
   int64_t average_state_every = 0;
+  bool average_optimizer_state = false;
   double load_state_timeout = 0;
   double bootstrap_timeout = 0;
   int64_t min_peers = 1;

@@ -80,6 +80,8 @@ std::string own_command() {
   return out.empty() ? "loom train CONFIG" : out;
 }
 
+}  // namespace
+
 bool float_view(const DLTensor &t, FloatView *out) {
   if (t.device.device_type != kDLCPU || t.dtype.code != kDLFloat || t.dtype.bits != 32 || t.dtype.lanes != 1)
     return false;
@@ -96,8 +98,6 @@ bool float_view(const DLTensor &t, FloatView *out) {
   out->numel = n;
   return true;
 }
-
-}  // namespace
 
 Peer::Peer(const loom_host_v1 *host, Options options, const loom_collective_v1 *collective,
            loom_collective_ctx *collective_instance)
@@ -138,6 +138,10 @@ loom_status Peer::setup(const loom_training_state_v1 &state, std::string *why) {
     grads_.push_back(g);
     numel_ += p.numel;
   }
+  if (opt_.average_optimizer_state &&
+      (state.struct_size < LOOM_TRAINING_STATE_V1_2_SIZE || state.optimizer_state == nullptr))
+    log(Level::warn, "average_optimizer_state is set, but this host lends no optimizer statistics (it predates "
+                     "plugin ABI 1.2): only the parameters are averaged");
   epoch_ = state.start_step;
   epoch_start_ms_ = wall_ms();
   try {

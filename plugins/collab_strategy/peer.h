@@ -104,6 +104,8 @@ class Peer {
   // made local means). Sets *moved_on when the swarm left this epoch behind.
   bool average_gradients(bool *moved_on);
   void average_parameters(const char *why);
+  // With average_optimizer_state: the optimizer's statistics, over comm_.
+  void average_optimizer_state(const char *why, Clock::time_point deadline);
 
   std::string join_hint() const;
 
@@ -157,6 +159,9 @@ class Peer {
 };
 
 int64_t wall_ms();
+
+// A view of t when it is a compact float32 CPU tensor.
+bool float_view(const DLTensor &t, FloatView *out);
 
 }  // namespace loom_collab
 

@@ -401,6 +401,60 @@ void Peer::average_parameters(const char *reason) {
     at += p.numel;
   }
   detail(std::string(reason) + ": averaged the parameters with " + std::to_string(comm_->size()) + " peers");
+  if (opt_.average_optimizer_state) average_optimizer_state(reason, deadline);
+}
+
+void Peer::average_optimizer_state(const char *reason, Clock::time_point deadline) {
+  if (state_.struct_size < LOOM_TRAINING_STATE_V1_2_SIZE || state_.optimizer_state == nullptr) return;  // said at setup
+  const DLTensor *tensors = nullptr;
+  uint32_t count = 0;
+  if (state_.optimizer_state(state_.user, &tensors, &count) != LOOM_OK) {
+    log(Level::warn, std::string(reason) + ": the host could not lend the optimizer's statistics; not averaged");
+    return;
+  }
+  std::vector<FloatView> views(count);
+  uint64_t numel = 0;
+  for (uint32_t i = 0; i < count; ++i) {
+    if (!float_view(tensors[i], &views[i])) {
+      log(Level::warn, std::string(reason) + ": optimizer statistic " + std::to_string(i) +
+                           " is not a compact float32 CPU tensor; the optimizer's statistics are not averaged");
+      return;
+    }
+    numel += views[i].numel;
+  }
+  // The members must agree on the layout before summing: a peer whose
+  // optimizer has not stepped yet has none. max(n) and max(-n) in one call.
+  double extent[2] = {double(numel), -double(numel)};
+  std::string why;
+  if (comm_->allreduce(extent, 2, LOOM_DTYPE_F64, LOOM_REDUCE_MAX, deadline, &why) != LOOM_OK) {
+    log(Level::warn, std::string(reason) + ": averaging the optimizer's statistics failed (" + why + ")");
+    return;
+  }
+  if (extent[0] != -extent[1]) {
+    log(Level::warn, std::string(reason) + ": the group's optimizer statistics differ in size (" +
+                         std::to_string(uint64_t(-extent[1])) + " to " + std::to_string(uint64_t(extent[0])) +
+                         " values); not averaged");
+    return;
+  }
+  if (numel == 0) return;
+  scratch_.resize(numel);
+  size_t at = 0;
+  for (const auto &v : views) {
+    std::copy(v.data, v.data + v.numel, scratch_.begin() + at);
+    at += v.numel;
+  }
+  if (comm_->allreduce_sum(scratch_.data(), numel, deadline, &why) != LOOM_OK) {
+    log(Level::warn, std::string(reason) + ": averaging the optimizer's statistics failed (" + why + "); keeping this peer's");
+    return;
+  }
+  const float inv = 1.0f / float(comm_->size());
+  at = 0;
+  for (auto &v : views) {
+    for (uint64_t i = 0; i < v.numel; ++i) v.data[i] = scratch_[at + i] * inv;
+    at += v.numel;
+  }
+  detail(std::string(reason) + ": averaged the optimizer's statistics (" + std::to_string(count) + " tensors) with " +
+         std::to_string(comm_->size()) + " peers");
 }
 
 }  // namespace loom_collab

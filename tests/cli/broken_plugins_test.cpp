@@ -4,7 +4,13 @@
 #include <gtest/gtest.h>
 
 #include "../support/subprocess.hpp"
+#include "loom/plugin.h"
 #include "test_paths.hpp"
+
+// The host's newest minor ABI, as the messages print it.
+#define LOOM_TEST_STR2(x) #x
+#define LOOM_TEST_STR(x) LOOM_TEST_STR2(x)
+#define LOOM_TEST_ABI_MINOR LOOM_TEST_STR(LOOM_ABI_MINOR)
 
 namespace loom::test {
 namespace {
@@ -27,8 +33,8 @@ const Defect kDefects[] = {
     {"namemismatch", "plugin calls itself 'somethingelse' but its file is libnamemismatch_collective.so", "broken"},
     {"initfails", "fixture: cannot open /dev/loom0 (simulated failure)", "broken"},
     {"initcrash", "SIGSEGV", "broken"},
-    {"refuses", "fixture speaks only ABI 1.7; this host speaks ABI 1.0 to 1.1", "broken"},
-    {"badanswer", "plugin chose ABI 2.0 but this host speaks ABI 1.0 to 1.1", "broken"},
+    {"refuses", "fixture speaks only ABI 1.7; this host speaks ABI 1.0 to 1." LOOM_TEST_ABI_MINOR, "broken"},
+    {"badanswer", "plugin chose ABI 2.0 but this host speaks ABI 1.0 to 1." LOOM_TEST_ABI_MINOR, "broken"},
     {"nullvtable", "NULL vtable", "broken"},
     {"unavail", "fixture: no such device here", "unavailable"},
 };
@@ -108,7 +114,7 @@ TEST(PluginsCommand, UsageErrorsExitWith2) {
   EXPECT_EQ(run_process({kLoomBinary, "plugins", "--config", "/nonexistent.toml"}).exit_code, 2);
 }
 
-// ABI 1.1 only appended: a plugin that chose 1.0 is listed, opened and run.
+// ABI 1.1 and 1.2 only appended: a plugin that chose 1.0 is listed, opened and run.
 TEST(PluginsCommand, PluginBuiltForAbi10StillWorks) {
   auto r = run_process({kLoomBinary, "plugins"}, fixture_env());
   const std::string line = line_of(r.out, "libabi10_collective.so");
@@ -121,7 +127,7 @@ TEST(PluginsCommand, PluginBuiltForAbi10StillWorks) {
 TEST(PluginsCommand, VersionPrintsVersionAndAbi) {
   auto r = run_process({kLoomBinary, "--version"});
   EXPECT_EQ(r.exit_code, 0);
-  EXPECT_NE(r.out.find("plugin ABI 1.1"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("plugin ABI 1." LOOM_TEST_ABI_MINOR), std::string::npos) << r.out;
 }
 
 }  // namespace

@@ -162,11 +162,11 @@ std::optional<Final> final_result(const std::string& log) {
   return Final{std::stod(m[1]), std::stoll(m[2])};
 }
 
-double max_parameter_difference(const std::string& dir_a, const std::string& dir_b) {
+double max_parameter_difference(const std::string& dir_a, const std::string& dir_b, const char* section) {
   std::map<std::string, std::vector<float>> a, b;
   try {
-    a = loom::test::read_params(dir_a);
-    b = loom::test::read_params(dir_b);
+    a = loom::test::read_params(dir_a, section);
+    b = loom::test::read_params(dir_b, section);
   } catch (const std::exception&) {
     return INFINITY;
   }

@@ -98,9 +98,10 @@ struct Final {
 };
 std::optional<Final> final_result(const std::string& log);  // "final accuracy: X after N steps"
 
-// Largest |a - b| over the parameters two --dump-final folders hold;
-// infinity when the parameter sets differ or a folder cannot be read.
-double max_parameter_difference(const std::string& dir_a, const std::string& dir_b);
+// Largest |a - b| over the parameters (section "optimizer": the optimizer's
+// statistics) two --dump-final folders hold; infinity when the sets differ,
+// are empty, or a folder cannot be read.
+double max_parameter_difference(const std::string& dir_a, const std::string& dir_b, const char* section = "params");
 
 // (step, value) of one metric in a peer's metrics.csv.
 std::map<int64_t, double> read_metric(const std::string& output_dir, const std::string& metric);

@@ -1,5 +1,6 @@
-// Reads what `loom train --dump-init/--dump-final DIR` wrote: parameters by
-// name as float vectors. For comparing runs in tests.
+// Reads what `loom train --dump-init/--dump-final DIR` wrote: parameters (or
+// the optimizer's statistics) by name as float vectors. For comparing runs in
+// tests.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -13,11 +14,12 @@
 
 namespace loom::test {
 
-inline std::map<std::string, std::vector<float>> read_params(const std::string& dir) {
+// section: "params", or "optimizer" for the optimizer's statistics.
+inline std::map<std::string, std::vector<float>> read_params(const std::string& dir, const char* section = "params") {
   std::ifstream in(dir + "/manifest.json");
   nlohmann::json manifest = nlohmann::json::parse(in);
   std::map<std::string, std::vector<float>> params;
-  for (const auto& p : manifest["params"]) {
+  for (const auto& p : manifest.at(section)) {
     std::ifstream bin(dir + "/" + p["file"].get<std::string>(), std::ios::binary);
     std::stringstream bytes;
     bytes << bin.rdbuf();

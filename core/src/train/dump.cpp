@@ -24,7 +24,7 @@ json write_tensor(const std::string& dir, const std::string& file, const torch::
 
 }  // namespace
 
-void dump_run(const std::string& dir, Task& task, const TrainingState& state, Sampler& sampler,
+void dump_run(const std::string& dir, Task& task, TrainingState& state, Sampler& sampler,
               const TrainerSettings& s, bool with_data) {
   make_dirs(dir);
   json manifest;
@@ -41,6 +41,17 @@ void dump_run(const std::string& dir, Task& task, const TrainingState& state, Sa
     params.push_back(p);
   }
   manifest["params"] = params;
+  // The optimizer's statistics as the strategy sees them (opt0, opt1, ...).
+  json optimizer = json::array();
+  i = 0;
+  for (const DLTensor& v : state.optimizer_views()) {
+    if (v.dtype.code != kDLFloat || v.dtype.bits != 32) continue;  // the readers take float32
+    const auto sizes = c10::IntArrayRef(v.shape, static_cast<size_t>(v.ndim));
+    json o = write_tensor(dir, "opt" + std::to_string(i) + ".bin", torch::from_blob(v.data, sizes, torch::kFloat));
+    o["name"] = "opt" + std::to_string(i++);
+    optimizer.push_back(o);
+  }
+  manifest["optimizer"] = optimizer;
   if (with_data) {
     const Dataset& data = task.train_data();
     std::vector<int64_t> all(static_cast<size_t>(data.size()));
@@ -57,7 +68,6 @@ void dump_run(const std::string& dir, Task& task, const TrainingState& state, Sa
     manifest["batches"] = write_tensor(dir, "batches.bin", torch::tensor(order, torch::kLong).view({micro_batches, -1}));
   }
   write_file_atomically(dir + "/manifest.json", manifest.dump(2));
-  (void)state;
 }
 
 }  // namespace loom::train

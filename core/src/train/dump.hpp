@@ -13,7 +13,7 @@ class Task;
 class TrainingState;
 class Sampler;
 
-void dump_run(const std::string& dir, Task& task, const TrainingState& state, Sampler& sampler,
+void dump_run(const std::string& dir, Task& task, TrainingState& state, Sampler& sampler,
               const TrainerSettings& settings, bool with_data);
 
 }  // namespace loom::train

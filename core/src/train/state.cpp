@@ -1,6 +1,8 @@
 #include "state.hpp"
 
+#include <algorithm>
 #include <map>
+#include <type_traits>
 #include <sstream>
 
 #include "loom/status.hpp"
@@ -32,6 +34,30 @@ loom_status snapshot_cb(void* user, const uint8_t** data, size_t* len) {
     return LOOM_OK;
   } catch (...) {
     return LOOM_ERR_INTERNAL;
+  }
+}
+
+loom_status optimizer_state_cb(void* user, const DLTensor** tensors, uint32_t* count) {
+  try {
+    const auto& views = static_cast<TrainingState*>(user)->optimizer_views();
+    *tensors = views.data();
+    *count = static_cast<uint32_t>(views.size());
+    return LOOM_OK;
+  } catch (...) {
+    return LOOM_ERR_INTERNAL;
+  }
+}
+
+// LibTorch keys an optimizer's per-parameter state by the parameter's
+// TensorImpl: as its address in text up to 2.0, as the address since.
+template <class Map>
+auto find_param_state(Map& state, const torch::Tensor& p) {
+  if constexpr (std::is_same_v<typename Map::key_type, std::string>) {
+    std::ostringstream key;
+    key << p.unsafeGetTensorImpl();
+    return state.find(key.str());
+  } else {
+    return state.find(p.unsafeGetTensorImpl());
   }
 }
 
@@ -100,6 +126,42 @@ TrainingState::TrainingState(Task& task, const TrainerSettings& s) : task_(task)
   view_.restore = restore_cb;
   view_.batch_size = static_cast<uint64_t>(s.batch_size);
   view_.max_steps = s.max_steps;
+  view_.optimizer_state = optimizer_state_cb;
+}
+
+const std::vector<DLTensor>& TrainingState::optimizer_views() {
+  opt_tensors_.clear();
+  auto& state = optimizer_->state();
+  for (auto& p : params_) {
+    auto it = find_param_state(state, p);
+    if (it == state.end()) continue;  // no step yet
+    auto* base = it->second.get();
+    if (auto* adam = dynamic_cast<torch::optim::AdamParamState*>(base)) {
+      opt_tensors_.insert(opt_tensors_.end(), {adam->exp_avg(), adam->exp_avg_sq(), adam->max_exp_avg_sq()});
+    } else if (auto* adamw = dynamic_cast<torch::optim::AdamWParamState*>(base)) {
+      opt_tensors_.insert(opt_tensors_.end(), {adamw->exp_avg(), adamw->exp_avg_sq(), adamw->max_exp_avg_sq()});
+    } else if (auto* sgd = dynamic_cast<torch::optim::SGDParamState*>(base)) {
+      opt_tensors_.push_back(sgd->momentum_buffer());
+    }
+  }
+  // amsgrad's maximum and a momentum-free SGD's buffer are undefined.
+  opt_tensors_.erase(std::remove_if(opt_tensors_.begin(), opt_tensors_.end(), [](const torch::Tensor& t) { return !t.defined(); }),
+                     opt_tensors_.end());
+  opt_views_.clear();
+  opt_shapes_.clear();
+  opt_shapes_.reserve(opt_tensors_.size());
+  for (auto& t : opt_tensors_) {
+    if (!t.is_contiguous()) throw Error::runtime("an optimizer statistic is not contiguous");
+    opt_shapes_.push_back(t.sizes().vec());
+    DLTensor v{};
+    v.data = t.data_ptr();
+    v.device = dl_device(t);
+    v.ndim = static_cast<int32_t>(opt_shapes_.back().size());
+    v.dtype = dl_dtype(t);
+    v.shape = opt_shapes_.back().data();
+    opt_views_.push_back(v);
+  }
+  return opt_views_;
 }
 
 void TrainingState::set_lr(double lr) {

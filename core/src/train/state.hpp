@@ -38,6 +38,11 @@ class TrainingState {
   std::string snapshot() const;
   void restore(const std::string& bytes);
 
+  // The optimizer's floating-point statistics (momentum buffers, Adam's
+  // moments) in parameter order, as lent to the strategy (ABI 1.2): valid
+  // until the next optimizer step, restore or call.
+  const std::vector<DLTensor>& optimizer_views();
+
   int64_t step = 0;  // global optimizer steps, as saved in snapshots
 
  private:
@@ -50,6 +55,9 @@ class TrainingState {
   std::vector<void*> grad_data_;
   std::vector<torch::Tensor> grad_buffers_;  // the flat storage the gradients are views of
   loom_training_state_v1 view_{};
+  std::vector<torch::Tensor> opt_tensors_;  // what opt_views_ point into
+  std::vector<std::vector<int64_t>> opt_shapes_;
+  std::vector<DLTensor> opt_views_;
   mutable std::string last_snapshot_;
 };
 

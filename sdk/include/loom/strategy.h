@@ -80,6 +80,17 @@ typedef struct loom_training_state_v1 {
    * (e.g. a last state averaging) in the final after_optimizer_step; -1 when
    * unknown. */
   int64_t max_steps;
+  /* ABI 1.2 (present when struct_size >= LOOM_TRAINING_STATE_V1_2_SIZE; may
+   * be NULL when the host has none to lend): the optimizer's floating-point
+   * statistics (SGD's momentum buffers, Adam's first and second moments),
+   * *count tensors in an order fixed by the optimizer and the parameters, so
+   * that processes training the same model with the same optimizer get the
+   * same list. *count is 0 before the optimizer's first step. Called on the
+   * training thread from after_optimizer_step; the array and the tensors it
+   * describes are owned by the host and valid until the next optimizer step,
+   * restore or call. The strategy may write the data (e.g. to average it
+   * across processes), never shapes or dtypes. */
+  loom_status (*optimizer_state)(void *user, const DLTensor **tensors, uint32_t *count);
 } loom_training_state_v1;
 
 typedef struct loom_strategy_v1 {
@@ -148,13 +159,16 @@ typedef struct loom_strategy_v1 {
 /* Sizes with the members ABI 1.1 appended. */
 #define LOOM_TRAINING_STATE_V1_1_SIZE 72u
 #define LOOM_STRATEGY_V1_1_SIZE 152u
+/* Sizes with the members ABI 1.2 appended. */
+#define LOOM_TRAINING_STATE_V1_2_SIZE 80u
 
 #define LOOM_STRATEGY_ENTRY loom_strategy_plugin_v1
 #define LOOM_STRATEGY_ENTRY_NAME "loom_strategy_plugin_v1"
 
 #if UINTPTR_MAX == 0xffffffffffffffffu
-LOOM_STATIC_ASSERT(sizeof(loom_training_state_v1) == LOOM_TRAINING_STATE_V1_1_SIZE, "loom_training_state_v1 layout is frozen");
+LOOM_STATIC_ASSERT(sizeof(loom_training_state_v1) == LOOM_TRAINING_STATE_V1_2_SIZE, "loom_training_state_v1 layout is frozen");
 LOOM_STATIC_ASSERT(offsetof(loom_training_state_v1, max_steps) == LOOM_TRAINING_STATE_V1_0_SIZE, "1.1 appends after 1.0");
+LOOM_STATIC_ASSERT(offsetof(loom_training_state_v1, optimizer_state) == LOOM_TRAINING_STATE_V1_1_SIZE, "1.2 appends after 1.1");
 LOOM_STATIC_ASSERT(offsetof(loom_training_state_v1, restore) == 40, "loom_training_state_v1 layout is frozen");
 LOOM_STATIC_ASSERT(offsetof(loom_training_state_v1, start_step) == 56, "loom_training_state_v1 layout is frozen");
 LOOM_STATIC_ASSERT(sizeof(loom_strategy_v1) == LOOM_STRATEGY_V1_1_SIZE, "loom_strategy_v1 layout is frozen");
