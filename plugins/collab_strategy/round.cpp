@@ -324,8 +324,8 @@ bool Peer::average_gradients(bool *moved_on) {
     if (p->comm) {
       if (reduce(*p->group, std::move(p->comm), Clock::now() - start, p->connected - p->matched, true)) return true;
       ++first_attempt;
-    } else if (!p->why.empty()) {
-      detail("epoch " + std::to_string(epoch) + ": the group prepared ahead did not form (" + p->why +
+    } else if (p->group && p->group->members.size() > 1) {
+      detail("epoch " + std::to_string(epoch) + ": the group prepared ahead did not come together (" + p->why +
              "); matchmaking again");
     }
   } else {
@@ -350,7 +350,7 @@ bool Peer::average_gradients(bool *moved_on) {
       last_failure = group->members.size() == 1 ? "no other peer was ready" : "the group was smaller than min_group_size";
       // Peers still training at this epoch will be ready soon (the swarm's
       // count said so): wait for them rather than step alone.
-      if (!view().training_at(epoch).empty()) continue;
+      if (!view().accumulating_at(epoch).empty()) continue;
       break;
     }
     auto comm = std::make_unique<GroupComm>(collective_, collective_instance_, dht_.get(), opt_.run_id, run_);

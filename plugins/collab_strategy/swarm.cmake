@@ -8,7 +8,7 @@ find_package(ZLIB REQUIRED)
 find_package(Threads REQUIRED)
 
 set(_loom_swarm_dir ${CMAKE_CURRENT_LIST_DIR})
-set(_loom_swarm_sources ${_loom_swarm_dir}/records.cpp ${_loom_swarm_dir}/dht.cpp)
+set(_loom_swarm_sources ${_loom_swarm_dir}/records.cpp ${_loom_swarm_dir}/dht.cpp ${_loom_swarm_dir}/tracker.cpp)
 # Written separately; the library builds with or without it.
 if(EXISTS ${_loom_swarm_dir}/state_transfer.cpp)
   list(APPEND _loom_swarm_sources ${_loom_swarm_dir}/state_transfer.cpp)

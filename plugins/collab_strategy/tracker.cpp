@@ -11,6 +11,13 @@ std::vector<uint64_t> SwarmView::training_at(int64_t epoch) const {
   return out;
 }
 
+std::vector<uint64_t> SwarmView::accumulating_at(int64_t epoch) const {
+  std::vector<uint64_t> out;
+  for (const auto &r : others)
+    if (r.epoch == epoch && !(r.flags & ProgressRecord::kLoading) && r.samples_per_second > 0) out.push_back(r.peer_id);
+  return out;
+}
+
 void Tracker::merge(const ProgressRecord &r) {
   auto it = peers_.find(r.peer_id);
   if (it != peers_.end() && it->second.time_ms > r.time_ms) return;  // an older copy from a slow node

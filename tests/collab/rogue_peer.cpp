@@ -1,31 +1,160 @@
-// A misbehaving swarm member for the bad-input tests: it joins a run's DHT
-// and publishes, under the run's progress key, a record of another run, a
-// truncated record, a record with a flipped bit and plain garbage, again and
-// again until killed or until its time is up.
+// A misbehaving swarm member for the bad-input tests.
+//
 //   loom_swarm_rogue RUN_ID HOST:PORT SECONDS
+//     joins a run's DHT and publishes, under the run's progress key, a record
+//     of another run, a truncated record, a record with a flipped bit and
+//     plain garbage, again and again until killed or its time is up.
+//   loom_swarm_rogue --donor RUN_ID HOST:PORT|- SECONDS
+//     joins the run (or, with -, starts its DHT for others to join) as a donor: it publishes a well-formed progress record at
+//     the highest epoch it sees, and its state server answers every request
+//     with a state whose chunk checksum is wrong; once it has served one, it
+//     says goodbye (a record flagged as left) and exits. Prints "rogue dht
+//     127.0.0.1:PORT" once its DHT node listens, so peers can join through it.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <thread>
 
 #include "dht.h"
 #include "records.h"
+#include "state_transfer.h"
 
 using namespace loom_collab;
+using Clock = std::chrono::steady_clock;
 
-int main(int argc, char **argv) {
-  if (argc != 4) {
-    std::fprintf(stderr, "usage: %s RUN_ID HOST:PORT SECONDS\n", argv[0]);
-    return 2;
+namespace {
+
+int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+void put(uint8_t *p, uint64_t v, int bytes) {
+  for (int i = 0; i < bytes; ++i) p[i] = uint8_t(v >> (8 * i));
+}
+
+void send_all(int fd, const uint8_t *p, size_t n) {
+  while (n > 0) {
+    ssize_t w = ::send(fd, p, n, MSG_NOSIGNAL);
+    if (w <= 0) return;
+    p += w;
+    n -= size_t(w);
   }
-  const std::string run_id = argv[1];
+}
+
+// Answers each request (wire format of state_transfer.h) with a 4 KiB state
+// of `epoch` whose only chunk carries a wrong CRC.
+void serve_bad_state(int listener, const std::atomic<int64_t> *epoch, const std::atomic<bool> *stop,
+                     std::atomic<int> *served) {
+  while (!*stop) {
+    timeval tv{0, 200000};
+    ::setsockopt(listener, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    int fd = ::accept(listener, nullptr, nullptr);
+    if (fd < 0) continue;
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    uint8_t request[kStateRequestSize];
+    size_t got = 0;
+    for (int tries = 0; got < sizeof request && tries < 25; ++tries) {
+      ssize_t r = ::recv(fd, request + got, sizeof request - got, 0);
+      if (r == 0) break;
+      if (r > 0) got += size_t(r);
+    }
+    Bytes state(4096, 0x5A);
+    const uint32_t good = uint32_t(crc32_z(0, state.data(), state.size()));
+    uint8_t h[kStateReplySize];
+    put(h, kStateReplyMagic, 4);
+    put(h + 4, kStateWireVersion, 2);
+    put(h + 6, 0, 2);  // ok
+    put(h + 8, uint64_t(epoch->load()), 8);
+    put(h + 16, state.size(), 8);
+    put(h + 24, state.size(), 4);
+    put(h + 28, good, 4);
+    put(h + 32, uint32_t(crc32_z(0, h, 32)), 4);
+    uint8_t chunk[kStateChunkHeaderSize];
+    put(chunk, state.size(), 4);
+    put(chunk + 4, good ^ 0x1u, 4);  // the defect
+    send_all(fd, h, sizeof h);
+    send_all(fd, chunk, sizeof chunk);
+    send_all(fd, state.data(), state.size());
+    ::close(fd);
+    ++*served;
+  }
+}
+
+int run_donor(const std::string &run_id, const std::string &bootstrap, int seconds) {
   DhtConfig config;
   config.listen_host = "127.0.0.1";
-  config.bootstrap = {argv[2]};
+  if (bootstrap != "-") config.bootstrap = {bootstrap};
   SwarmDht dht(config);
   if (!dht.wait_connected(std::chrono::seconds(10))) {
-    std::fprintf(stderr, "rogue: could not reach %s\n", argv[2]);
+    std::fprintf(stderr, "rogue: could not reach %s\n", bootstrap.c_str());
+    return 1;
+  }
+  int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  if (listener < 0 || ::bind(listener, reinterpret_cast<sockaddr *>(&addr), sizeof addr) != 0 ||
+      ::listen(listener, 16) != 0 || ::getsockname(listener, reinterpret_cast<sockaddr *>(&addr), &len) != 0) {
+    std::perror("rogue: state server");
+    return 1;
+  }
+  std::printf("rogue dht 127.0.0.1:%u\n", unsigned(dht.port()));
+  std::fflush(stdout);
+  std::atomic<int64_t> epoch{0};
+  std::atomic<bool> stop{false};
+  std::atomic<int> served{0};
+  std::thread server(serve_bad_state, listener, &epoch, &stop, &served);
+  const uint64_t run = run_hash(run_id);
+  ProgressRecord me;
+  me.peer_id = 0xD0D0D0D0ull;
+  me.state_host = "127.0.0.1";
+  me.state_port = ntohs(addr.sin_port);
+  const std::string key = progress_key(run_id);
+  const auto until = Clock::now() + std::chrono::seconds(seconds);
+  while (Clock::now() < until && served == 0) {
+    for (const auto &raw : dht.get(key, std::chrono::milliseconds(300))) {
+      std::string why;
+      auto r = decode_progress(run, raw.data(), raw.size(), &why);
+      if (r && r->peer_id != me.peer_id && r->epoch > epoch) {
+        epoch = r->epoch;
+        std::printf("rogue epoch %lld\n", static_cast<long long>(r->epoch));
+        std::fflush(stdout);
+      }
+    }
+    me.epoch = epoch;
+    me.time_ms = now_ms();
+    dht.put(key, me.peer_id, encode(run, me), std::chrono::seconds(10), std::chrono::milliseconds(500));
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  }
+  std::printf("rogue served %d bad states\n", served.load());
+  std::fflush(stdout);
+  me.flags = ProgressRecord::kLeft;
+  me.time_ms = now_ms();
+  dht.put(key, me.peer_id, encode(run, me), std::chrono::seconds(10), std::chrono::milliseconds(500));
+  stop = true;
+  server.join();
+  ::close(listener);
+  return 0;
+}
+
+int run_records(const std::string &run_id, const std::string &bootstrap, int seconds) {
+  DhtConfig config;
+  config.listen_host = "127.0.0.1";
+  config.bootstrap = {bootstrap};
+  SwarmDht dht(config);
+  if (!dht.wait_connected(std::chrono::seconds(10))) {
+    std::fprintf(stderr, "rogue: could not reach %s\n", bootstrap.c_str());
     return 1;
   }
   ProgressRecord r;
@@ -36,11 +165,9 @@ int main(int argc, char **argv) {
   r.state_host = "127.0.0.1";
   r.state_port = 9;
   const std::string key = progress_key(run_id);
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(std::atoi(argv[3]));
-  while (std::chrono::steady_clock::now() < until) {
-    r.time_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                    std::chrono::system_clock::now().time_since_epoch())
-                    .count();
+  const auto until = Clock::now() + std::chrono::seconds(seconds);
+  while (Clock::now() < until) {
+    r.time_ms = now_ms();
     Bytes other = encode(run_hash(run_id + "-another-run"), r);
     Bytes good = encode(run_hash(run_id), r);
     Bytes truncated(good.begin(), good.begin() + long(good.size() / 2));
@@ -53,4 +180,16 @@ int main(int argc, char **argv) {
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
   }
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+  const bool donor = argc == 5 && std::strcmp(argv[1], "--donor") == 0;
+  if (argc != 4 && !donor) {
+    std::fprintf(stderr, "usage: %s [--donor] RUN_ID HOST:PORT SECONDS\n", argv[0]);
+    return 2;
+  }
+  char **args = argv + (donor ? 2 : 1);
+  return donor ? run_donor(args[0], args[1], std::atoi(args[2])) : run_records(args[0], args[1], std::atoi(args[2]));
 }

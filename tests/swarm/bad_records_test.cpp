@@ -1,9 +1,15 @@
-// A misbehaving member publishes foreign, truncated, corrupted and garbage
-// progress records into the run's DHT key (loom_swarm_rogue): the peers
-// reject each, log it, and train on together.
+// Misbehaving members (loom_swarm_rogue): one publishes foreign, truncated,
+// corrupted and garbage progress records into the run's DHT key, and the
+// peers reject each, log it, and train on together; another serves a state
+// with a wrong checksum, and a joiner rejects it, logs it, and loads the
+// state from an honest donor.
 #include <gtest/gtest.h>
 
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
+#include <thread>
 
 #include "support/subprocess.hpp"
 #include "swarm.hpp"
@@ -34,6 +40,69 @@ TEST(Swarm, ForeignAndMalformedRecordsAreRejectedAndTrainingGoesOn) {
     EXPECT_GE(final->accuracy, 0.9) << p->name();
     int with_two = 0;
     for (const auto& round : averaged_rounds(log)) with_two += round.peers == 2;
+    EXPECT_GE(with_two, 1) << p->name() << " never averaged with the other peer\n" << p->tail();
+  }
+}
+
+TEST(Swarm, DonorWithAWrongChecksumIsRejectedAndTheJoinerLoadsFromAnother) {
+  Scratch scratch;
+  const std::string run_id = unique_run_id("rogue-donor");
+  const std::vector<std::string> common = {"strategy.options.listen=127.0.0.1", "strategy.options.verbose=true",
+                                           "strategy.options.run_id=" + run_id, "trainer.max_steps=80",
+                                           "strategy.options.matchmaking_time=0.5"};
+  // The rogue starts the swarm; the honest peer joins through it and trains
+  // (alone: the rogue never averages).
+  const std::string rogue_binary = (std::filesystem::path(kLoomBinary).parent_path() / "loom_swarm_rogue").string();
+  const std::string rogue_log = scratch.path("rogue-donor.log");
+  loom::test::Child rogue({rogue_binary, "--donor", run_id, "-", "120"}, {}, rogue_log);
+  std::string rogue_address;
+  ASSERT_TRUE(wait_until(
+      [&] {
+        const std::string text = read_text(rogue_log);
+        auto at = text.find("rogue dht ");
+        if (at == std::string::npos || text.find('\n', at) == std::string::npos) return false;
+        rogue_address = text.substr(at + 10, text.find('\n', at) - at - 10);
+        return true;
+      },
+      seconds(20)))
+      << read_text(rogue_log);
+  Peer honest(scratch, "honest", digits_config(), common, {{"LOOM_INITIAL_PEERS", rogue_address}});
+  // Once the rogue copies an epoch of 3 or more, freeze the honest peer until
+  // its record is stale: the rogue is then the joiner's only donor.
+  ASSERT_TRUE(wait_until(
+      [&] {
+        const std::string text = read_text(rogue_log);
+        auto at = text.rfind("rogue epoch ");
+        return at != std::string::npos && std::atoll(text.c_str() + at + 12) >= 3;
+      },
+      seconds(60)))
+      << read_text(rogue_log) << honest.tail();
+  const auto stopped = Clock::now();
+  honest.signal(SIGSTOP);
+  std::this_thread::sleep_for(seconds(6));
+  Peer joiner(scratch, "joiner", digits_config(), common, {{"LOOM_INITIAL_PEERS", rogue_address}});
+  const bool rejected = wait_until([&] { return joiner.log().find("CRC mismatch") != std::string::npos; }, seconds(30));
+  honest.signal(SIGCONT);
+  ASSERT_TRUE(rejected) << "the joiner never logged rejecting the rogue's state\n"
+                        << joiner.tail() << read_text(rogue_log);
+  EXPECT_NE(joiner.log().find("state download from donor " + std::to_string(0xD0D0D0D0ull)), std::string::npos)
+      << joiner.tail();
+
+  const auto resumed = Clock::now();
+  for (Peer* p : {&honest, &joiner}) ASSERT_EQ(p->wait_exit(seconds(120)), 0) << p->tail();
+  std::printf("[ figures  ] honest peer stopped at %.1f s, resumed at %.1f s; both done at %.1f s\n",
+              std::chrono::duration<double>(stopped - honest.started()).count(),
+              std::chrono::duration<double>(resumed - honest.started()).count(),
+              std::chrono::duration<double>(Clock::now() - honest.started()).count());
+  const auto loaded = loaded_states(joiner.log());
+  ASSERT_FALSE(loaded.empty()) << "the joiner never loaded the state from the honest peer\n" << joiner.tail();
+  EXPECT_GE(loaded.front().epoch, 3);
+  for (Peer* p : {&honest, &joiner}) {
+    auto final = final_result(p->log());
+    ASSERT_TRUE(final) << p->tail();
+    EXPECT_GE(final->accuracy, 0.85) << p->name();  // 80 epochs
+    int with_two = 0;
+    for (const auto& round : averaged_rounds(p->log())) with_two += round.peers == 2;
     EXPECT_GE(with_two, 1) << p->name() << " never averaged with the other peer\n" << p->tail();
   }
 }

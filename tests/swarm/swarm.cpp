@@ -46,16 +46,12 @@ std::string unique_run_id(const std::string& tag) { return "swarm-" + tag + "-" 
 std::string digits_config() { return std::string(LOOM_SOURCE_DIR) + "/examples/configs/digits-collab.toml"; }
 std::string teacher_config() { return std::string(LOOM_SOURCE_DIR) + "/examples/configs/teacher.toml"; }
 
-namespace {
-
-std::string read_all(const std::string& path) {
+std::string read_text(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::stringstream s;
   s << in.rdbuf();
   return s.str();
 }
-
-}  // namespace
 
 Peer::Peer(const Scratch& scratch, const std::string& name, const std::string& config,
            const std::vector<std::string>& sets, std::map<std::string, std::string> env, bool dump_final)
@@ -77,12 +73,14 @@ Peer::Peer(const Scratch& scratch, const std::string& name, const std::string& c
   child_ = std::make_unique<loom::test::Child>(argv, env, log_path_);
 }
 
-std::string Peer::log() const { return read_all(log_path_); }
+std::string Peer::log() const { return read_text(log_path_); }
 
 void Peer::kill() {
   child_->kill(SIGKILL);
   child_->wait(seconds(10));
 }
+
+void Peer::signal(int signo) { child_->kill(signo); }
 
 int Peer::wait_exit(milliseconds timeout) {
   int status = child_->wait(timeout);

@@ -37,7 +37,8 @@ class Scratch {
 // A run_id no other test run on this machine uses: tag plus this process's id.
 std::string unique_run_id(const std::string& tag);
 
-std::string digits_config();   // examples/configs/digits-collab.toml
+std::string digits_config();
+std::string read_text(const std::string& path);  // a file's bytes; empty when it cannot be read   // examples/configs/digits-collab.toml
 std::string teacher_config();  // examples/configs/teacher.toml
 
 // One `loom train` peer. Its stdout and stderr go to <scratch>/<name>.log,
@@ -57,6 +58,7 @@ class Peer {
   Clock::time_point started() const { return started_; }
   bool running() { return child_->running(); }
   void kill();  // SIGKILL, then reap
+  void signal(int signo);  // e.g. SIGSTOP / SIGCONT; no reaping
   // The exit code; -1 if it did not exit within timeout (it is then killed),
   // 128 + n if signal n ended it.
   int wait_exit(milliseconds timeout);

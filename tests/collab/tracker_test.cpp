@@ -1,0 +1,100 @@
+// The swarm bookkeeping (tracker.h): what a peer concludes from the progress
+// records it read: global epoch, samples towards the target, live peers,
+// which of them to wait for, and donors in order of preference.
+#include <gtest/gtest.h>
+
+#include "tracker.h"
+
+namespace loom_collab {
+namespace {
+
+constexpr int64_t kNow = 1'000'000;
+constexpr uint64_t kMe = 1;
+
+ProgressRecord record(uint64_t id, int64_t epoch, uint64_t samples, double rate, int64_t age_ms = 0,
+                      uint32_t flags = 0) {
+  ProgressRecord r;
+  r.peer_id = id;
+  r.epoch = epoch;
+  r.samples = samples;
+  r.samples_per_second = rate;
+  r.time_ms = kNow - age_ms;
+  r.flags = flags;
+  r.state_host = "127.0.0.1";
+  r.state_port = uint16_t(1000 + id);
+  return r;
+}
+
+TEST(Tracker, GlobalEpochIsTheHighestLivePeersAndSamplesAreCountedThere) {
+  Tracker t(5000);
+  t.merge(record(2, 7, 100, 0));
+  t.merge(record(3, 7, 50, 0));
+  t.merge(record(4, 6, 999, 0));  // behind: not counted at epoch 7 (this peer is at 6, no epoch start)
+  SwarmView v = t.view(kMe, 6, 10, 0, kNow);
+  EXPECT_EQ(v.global_epoch, 7);
+  EXPECT_EQ(v.samples, 150u);  // this peer's 10 are at epoch 6
+  EXPECT_EQ(v.peers, 4u);
+}
+
+TEST(Tracker, RecordsAreExtrapolatedByTheirRateForAtMostOneSecond) {
+  Tracker t(5000);
+  t.merge(record(2, 3, 100, 50, /*age_ms=*/500));
+  EXPECT_EQ(t.view(kMe, 3, 0, 0, kNow).samples, 125u);
+  Tracker old(5000);
+  old.merge(record(2, 3, 100, 50, /*age_ms=*/4000));
+  EXPECT_EQ(old.view(kMe, 3, 0, 0, kNow).samples, 150u);  // one second's worth, not four
+}
+
+TEST(Tracker, StaleRecordsAndGoodbyesAreNotPeers) {
+  Tracker t(5000);
+  t.merge(record(2, 9, 0, 0, /*age_ms=*/6000));
+  t.merge(record(3, 9, 0, 0, 0, ProgressRecord::kLeft));
+  SwarmView v = t.view(kMe, 4, 0, 0, kNow);
+  EXPECT_EQ(v.peers, 1u);
+  EXPECT_EQ(v.global_epoch, 4);
+  EXPECT_TRUE(t.donors(kMe, 0, kNow).empty());
+}
+
+TEST(Tracker, AnOlderCopyNeverReplacesANewerRecord) {
+  Tracker t(5000);
+  t.merge(record(2, 5, 0, 0, /*age_ms=*/100));
+  t.merge(record(2, 4, 0, 0, /*age_ms=*/900));
+  EXPECT_EQ(t.view(kMe, 0, 0, 0, kNow).global_epoch, 5);
+}
+
+TEST(Tracker, LoadingPeersNeitherSetTheEpochNorDonate) {
+  Tracker t(5000);
+  t.merge(record(2, 50, 0, 0, 0, ProgressRecord::kLoading));
+  SwarmView v = t.view(kMe, 3, 0, 0, kNow);
+  EXPECT_EQ(v.global_epoch, 3);
+  EXPECT_TRUE(v.training_at(50).empty());
+  EXPECT_TRUE(t.donors(kMe, 0, kNow).empty());
+}
+
+TEST(Tracker, OnlyPeersThatAccumulateAreWorthWaitingFor) {
+  Tracker t(5000);
+  t.merge(record(2, 8, 64, 120.0));
+  t.merge(record(3, 8, 0, 0.0));  // publishes, never trains
+  SwarmView v = t.view(kMe, 8, 0, 0, kNow);
+  EXPECT_EQ(v.training_at(8).size(), 2u);
+  ASSERT_EQ(v.accumulating_at(8).size(), 1u);
+  EXPECT_EQ(v.accumulating_at(8)[0], 2u);
+  EXPECT_TRUE(v.accumulating_at(7).empty());
+}
+
+TEST(Tracker, DonorsAreTheHighestEpochFirstThenIdleOnesAndNeverBehindMinEpoch) {
+  Tracker t(5000);
+  t.merge(record(2, 10, 0, 0, 0, ProgressRecord::kServing));
+  t.merge(record(3, 10, 0, 0));
+  t.merge(record(4, 12, 0, 0, 0, ProgressRecord::kServing));
+  t.merge(record(5, 9, 0, 0));
+  auto d = t.donors(kMe, 10, kNow);
+  ASSERT_EQ(d.size(), 3u);
+  EXPECT_EQ(d[0].peer_id, 4u);  // highest epoch, though busy
+  EXPECT_EQ(d[1].peer_id, 3u);  // idle before busy at the same epoch
+  EXPECT_EQ(d[2].peer_id, 2u);
+  EXPECT_EQ(d[1].port, 1003);
+}
+
+}  // namespace
+}  // namespace loom_collab
