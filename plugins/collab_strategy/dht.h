@@ -41,6 +41,13 @@ class SwarmDht {
   // and diagnostics.
   size_t stored_values() const;
 
+  // Pings another peer's DHT node at host:port unless the routing table
+  // already holds it. Peers learn each other's addresses from progress
+  // records; introducing them keeps the swarm one network when the node they
+  // bootstrapped through leaves (else two peers that only knew each other
+  // through it stop seeing each other's records).
+  void introduce(const std::string &host, uint16_t port);
+
   // Stores value under key (hashed with InfoHash::get). value_id names it:
   // a later put of the same (key, value_id) replaces the earlier one. The
   // value expires ttl after the put. Returns false (and logs at debug) when

@@ -25,6 +25,8 @@ namespace {
 
 constexpr auto kRecordTtl = std::chrono::seconds(10);  // DHT expiry of a progress record
 constexpr int64_t kRepublishMs = 1000;                 // refresh even when nothing changed
+constexpr int64_t kIntroduceMs = 2000;                 // how often known peers are checked in the DHT's table
+constexpr int64_t kForgetAddressMs = 5 * 60 * 1000;    // a peer unseen this long is not introduced again
 
 uint64_t random_id() {
   std::random_device rd;  // /dev/urandom: distinct across processes started at once
@@ -270,8 +272,26 @@ void Peer::refresh() {
         log(Level::warn, "rejected a progress record: " + reason + " (more of this kind are dropped silently)");
       continue;
     }
+    if (r->peer_id != id_ && r->state_port != 0 && !r->state_host.empty()) {
+      if (r->flags & ProgressRecord::kLeft) addresses_.erase(r->peer_id);
+      else addresses_[r->peer_id] = {r->state_host, r->state_port, wall_ms()};
+    }
     std::lock_guard<std::mutex> lock(mutex_);
     tracker_.merge(*r);
+  }
+  // Keep every peer seen lately in the DHT's routing table (its state server
+  // listens on its DHT node's port number whenever that was free).
+  const int64_t now = wall_ms();
+  if (now - last_introduce_ms_ >= kIntroduceMs) {
+    last_introduce_ms_ = now;
+    for (auto it = addresses_.begin(); it != addresses_.end();) {
+      if (now - it->second.seen_ms > kForgetAddressMs) {
+        it = addresses_.erase(it);
+        continue;
+      }
+      dht_->introduce(it->second.host, it->second.port);
+      ++it;
+    }
   }
 }
 

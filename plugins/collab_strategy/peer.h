@@ -144,6 +144,13 @@ class Peer {
   uint32_t last_published_flags_ = 0;
   int64_t last_publish_ms_ = 0;
   std::map<std::string, int> rejected_;  // reasons already logged (background thread only)
+  struct Address {
+    std::string host;
+    uint16_t port = 0;
+    int64_t seen_ms = 0;
+  };
+  std::map<uint64_t, Address> addresses_;  // peers seen, to introduce to the DHT (background thread only)
+  int64_t last_introduce_ms_ = 0;
 
   // Training thread only.
   uint64_t windows_ = 0;

@@ -21,9 +21,10 @@ struct SwarmView {
   size_t peers = 1;          // live peers, this one included
   // Live peers (not this one) at `epoch` who are training, not loading.
   std::vector<uint64_t> training_at(int64_t epoch) const;
-  // Those of them that accumulate samples (a rate above zero): the ones worth
-  // waiting for. A member that publishes progress but never trains (stuck,
-  // or broken) must not hold the others up for a whole averaging_timeout.
+  // Those of them that accumulate (samples at this epoch, or a rate): the
+  // ones worth waiting for. A member that publishes progress but never
+  // trains (stuck, or broken) must not hold the others up for a whole
+  // averaging_timeout.
   std::vector<uint64_t> accumulating_at(int64_t epoch) const;
   std::vector<ProgressRecord> others;  // live, not this one
 };

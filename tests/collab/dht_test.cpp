@@ -316,5 +316,28 @@ TEST(SwarmDht, ReservedValueIdAndBadTtlAreRefused) {
   EXPECT_TRUE(a->get("k", milliseconds(500)).empty());
 }
 
+// Two nodes that never bootstrapped through each other (as two peers whose
+// only common node left) see each other's values once one introduces the
+// other; before that, they are two networks.
+TEST(SwarmDht, IntroduceJoinsTwoNodesThatDidNotKnowEachOther) {
+  auto a = node(), b = node();
+  std::this_thread::sleep_for(milliseconds(300));
+  EXPECT_EQ(a->good_nodes(), 0u);
+  EXPECT_EQ(b->good_nodes(), 0u);
+  a->introduce("127.0.0.1", b->port());
+  const auto until = Clock::now() + kConnect;
+  while ((a->good_nodes() == 0 || b->good_nodes() == 0) && Clock::now() < until)
+    std::this_thread::sleep_for(milliseconds(10));
+  ASSERT_GT(a->good_nodes(), 0u);
+  ASSERT_GT(b->good_nodes(), 0u);
+  ASSERT_TRUE(b->put("loom/t/introduced", 7, bytes("from b"), seconds(30), kOp));
+  EXPECT_EQ(texts(a->get("loom/t/introduced", kOp)), std::vector<std::string>{"from b"});
+  // Introducing a node already in the table is a no-op, as is an address
+  // that does not resolve.
+  a->introduce("127.0.0.1", b->port());
+  a->introduce("no-such-host.invalid", 9);
+  EXPECT_GT(a->good_nodes(), 0u);
+}
+
 }  // namespace
 }  // namespace loom_collab

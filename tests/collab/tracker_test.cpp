@@ -73,12 +73,12 @@ TEST(Tracker, LoadingPeersNeitherSetTheEpochNorDonate) {
 
 TEST(Tracker, OnlyPeersThatAccumulateAreWorthWaitingFor) {
   Tracker t(5000);
-  t.merge(record(2, 8, 64, 120.0));
-  t.merge(record(3, 8, 0, 0.0));  // publishes, never trains
+  t.merge(record(2, 8, 0, 120.0));  // just stepped: no samples yet, a rate
+  t.merge(record(3, 8, 0, 0.0));    // publishes, never trains
+  t.merge(record(4, 8, 32, 0.0));   // its first window: samples, no rate yet
   SwarmView v = t.view(kMe, 8, 0, 0, kNow);
-  EXPECT_EQ(v.training_at(8).size(), 2u);
-  ASSERT_EQ(v.accumulating_at(8).size(), 1u);
-  EXPECT_EQ(v.accumulating_at(8)[0], 2u);
+  EXPECT_EQ(v.training_at(8).size(), 3u);
+  EXPECT_EQ(v.accumulating_at(8), (std::vector<uint64_t>{2, 4}));
   EXPECT_TRUE(v.accumulating_at(7).empty());
 }
 
