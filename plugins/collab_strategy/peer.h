@@ -104,6 +104,9 @@ class Peer {
   // made local means). Sets *moved_on when the swarm left this epoch behind.
   bool average_gradients(bool *moved_on);
   void average_parameters(const char *why);
+  // Replaces each view's data by its mean over comm_'s members (false, with
+  // *why, when the allreduce failed; the data is then unchanged).
+  bool average_views(std::vector<FloatView> &views, Clock::time_point deadline, std::string *why);
   // With average_optimizer_state: the optimizer's statistics, over comm_.
   void average_optimizer_state(const char *why, Clock::time_point deadline);
 

@@ -381,24 +381,31 @@ bool Peer::average_gradients(bool *moved_on) {
   return false;
 }
 
-void Peer::average_parameters(const char *reason) {
-  const auto deadline = Clock::now() + std::chrono::milliseconds(int64_t(opt_.averaging_timeout * 1000));
-  scratch_.resize(numel_);
+bool Peer::average_views(std::vector<FloatView> &views, Clock::time_point deadline, std::string *why) {
+  uint64_t numel = 0;
+  for (const auto &v : views) numel += v.numel;
+  scratch_.resize(numel);
   size_t at = 0;
-  for (const auto &p : params_) {
-    std::copy(p.data, p.data + p.numel, scratch_.begin() + at);
-    at += p.numel;
+  for (const auto &v : views) {
+    std::copy(v.data, v.data + v.numel, scratch_.begin() + at);
+    at += v.numel;
   }
-  std::string why;
-  if (comm_->allreduce_sum(scratch_.data(), numel_, deadline, &why) != LOOM_OK) {
-    log(Level::warn, std::string(reason) + ": parameter averaging failed (" + why + "); keeping this peer's");
-    return;
-  }
+  if (comm_->allreduce_sum(scratch_.data(), numel, deadline, why) != LOOM_OK) return false;
   const float inv = 1.0f / float(comm_->size());
   at = 0;
-  for (auto &p : params_) {
-    for (uint64_t i = 0; i < p.numel; ++i) p.data[i] = scratch_[at + i] * inv;
-    at += p.numel;
+  for (auto &v : views) {
+    for (uint64_t i = 0; i < v.numel; ++i) v.data[i] = scratch_[at + i] * inv;
+    at += v.numel;
+  }
+  return true;
+}
+
+void Peer::average_parameters(const char *reason) {
+  const auto deadline = Clock::now() + std::chrono::milliseconds(int64_t(opt_.averaging_timeout * 1000));
+  std::string why;
+  if (!average_views(params_, deadline, &why)) {
+    log(Level::warn, std::string(reason) + ": parameter averaging failed (" + why + "); keeping this peer's");
+    return;
   }
   detail(std::string(reason) + ": averaged the parameters with " + std::to_string(comm_->size()) + " peers");
   if (opt_.average_optimizer_state) average_optimizer_state(reason, deadline);
@@ -437,21 +444,9 @@ void Peer::average_optimizer_state(const char *reason, Clock::time_point deadlin
     return;
   }
   if (numel == 0) return;
-  scratch_.resize(numel);
-  size_t at = 0;
-  for (const auto &v : views) {
-    std::copy(v.data, v.data + v.numel, scratch_.begin() + at);
-    at += v.numel;
-  }
-  if (comm_->allreduce_sum(scratch_.data(), numel, deadline, &why) != LOOM_OK) {
+  if (!average_views(views, deadline, &why)) {
     log(Level::warn, std::string(reason) + ": averaging the optimizer's statistics failed (" + why + "); keeping this peer's");
     return;
-  }
-  const float inv = 1.0f / float(comm_->size());
-  at = 0;
-  for (auto &v : views) {
-    for (uint64_t i = 0; i < v.numel; ++i) v.data[i] = scratch_[at + i] * inv;
-    at += v.numel;
   }
   detail(std::string(reason) + ": averaged the optimizer's statistics (" + std::to_string(count) + " tensors) with " +
          std::to_string(comm_->size()) + " peers");
