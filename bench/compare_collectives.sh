@@ -40,8 +40,11 @@ launch() {
 nocma=$out/ucx-nocma.toml
 printf '[collective]\nname = "ucx"\n[collective.options]\ncma_threshold_bytes = -1\n' > "$nocma"
 
+# The machine is shared: the load with every round tells whether a round's
+# figures mean anything (at load 5 and more on 2 cores they swing 3x).
+load() { cut -d' ' -f1-3 /proc/loadavg; }
 for r in $(seq "$rounds"); do
-  echo "== round $r: ucx plugin (loom launch -n 2)"
+  echo "== round $r (load $(load)): ucx plugin (loom launch -n 2)"
   launch "$loom" bench collective --plugin ucx --max-bytes "$max" --json "$out/ucx.$r.json" | sed -n 's/^\[rank 0\] //p'
   echo "== round $r: ucx plugin without cross-memory attach (loom launch -n 2)"
   launch "$loom" --config "$nocma" bench collective --plugin ucx --max-bytes "$max" --json "$out/ucx-nocma.$r.json" |
@@ -83,5 +86,6 @@ for r in $(seq "$rounds"); do
   bw_mib=$(awk -v a="$bw_mib" -v b="$(awk '{print $5}' <<<"$bw")" 'BEGIN {print (b + 0 > a + 0) ? b : a}')
   lat_us=$(awk -v a="$lat_us" -v b="$(awk '{print $3}' <<<"$lat")" 'BEGIN {print (b + 0 < a + 0 && b + 0 > 0) ? b : a}')
 done
+echo "load at the end: $(load)"
 echo
 python3 "$here/compare_collectives_table.py" "$out" "$bw_mib" "$lat_us" "$tls" "$max"

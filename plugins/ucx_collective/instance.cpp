@@ -63,6 +63,26 @@ void unregister_instance(const loom_collective_ctx *ctx) {
   g_instances.erase(std::remove(g_instances.begin(), g_instances.end(), ctx), g_instances.end());
 }
 
+// Reads a declared boolean option ("true" / "false"); the declared default
+// when the host cannot answer.
+loom_status read_bool_option(const loom_collective_ctx &c, const loom_option_decl &decl, bool *out) {
+  const char *text = decl.default_value;
+  if (c.host.get_option) {
+    const char *value = nullptr;
+    loom_status s = c.host.get_option(c.host.host_ctx, decl.name, &value);
+    if (s == LOOM_OK && value)
+      text = value;
+    else
+      host_log(&c, LOOM_LOG_WARN, "host could not give option %s (%s); using the default %s", decl.name,
+               loom_status_name(s), decl.default_value);
+  }
+  if (std::strcmp(text, "true") == 0 || std::strcmp(text, "false") == 0) {
+    *out = text[0] == 't';
+    return LOOM_OK;
+  }
+  return fail(LOOM_ERR_INVALID_ARGUMENT, "option %s: \"%s\" is not true or false", decl.name, text);
+}
+
 // Reads a declared integer option >= min_value; the declared default when
 // the host cannot answer.
 loom_status read_int_option(const loom_collective_ctx &c, const loom_option_decl &decl, int64_t min_value,
@@ -100,6 +120,7 @@ loom_status read_options(loom_collective_ctx &c, std::string *transports, int64_
   LOOM_UCX_TRY(read_int_option(c, kOptions[kOptChunkBytes], 64, &c.tuning.chunk_bytes));
   LOOM_UCX_TRY(read_int_option(c, kOptions[kOptPipelineDepth], 1, &c.tuning.pipeline_depth));
   LOOM_UCX_TRY(read_int_option(c, kOptions[kOptCmaThreshold], -1, &c.tuning.cma_threshold));
+  LOOM_UCX_TRY(read_bool_option(c, kOptions[kOptCmaWholeBlocks], &c.tuning.cma_whole_blocks));
   LOOM_UCX_TRY(read_int_option(c, kOptions[kOptKeepaliveMs], 1, keepalive_ms));
   LOOM_UCX_TRY(read_int_option(c, kOptions[kOptSpinUs], 0, &c.spin_us));
   LOOM_UCX_TRY(read_int_option(c, kOptions[kOptYieldUs], 0, &c.yield_us));

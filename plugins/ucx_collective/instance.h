@@ -43,6 +43,7 @@ struct Tuning {
   int64_t chunk_bytes = 0;
   int64_t pipeline_depth = 0;
   int64_t cma_threshold = 0;            // -1: never by cross-memory attach
+  bool cma_whole_blocks = true;         // ring_pipeline.cpp: whole blocks between ranks of one host
 };
 
 // An endpoint being closed in the background, and the error-callback

@@ -1,6 +1,7 @@
 // The life of an operation: start, advance, fail, drain, finish.
 #include "op.h"
 
+#include <cerrno>
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
@@ -206,6 +207,9 @@ void recv_from(loom_request &op, Xfer &x, int peer, uint32_t sub, void *buf, siz
 
 bool received_ok(loom_request &op, const Xfer &x, int peer, size_t expected) {
   if (op.status != LOOM_OK) return false;
+  // Aborted while this receive ran (a long cross-memory-attach read stops
+  // early): the engine's next pass ends the operation ABORTED.
+  if (op.comm->aborted.load(std::memory_order_acquire)) return false;
   if (x.status == UCS_ERR_MESSAGE_TRUNCATED) {
     mismatch(op,
              "%s on communicator \"%s\": rank %d sent more than the %zu bytes this rank expected; the ranks disagree "
@@ -217,6 +221,10 @@ bool received_ok(loom_request &op, const Xfer &x, int peer, size_t expected) {
     loom_comm *c = op.comm;
     if (x.mode == Xfer::kCmaRecv && x.status == UCS_ERR_CONNECTION_RESET)  // its process is gone
       mark_failed(c, peer, "rank %d failed (its process no longer exists)", peer);
+    // The memory it offered is gone while this rank read it: it left the
+    // operation (aborted, destroyed the communicator, freed the buffer).
+    if (x.mode == Xfer::kCmaRecv && x.read_errno == EFAULT)
+      mark_failed(c, peer, "rank %d left the operation (the memory it offered is gone)", peer);
     if (c->failed) fail_op(&op, LOOM_ERR_PEER_FAILED, "%s on communicator \"%s\": %s", op.name, c->name, c->failed_why);
     else
       fail_op(&op, status_of(x.status), "%s on communicator \"%s\": receiving from rank %d failed: %s%s", op.name,

@@ -16,8 +16,11 @@
 // Chunking the messages would only add round trips there: the receiver's
 // core does the copying either way, so nothing is left to overlap, and with
 // one descriptor per block a rank reads its neighbour's data even while the
-// neighbour is not scheduled (the machines here are shared and loaded:
-// measured at 64 MiB, 2 ranks, see options.h).
+// neighbour is not scheduled (the machines here are shared and loaded: with
+// 256 KiB messages a rank stalls whenever its neighbour is descheduled with
+// its next descriptors unsent). Only reads cross processes, never writes: a
+// rank that aborts and frees its buffers can at worst make a peer's read
+// fail (EFAULT: "left the operation"), never have its memory written.
 #include "ring_pipeline.h"
 
 #include <cerrno>
@@ -42,8 +45,11 @@ class RingPipeline : public Algorithm {
       shortest = len < shortest ? len : shortest;
     }
     // Every rank decides alike: same layout, options and identities.
-    whole_ = op.comm->cma_everywhere && t.cma_threshold >= 0 && shortest > 0 &&
+    whole_ = t.cma_whole_blocks && op.comm->cma_everywhere && t.cma_threshold >= 0 && shortest > 0 &&
              shortest * elem_ >= uint64_t(t.cma_threshold);
+    // The header shows the choice, so ranks with cma_whole_blocks set
+    // differently fail with "different algorithm options", not a length.
+    if (whole_) op.header.chunk_bytes = 0;
     piece_ = uint64_t(t.chunk_bytes) / elem_ > 0 ? uint64_t(t.chunk_bytes) / elem_ : 1;
     const Chunks chunks(longest, whole_ ? longest * elem_ : uint64_t(t.chunk_bytes), elem_);
     per_ = chunks.per;
@@ -58,12 +64,13 @@ class RingPipeline : public Algorithm {
     recvs_.resize(depth_);
     sends_.resize(2 * depth_);
     if (whole_) sinks_.assign(depth_, Sink(this));
-    size_t scratch = rs_ ? (whole_ ? piece_ : depth_ * per_) * elem_ : 0;
+    const size_t slots = rs_ ? (whole_ ? piece_ : depth_ * per_) * elem_ : 0;
+    size_t scratch = slots;
     if (lay_.mode == RingLayout::kReduceScatter) scratch += 2 * longest * elem_;  // partial sums, two steps
     if (scratch) {
       op.scratch = take_scratch(op.comm, scratch);
       slots_ = op.scratch->data();
-      partial_ = slots_ + depth_ * per_ * elem_;
+      partial_ = slots_ + slots;
       partial_block_ = longest * elem_;
     }
   }

@@ -108,6 +108,7 @@ bool Xfer::poll() {
     } else {
       err = sink ? sink->consume(pid, desc.address, desc.length) : cma_read(pid, desc.address, buf, desc.length);
       status = err ? status_of_errno(err) : UCS_OK;
+      read_errno = err;
     }
     length = size_t(desc.length);
     read_done = true;

@@ -64,6 +64,7 @@ struct Xfer {
   void *buf = nullptr;      // receive side: where the data goes, at most cap bytes
   size_t cap = 0;
   CmaSink *sink = nullptr;  // receive side: takes the data instead of buf (set after posting)
+  int read_errno = 0;       // receive side: why the read failed
   ucs_status_t send_status = UCS_OK;
   CmaDescriptor desc{};
   CmaAck ack{};

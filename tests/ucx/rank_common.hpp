@@ -72,6 +72,7 @@ void report(const std::string& key, const std::string& value);
 using Scenario = int (*)(Rank&);
 int scenario_kill_during_allreduce(Rank& rank);
 int scenario_kill_between_ops(Rank& rank);
+int scenario_abort_during_allreduce(Rank& rank);
 int scenario_leak(Rank& rank);
 int scenario_mismatch(Rank& rank);
 int scenario_algorithms(Rank& rank);

@@ -50,6 +50,7 @@ int main(int argc, char** argv) {
     ucx_rank::Scenario run;
   } scenarios[] = {{"kill_during_allreduce", ucx_rank::scenario_kill_during_allreduce},
                    {"kill_between_ops", ucx_rank::scenario_kill_between_ops},
+                   {"abort_during_allreduce", ucx_rank::scenario_abort_during_allreduce},
                    {"leak", ucx_rank::scenario_leak},
                    {"mismatch", ucx_rank::scenario_mismatch},
                    {"algorithms", ucx_rank::scenario_algorithms},

@@ -169,6 +169,9 @@ int scenario_algorithms(Rank& rk) {
       {"bandwidth",
        {{"ring_threshold_bytes", "0"}, {"tree_pipeline_threshold_bytes", "0"}, {"chunk_bytes", "256"},
         {"pipeline_depth", "2"}}},
+      // Whole ring blocks by cross-memory attach for every size (fused read
+      // and reduction in small pieces), large vectors included.
+      {"cma_whole", {{"cma_whole_blocks", "true"}, {"cma_threshold_bytes", "0"}, {"chunk_bytes", "4096"}}},
   };
   int failures = 0;
   for (const auto& set : sets) {
@@ -195,7 +198,7 @@ int scenario_algorithms(Rank& rk) {
     run_reductions(ck, *world, LOOM_DTYPE_F32, 70001);  // several default chunks
     run_movement(ck, *world, LOOM_DTYPE_I32, 70001);
     run_concurrent(ck, *world);
-    if (set.first == "defaults") run_large(ck, *world);
+    if (set.first == "defaults" || set.first == "cma_whole") run_large(ck, *world);
     // Communicators over the even and the odd ranks, beside the world one.
     if (a.size >= 3) {
       const int color = a.rank % 2, sub_rank = a.rank / 2, sub_size = (a.size - color + 1) / 2;

@@ -246,6 +246,8 @@ int scenario_back_to_back(Rank& rk) {
       // Every message, headers included, by cross-memory attach, and none.
       {"cma_always", {{"cma_threshold_bytes", "0"}}},
       {"cma_never", {{"cma_threshold_bytes", "-1"}}},
+      // Whole ring blocks by cross-memory attach (fused read and reduction).
+      {"cma_whole", {{"cma_whole_blocks", "true"}}},
   };
   int failures = 0;
   for (const auto& set : sets) {

@@ -83,7 +83,36 @@ TEST_P(KillRank, BetweenOps) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(, KillRank, testing::Values(3, 4), param_name);
+INSTANTIATE_TEST_SUITE_P(, KillRank, testing::Values(2, 3, 4), param_name);
+
+// comm_abort from another thread while the ranks are deep in large
+// allreduces (with whole ring blocks, long cross-memory-attach reads of the
+// peer's memory): the aborting rank's allreduce ends ABORTED within moments,
+// the others' with PEER_FAILED (the memory it offered is gone) or TIMEOUT.
+class AbortRank : public testing::TestWithParam<int> {};
+
+TEST_P(AbortRank, DuringLargeAllreduce) {
+  const int n = GetParam();
+  for (const char* whole : {"false", "true"}) {  // chunked messages, whole ring blocks
+    SCOPED_TRACE(std::string("cma_whole_blocks = ") + whole);
+    Job job(n, "abort_during_allreduce",
+            {"--timeout-ms", std::to_string(kTimeoutMs), "--option", std::string("cma_whole_blocks=") + whole});
+    for (int r = 0; r < n; ++r) {
+      SCOPED_TRACE("rank " + std::to_string(r));
+      EXPECT_EQ(job.wait_exit(r, milliseconds(2 * kTimeoutMs + 60000)), 0) << dump(job);
+      const std::string code = job.result(r, "ended_code");
+      if (r == 0) {
+        EXPECT_EQ(code, "LOOM_ERR_ABORTED") << dump(job);
+        EXPECT_LT(std::atof(job.result(r, "abort_to_end_ms").c_str()), 200.0) << "the abort was seen late";
+      } else {
+        EXPECT_TRUE(code == "LOOM_ERR_PEER_FAILED" || code == "LOOM_ERR_TIMEOUT") << code << "\n" << dump(job);
+      }
+      EXPECT_EQ(job.result(r, "error"), "") << dump(job);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(, AbortRank, testing::Values(2, 3), param_name);
 
 // 1000 communicators of 2 ranks, each created, used (both allreduce
 // algorithms and a barrier) and destroyed. Tolerance, from iteration 100 to
@@ -142,7 +171,7 @@ TEST_P(Algorithms, Exact) {
   for (int r = 0; r < n; ++r) {
     SCOPED_TRACE("rank " + std::to_string(r));
     EXPECT_EQ(job.wait_exit(r, seconds(110)), 0) << dump(job);
-    for (const char* set : {"defaults", "latency", "bandwidth"})
+    for (const char* set : {"defaults", "latency", "bandwidth", "cma_whole"})
       EXPECT_EQ(job.result(r, std::string("set_") + set), "ok") << set;
   }
 }
@@ -160,7 +189,7 @@ TEST_P(BackToBack, EveryResultExact) {
   for (int r = 0; r < n; ++r) {
     SCOPED_TRACE("rank " + std::to_string(r));
     EXPECT_EQ(job.wait_exit(r, seconds(110)), 0) << dump(job);
-    for (const char* set : {"defaults", "latency", "bandwidth", "cma_always", "cma_never"})
+    for (const char* set : {"defaults", "latency", "bandwidth", "cma_always", "cma_never", "cma_whole"})
       EXPECT_EQ(job.result(r, std::string("set_") + set), "ok") << set << "\n" << dump(job);
   }
 }
