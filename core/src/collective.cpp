@@ -113,49 +113,42 @@ Status Communicator::irecv(void* buf, uint64_t count, loom_dtype dtype, int32_t 
 }
 #undef LOOM_POST
 
-// Inline when the plugin allows it (one vtable call, request == NULL), else
-// post + wait.
-#define LOOM_BLOCKING(name, args, post_call)                        \
-  if (inline_completion_) {                                         \
-    const loom_status code = vtable_->name args;                    \
-    return code == LOOM_OK ? Status() : inline_failed(code, #name); \
-  }                                                                 \
-  Request r;                                                        \
+// The blocking forms' post + wait (the inline case is in the header). A
+// blocking call has no request to hand out: it lives on this frame.
+#define LOOM_POST_WAIT(post_call) \
+  Request r;                      \
   return blocking(post_call, &r)
 
-Status Communicator::allreduce(const void* send, void* recv, uint64_t count, loom_dtype dtype, loom_reduce_op op) {
-  LOOM_BLOCKING(allreduce, (comm_, send, recv, count, dtype, op, nullptr),
-                iallreduce(send, recv, count, dtype, op, &r));
+Status Communicator::post_wait_allreduce(const void* send, void* recv, uint64_t count, loom_dtype dtype,
+                                         loom_reduce_op op) {
+  LOOM_POST_WAIT(iallreduce(send, recv, count, dtype, op, &r));
 }
-Status Communicator::broadcast(const void* send, void* recv, uint64_t count, loom_dtype dtype, int32_t root) {
-  LOOM_BLOCKING(broadcast, (comm_, send, recv, count, dtype, root, nullptr),
-                ibroadcast(send, recv, count, dtype, root, &r));
+Status Communicator::post_wait_broadcast(const void* send, void* recv, uint64_t count, loom_dtype dtype,
+                                         int32_t root) {
+  LOOM_POST_WAIT(ibroadcast(send, recv, count, dtype, root, &r));
 }
-Status Communicator::reduce(const void* send, void* recv, uint64_t count, loom_dtype dtype, loom_reduce_op op,
-                            int32_t root) {
-  LOOM_BLOCKING(reduce, (comm_, send, recv, count, dtype, op, root, nullptr),
-                ireduce(send, recv, count, dtype, op, root, &r));
+Status Communicator::post_wait_reduce(const void* send, void* recv, uint64_t count, loom_dtype dtype,
+                                      loom_reduce_op op, int32_t root) {
+  LOOM_POST_WAIT(ireduce(send, recv, count, dtype, op, root, &r));
 }
-Status Communicator::allgather(const void* send, void* recv, uint64_t sendcount, loom_dtype dtype) {
-  LOOM_BLOCKING(allgather, (comm_, send, recv, sendcount, dtype, nullptr),
-                iallgather(send, recv, sendcount, dtype, &r));
+Status Communicator::post_wait_allgather(const void* send, void* recv, uint64_t sendcount, loom_dtype dtype) {
+  LOOM_POST_WAIT(iallgather(send, recv, sendcount, dtype, &r));
 }
-Status Communicator::reduce_scatter(const void* send, void* recv, uint64_t recvcount, loom_dtype dtype,
-                                    loom_reduce_op op) {
-  LOOM_BLOCKING(reduce_scatter, (comm_, send, recv, recvcount, dtype, op, nullptr),
-                ireduce_scatter(send, recv, recvcount, dtype, op, &r));
+Status Communicator::post_wait_reduce_scatter(const void* send, void* recv, uint64_t recvcount, loom_dtype dtype,
+                                              loom_reduce_op op) {
+  LOOM_POST_WAIT(ireduce_scatter(send, recv, recvcount, dtype, op, &r));
 }
-Status Communicator::alltoall(const void* send, void* recv, uint64_t count, loom_dtype dtype) {
-  LOOM_BLOCKING(alltoall, (comm_, send, recv, count, dtype, nullptr), ialltoall(send, recv, count, dtype, &r));
+Status Communicator::post_wait_alltoall(const void* send, void* recv, uint64_t count, loom_dtype dtype) {
+  LOOM_POST_WAIT(ialltoall(send, recv, count, dtype, &r));
 }
-Status Communicator::barrier() { LOOM_BLOCKING(barrier, (comm_, nullptr), ibarrier(&r)); }
-Status Communicator::send(const void* buf, uint64_t count, loom_dtype dtype, int32_t peer) {
-  LOOM_BLOCKING(send, (comm_, buf, count, dtype, peer, nullptr), isend(buf, count, dtype, peer, &r));
+Status Communicator::post_wait_barrier() { LOOM_POST_WAIT(ibarrier(&r)); }
+Status Communicator::post_wait_send(const void* buf, uint64_t count, loom_dtype dtype, int32_t peer) {
+  LOOM_POST_WAIT(isend(buf, count, dtype, peer, &r));
 }
-Status Communicator::recv(void* buf, uint64_t count, loom_dtype dtype, int32_t peer) {
-  LOOM_BLOCKING(recv, (comm_, buf, count, dtype, peer, nullptr), irecv(buf, count, dtype, peer, &r));
+Status Communicator::post_wait_recv(void* buf, uint64_t count, loom_dtype dtype, int32_t peer) {
+  LOOM_POST_WAIT(irecv(buf, count, dtype, peer, &r));
 }
-#undef LOOM_BLOCKING
+#undef LOOM_POST_WAIT
 
 Status Communicator::abort() {
   loom_status code = owner_->vtable().comm_abort(comm_);

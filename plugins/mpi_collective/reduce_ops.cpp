@@ -56,7 +56,36 @@ loom_status create_ops(HalfKind k) {
   return LOOM_OK;
 }
 
+// Fills g_reductions from the current half types and ops (null handles when
+// they do not exist).
+void fill_reductions() {
+  const MPI_Datatype types[kNumDtypes] = {MPI_DATATYPE_NULL, g_half_type[kF16], g_half_type[kBF16],
+                                          MPI_FLOAT,         MPI_DOUBLE,        MPI_INT8_T,
+                                          MPI_UINT8_T,       MPI_INT32_T,       MPI_INT64_T};
+  const MPI_Op builtin[kOps] = {MPI_SUM, MPI_PROD, MPI_MIN, MPI_MAX};
+  // Column of each loom_reduce_op in the op arrays (AVG is a SUM); -1: none.
+  const int column[kNumReduceOps] = {-1, kSum, kProd, kMin, kMax, kSum};
+  for (loom_dtype d = 0; d < kNumDtypes; ++d) {
+    for (loom_reduce_op o = 0; o < kNumReduceOps; ++o) {
+      Reduction &r = g_reductions[d][o];
+      r.type = types[d];
+      r.elem = static_cast<uint8_t>(loom_dtype_size(d));
+      const int c = column[o];
+      if (d == 0 || c < 0) {
+        r.op = MPI_OP_NULL;
+      } else if (d == LOOM_DTYPE_F16 || d == LOOM_DTYPE_BF16) {
+        r.op = g_half_op[d == LOOM_DTYPE_F16 ? kF16 : kBF16][c];
+      } else {
+        r.op = builtin[c];
+      }
+      r.direct = r.op != MPI_OP_NULL && o != LOOM_REDUCE_AVG;
+    }
+  }
+}
+
 }  // namespace
+
+Reduction g_reductions[kNumDtypes][kNumReduceOps] = {};
 
 loom_status create_half_types() {
   for (int k = 0; k < kHalfKinds; ++k) {
@@ -67,7 +96,9 @@ loom_status create_half_types() {
   MPI_Type_set_name(g_half_type[kF16], const_cast<char *>("LOOM_F16"));
   MPI_Type_set_name(g_half_type[kBF16], const_cast<char *>("LOOM_BF16"));
   loom_status s = create_ops<F16>(kF16);
-  return s != LOOM_OK ? s : create_ops<BF16>(kBF16);
+  if (s == LOOM_OK) s = create_ops<BF16>(kBF16);
+  if (s == LOOM_OK) fill_reductions();
+  return s;
 }
 
 void free_half_types() {
@@ -76,36 +107,7 @@ void free_half_types() {
     for (MPI_Op &op : g_half_op[k])
       if (op != MPI_OP_NULL) MPI_Op_free(&op);
   }
-}
-
-MPI_Datatype mpi_datatype(loom_dtype dtype) {
-  switch (dtype) {
-    case LOOM_DTYPE_F16: return g_half_type[kF16];
-    case LOOM_DTYPE_BF16: return g_half_type[kBF16];
-    case LOOM_DTYPE_F32: return MPI_FLOAT;
-    case LOOM_DTYPE_F64: return MPI_DOUBLE;
-    case LOOM_DTYPE_I8: return MPI_INT8_T;
-    case LOOM_DTYPE_U8: return MPI_UINT8_T;
-    case LOOM_DTYPE_I32: return MPI_INT32_T;
-    case LOOM_DTYPE_I64: return MPI_INT64_T;
-    default: return MPI_DATATYPE_NULL;
-  }
-}
-
-MPI_Op mpi_op(loom_dtype dtype, loom_reduce_op op) {
-  int index;
-  switch (op) {
-    case LOOM_REDUCE_SUM:
-    case LOOM_REDUCE_AVG: index = kSum; break;
-    case LOOM_REDUCE_PROD: index = kProd; break;
-    case LOOM_REDUCE_MIN: index = kMin; break;
-    case LOOM_REDUCE_MAX: index = kMax; break;
-    default: return MPI_OP_NULL;
-  }
-  if (dtype == LOOM_DTYPE_F16) return g_half_op[kF16][index];
-  if (dtype == LOOM_DTYPE_BF16) return g_half_op[kBF16][index];
-  const MPI_Op builtin[kOps] = {MPI_SUM, MPI_PROD, MPI_MIN, MPI_MAX};
-  return builtin[index];
+  fill_reductions();  // the half entries back to null handles
 }
 
 void divide_in_place(void *buf, uint64_t count, loom_dtype dtype, int divisor) {

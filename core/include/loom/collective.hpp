@@ -97,15 +97,52 @@ class Communicator {
   // NULL that completes within that timeout (no request object). A blocking
   // call that times out aborts the communicator (its operation can no longer
   // be finished in step with the peers): build a new one.
-  Status allreduce(const void* send, void* recv, uint64_t count, loom_dtype dtype, loom_reduce_op op);
-  Status broadcast(const void* send, void* recv, uint64_t count, loom_dtype dtype, int32_t root);
-  Status reduce(const void* send, void* recv, uint64_t count, loom_dtype dtype, loom_reduce_op op, int32_t root);
-  Status allgather(const void* send, void* recv, uint64_t sendcount, loom_dtype dtype);
-  Status reduce_scatter(const void* send, void* recv, uint64_t recvcount, loom_dtype dtype, loom_reduce_op op);
-  Status alltoall(const void* send, void* recv, uint64_t count, loom_dtype dtype);
-  Status barrier();
-  Status send(const void* buf, uint64_t count, loom_dtype dtype, int32_t peer);
-  Status recv(void* buf, uint64_t count, loom_dtype dtype, int32_t peer);
+  //
+  // Defined here, so that the inline case compiles into the caller as one
+  // flag test and one indirect call: for small messages the wrapper's own
+  // call and frame were a measurable part of the plugin boundary's cost.
+  // Everything else (errors, post + wait) is out of line.
+  Status allreduce(const void* send, void* recv, uint64_t count, loom_dtype dtype, loom_reduce_op op) {
+    if (inline_completion_)
+      return finished(vtable_->allreduce(comm_, send, recv, count, dtype, op, nullptr), "allreduce");
+    return post_wait_allreduce(send, recv, count, dtype, op);
+  }
+  Status broadcast(const void* send, void* recv, uint64_t count, loom_dtype dtype, int32_t root) {
+    if (inline_completion_)
+      return finished(vtable_->broadcast(comm_, send, recv, count, dtype, root, nullptr), "broadcast");
+    return post_wait_broadcast(send, recv, count, dtype, root);
+  }
+  Status reduce(const void* send, void* recv, uint64_t count, loom_dtype dtype, loom_reduce_op op, int32_t root) {
+    if (inline_completion_)
+      return finished(vtable_->reduce(comm_, send, recv, count, dtype, op, root, nullptr), "reduce");
+    return post_wait_reduce(send, recv, count, dtype, op, root);
+  }
+  Status allgather(const void* send, void* recv, uint64_t sendcount, loom_dtype dtype) {
+    if (inline_completion_)
+      return finished(vtable_->allgather(comm_, send, recv, sendcount, dtype, nullptr), "allgather");
+    return post_wait_allgather(send, recv, sendcount, dtype);
+  }
+  Status reduce_scatter(const void* send, void* recv, uint64_t recvcount, loom_dtype dtype, loom_reduce_op op) {
+    if (inline_completion_)
+      return finished(vtable_->reduce_scatter(comm_, send, recv, recvcount, dtype, op, nullptr), "reduce_scatter");
+    return post_wait_reduce_scatter(send, recv, recvcount, dtype, op);
+  }
+  Status alltoall(const void* send, void* recv, uint64_t count, loom_dtype dtype) {
+    if (inline_completion_) return finished(vtable_->alltoall(comm_, send, recv, count, dtype, nullptr), "alltoall");
+    return post_wait_alltoall(send, recv, count, dtype);
+  }
+  Status barrier() {
+    if (inline_completion_) return finished(vtable_->barrier(comm_, nullptr), "barrier");
+    return post_wait_barrier();
+  }
+  Status send(const void* buf, uint64_t count, loom_dtype dtype, int32_t peer) {
+    if (inline_completion_) return finished(vtable_->send(comm_, buf, count, dtype, peer, nullptr), "send");
+    return post_wait_send(buf, count, dtype, peer);
+  }
+  Status recv(void* buf, uint64_t count, loom_dtype dtype, int32_t peer) {
+    if (inline_completion_) return finished(vtable_->recv(comm_, buf, count, dtype, peer, nullptr), "recv");
+    return post_wait_recv(buf, count, dtype, peer);
+  }
 
   // Unblocks every waiter; any thread.
   Status abort();
@@ -121,7 +158,23 @@ class Communicator {
   Communicator(std::shared_ptr<const Collective> owner, loom_comm* comm, const CommOptions& options);
   Status posted(loom_status code, loom_request* raw, Request* request) const;
   Status blocking(Status posted, Request* request) const;
+  // The result of an inline (request == NULL) call.
+  Status finished(loom_status code, const char* call) const {
+    return code == LOOM_OK ? Status() : inline_failed(code, call);
+  }
   Status inline_failed(loom_status code, const char* call) const;
+  // The blocking forms for a plugin without inline completion: post + wait.
+  Status post_wait_allreduce(const void* send, void* recv, uint64_t count, loom_dtype dtype, loom_reduce_op op);
+  Status post_wait_broadcast(const void* send, void* recv, uint64_t count, loom_dtype dtype, int32_t root);
+  Status post_wait_reduce(const void* send, void* recv, uint64_t count, loom_dtype dtype, loom_reduce_op op,
+                          int32_t root);
+  Status post_wait_allgather(const void* send, void* recv, uint64_t sendcount, loom_dtype dtype);
+  Status post_wait_reduce_scatter(const void* send, void* recv, uint64_t recvcount, loom_dtype dtype,
+                                  loom_reduce_op op);
+  Status post_wait_alltoall(const void* send, void* recv, uint64_t count, loom_dtype dtype);
+  Status post_wait_barrier();
+  Status post_wait_send(const void* buf, uint64_t count, loom_dtype dtype, int32_t peer);
+  Status post_wait_recv(void* buf, uint64_t count, loom_dtype dtype, int32_t peer);
 
   std::shared_ptr<const Collective> owner_;
   loom_comm* comm_;
