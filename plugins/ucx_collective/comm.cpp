@@ -4,6 +4,8 @@
 // member (itself included, through UCX's self transport).
 #include "comm.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdarg>
 #include <cstdio>
@@ -139,6 +141,11 @@ loom_status check_slots(const loom_comm &comm, const std::vector<uint8_t> &all) 
   return LOOM_OK;
 }
 
+int32_t online_cpus() {
+  const long n = ::sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? int32_t(n) : 1;
+}
+
 // Creates an endpoint to every member. Mutex held.
 loom_status connect(loom_comm *comm, const std::vector<uint8_t> &all) {
   comm->peers.resize(size_t(comm->size));
@@ -152,13 +159,18 @@ loom_status connect(loom_comm *comm, const std::vector<uint8_t> &all) {
   for (size_t a = 0; a < ids.size(); ++a)
     for (size_t b = a + 1; b < ids.size(); ++b)
       if (!cma_between(ids[a], ids[b])) comm->cma_everywhere = false;
+  // Every rank of a host counts the same members and CPUs, so they agree.
+  int32_t here = 0;
+  for (int32_t r = 0; r < comm->size; ++r) here += r == comm->rank || cma_between(comm->ctx->cma, ids[size_t(r)]);
+  const bool use_cma = !comm->ctx->tuning.cma_only_oversubscribed || here > online_cpus();
+  if (!use_cma) comm->cma_everywhere = false;
   for (int32_t r = 0; r < comm->size; ++r) {
     OobSlot s;
     const uint8_t *base = all.data() + size_t(r) * kSlotBytes;
     std::memcpy(&s, base, sizeof s);
     Peer &p = comm->peers[size_t(r)];
     p.comm_id = s.comm_id;
-    if (r != comm->rank && cma_between(comm->ctx->cma, s.cma)) p.cma_pid = s.cma.pid;
+    if (use_cma && r != comm->rank && cma_between(comm->ctx->cma, s.cma)) p.cma_pid = s.cma.pid;
     p.slot = new PeerSlot{comm, r};
     ucp_ep_params_t params{};
     params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |

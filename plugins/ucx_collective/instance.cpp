@@ -121,6 +121,7 @@ loom_status read_options(loom_collective_ctx &c, std::string *transports, int64_
   LOOM_UCX_TRY(read_int_option(c, kOptions[kOptPipelineDepth], 1, &c.tuning.pipeline_depth));
   LOOM_UCX_TRY(read_int_option(c, kOptions[kOptCmaThreshold], -1, &c.tuning.cma_threshold));
   LOOM_UCX_TRY(read_bool_option(c, kOptions[kOptCmaWholeBlocks], &c.tuning.cma_whole_blocks));
+  LOOM_UCX_TRY(read_bool_option(c, kOptions[kOptCmaOnlyOversubscribed], &c.tuning.cma_only_oversubscribed));
   LOOM_UCX_TRY(read_int_option(c, kOptions[kOptKeepaliveMs], 1, keepalive_ms));
   LOOM_UCX_TRY(read_int_option(c, kOptions[kOptSpinUs], 0, &c.spin_us));
   LOOM_UCX_TRY(read_int_option(c, kOptions[kOptYieldUs], 0, &c.yield_us));

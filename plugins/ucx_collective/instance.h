@@ -44,6 +44,7 @@ struct Tuning {
   int64_t pipeline_depth = 0;
   int64_t cma_threshold = 0;            // -1: never by cross-memory attach
   bool cma_whole_blocks = true;         // ring_pipeline.cpp: whole blocks between ranks of one host
+  bool cma_only_oversubscribed = true;  // comm.cpp: cross-memory attach only with more ranks than CPUs
 };
 
 // An endpoint being closed in the background, and the error-callback

@@ -10,6 +10,13 @@
 // Those were measured before the cross-memory-attach path; its threshold
 // (64 KiB, where one 8-byte round trip costs about as much as copying the
 // message once more) is not tuned yet: the machine was too loaded to say.
+// cma_only_oversubscribed: at load 1.5-1.9, 64 MiB allreduces gave, with
+// 2 ranks each on its own core, 4.36-4.53 GB/s busbw through UCX's shared
+// memory against 3.3-3.7 by cross-memory attach (3.85 with whole blocks),
+// and shared memory won at every size from 128 KiB; with 4 ranks on the 2
+// cores (43 MB), cross-memory attach won, 1.15-1.20 against 0.74-0.89 GB/s:
+// one copy fewer matters once cores are shared, two copiers in parallel
+// matter while they are not.
 // cma_whole_blocks (ring_pipeline.cpp) is off by default: on this machine,
 // loaded 3-7 by other work, 2-rank 64 MiB allreduces with it and without it
 // measured alike (1.2-1.7 GB/s either way, interleaved runs); the time goes
@@ -33,6 +40,7 @@ enum OptionIndex {
   kOptPipelineDepth,
   kOptCmaThreshold,
   kOptCmaWholeBlocks,
+  kOptCmaOnlyOversubscribed,
   kOptKeepaliveMs,
   kOptSpinUs,
   kOptYieldUs,
@@ -62,6 +70,9 @@ inline constexpr loom_option_decl kOptions[kNumOptions] = {
      "With every rank on one host, ring steps whose blocks reach cma_threshold_bytes move each block as one "
      "cross-memory-attach message, read and reduced by the receiver in chunk_bytes pieces; false: chunked like "
      "other transports. Set alike on every rank."},
+    {sizeof(loom_option_decl), LOOM_OPTION_BOOL, "cma_only_oversubscribed", "true",
+     "Use cross-memory attach only between ranks of a host that runs more of the communicator's ranks than it has "
+     "CPUs; with a CPU per rank, UCX's shared memory is faster (sender and receiver copy in parallel)."},
     {sizeof(loom_option_decl), LOOM_OPTION_INT, "keepalive_ms", "500",
      "How often UCX checks that peers are alive: a peer that died without a word is reported within about "
      "twice this."},
@@ -71,6 +82,22 @@ inline constexpr loom_option_decl kOptions[kNumOptions] = {
      "Microseconds a wait then polls while yielding the core before it starts sleeping between polls; keep it "
      "high when ranks oversubscribe the cores."},
 };
+
+// The table's order must follow OptionIndex: a swapped pair compiles and
+// silently reads one option's value for another.
+constexpr bool same_name(const char *a, const char *b) { return *a == *b && (*a == '\0' || same_name(a + 1, b + 1)); }
+static_assert(same_name(kOptions[kOptTransports].name, "transports") &&
+                  same_name(kOptions[kOptTimeoutMs].name, "timeout_ms") &&
+                  same_name(kOptions[kOptRingThreshold].name, "ring_threshold_bytes") &&
+                  same_name(kOptions[kOptTreePipelineThreshold].name, "tree_pipeline_threshold_bytes") &&
+                  same_name(kOptions[kOptChunkBytes].name, "chunk_bytes") &&
+                  same_name(kOptions[kOptPipelineDepth].name, "pipeline_depth") &&
+                  same_name(kOptions[kOptCmaThreshold].name, "cma_threshold_bytes") &&
+                  same_name(kOptions[kOptCmaWholeBlocks].name, "cma_whole_blocks") &&
+                  same_name(kOptions[kOptCmaOnlyOversubscribed].name, "cma_only_oversubscribed") &&
+                  same_name(kOptions[kOptKeepaliveMs].name, "keepalive_ms") &&
+                  same_name(kOptions[kOptSpinUs].name, "spin_us") && same_name(kOptions[kOptYieldUs].name, "yield_us"),
+              "kOptions is out of step with OptionIndex");
 
 }  // namespace loom_ucx
 
