@@ -244,10 +244,10 @@ int scenario_back_to_back(Rank& rk) {
        {{"ring_threshold_bytes", "0"}, {"tree_pipeline_threshold_bytes", "0"}, {"chunk_bytes", "4096"},
         {"pipeline_depth", "2"}}},
       // Every message, headers included, by cross-memory attach, and none.
-      {"cma_always", {{"cma_threshold_bytes", "0"}}},
+      {"cma_always", {{"cma_threshold_bytes", "0"}, {"cma_only_oversubscribed", "false"}}},
       {"cma_never", {{"cma_threshold_bytes", "-1"}}},
       // Whole ring blocks by cross-memory attach (fused read and reduction).
-      {"cma_whole", {{"cma_whole_blocks", "true"}}},
+      {"cma_whole", {{"cma_whole_blocks", "true"}, {"cma_only_oversubscribed", "false"}}},
   };
   int failures = 0;
   for (const auto& set : sets) {

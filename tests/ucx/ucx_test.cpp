@@ -96,7 +96,8 @@ TEST_P(AbortRank, DuringLargeAllreduce) {
   for (const char* whole : {"false", "true"}) {  // chunked messages, whole ring blocks
     SCOPED_TRACE(std::string("cma_whole_blocks = ") + whole);
     Job job(n, "abort_during_allreduce",
-            {"--timeout-ms", std::to_string(kTimeoutMs), "--option", std::string("cma_whole_blocks=") + whole});
+            {"--timeout-ms", std::to_string(kTimeoutMs), "--option", std::string("cma_whole_blocks=") + whole,
+             "--option", "cma_only_oversubscribed=false"});
     for (int r = 0; r < n; ++r) {
       SCOPED_TRACE("rank " + std::to_string(r));
       EXPECT_EQ(job.wait_exit(r, milliseconds(2 * kTimeoutMs + 60000)), 0) << dump(job);
