@@ -63,9 +63,9 @@ void unregister_instance(const loom_collective_ctx *ctx) {
   g_instances.erase(std::remove(g_instances.begin(), g_instances.end(), ctx), g_instances.end());
 }
 
-// Reads a declared boolean option ("true" / "false"); the declared default
-// when the host cannot answer.
-loom_status read_bool_option(const loom_collective_ctx &c, const loom_option_decl &decl, bool *out) {
+// The text of a declared option; the declared default (with a warning) when
+// the host cannot answer.
+const char *option_text(const loom_collective_ctx &c, const loom_option_decl &decl) {
   const char *text = decl.default_value;
   if (c.host.get_option) {
     const char *value = nullptr;
@@ -76,6 +76,12 @@ loom_status read_bool_option(const loom_collective_ctx &c, const loom_option_dec
       host_log(&c, LOOM_LOG_WARN, "host could not give option %s (%s); using the default %s", decl.name,
                loom_status_name(s), decl.default_value);
   }
+  return text;
+}
+
+// Reads a declared boolean option ("true" / "false").
+loom_status read_bool_option(const loom_collective_ctx &c, const loom_option_decl &decl, bool *out) {
+  const char *text = option_text(c, decl);
   if (std::strcmp(text, "true") == 0 || std::strcmp(text, "false") == 0) {
     *out = text[0] == 't';
     return LOOM_OK;
@@ -83,20 +89,10 @@ loom_status read_bool_option(const loom_collective_ctx &c, const loom_option_dec
   return fail(LOOM_ERR_INVALID_ARGUMENT, "option %s: \"%s\" is not true or false", decl.name, text);
 }
 
-// Reads a declared integer option >= min_value; the declared default when
-// the host cannot answer.
+// Reads a declared integer option >= min_value.
 loom_status read_int_option(const loom_collective_ctx &c, const loom_option_decl &decl, int64_t min_value,
                             int64_t *out) {
-  const char *text = decl.default_value;
-  if (c.host.get_option) {
-    const char *value = nullptr;
-    loom_status s = c.host.get_option(c.host.host_ctx, decl.name, &value);
-    if (s == LOOM_OK && value)
-      text = value;
-    else
-      host_log(&c, LOOM_LOG_WARN, "host could not give option %s (%s); using the default %s", decl.name,
-               loom_status_name(s), decl.default_value);
-  }
+  const char *text = option_text(c, decl);
   errno = 0;
   char *end = nullptr;
   const long long v = std::strtoll(text, &end, 10);
