@@ -248,19 +248,23 @@ uint16_t SwarmDht::port() const { return impl_->port; }
 
 size_t SwarmDht::good_nodes() const { return impl_->runner.getNodesStats(AF_INET).good_nodes; }
 
-void SwarmDht::introduce(const std::string &host, uint16_t port) {
-  std::vector<dht::SockAddr> addrs;
-  try {
-    addrs = dht::SockAddr::resolve(host, std::to_string(port));
-  } catch (const std::exception &) {
-    return;  // a name that does not resolve now may later: the caller retries
-  }
-  const auto known = impl_->runner.exportNodes();
-  for (const auto &a : addrs) {
-    if (a.getFamily() != AF_INET) continue;
-    if (std::none_of(known.begin(), known.end(), [&](const dht::NodeExport &n) { return dht::SockAddr(n.ss, n.sslen) == a; })) {
-      impl_->debug("DHT: introducing " + a.toString() + ", a peer the routing table lacks");
-      impl_->runner.bootstrap(a);
+void SwarmDht::introduce(const std::vector<std::pair<std::string, uint16_t>> &peers) {
+  if (peers.empty()) return;
+  const auto known = impl_->runner.exportNodes();  // once for the whole list
+  for (const auto &[host, port] : peers) {
+    std::vector<dht::SockAddr> addrs;
+    try {
+      addrs = dht::SockAddr::resolve(host, std::to_string(port));
+    } catch (const std::exception &) {
+      continue;
+    }
+    for (const auto &a : addrs) {
+      if (a.getFamily() != AF_INET) continue;
+      if (std::none_of(known.begin(), known.end(),
+                       [&](const dht::NodeExport &n) { return dht::SockAddr(n.ss, n.sslen) == a; })) {
+        impl_->debug("DHT: introducing " + a.toString() + ", a peer the routing table lacks");
+        impl_->runner.bootstrap(a);
+      }
     }
   }
 }

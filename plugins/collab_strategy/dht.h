@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "log.h"
@@ -41,12 +42,13 @@ class SwarmDht {
   // and diagnostics.
   size_t stored_values() const;
 
-  // Pings another peer's DHT node at host:port unless the routing table
-  // already holds it. Peers learn each other's addresses from progress
-  // records; introducing them keeps the swarm one network when the node they
+  // Pings each other peer's DHT node (host, port) that the routing table
+  // does not hold. Peers learn each other's addresses from progress records;
+  // introducing them keeps the swarm one network when the node they
   // bootstrapped through leaves (else two peers that only knew each other
-  // through it stop seeing each other's records).
-  void introduce(const std::string &host, uint16_t port);
+  // through it stop seeing each other's records). A name that does not
+  // resolve is skipped (the caller tries again later).
+  void introduce(const std::vector<std::pair<std::string, uint16_t>> &peers);
 
   // Stores value under key (hashed with InfoHash::get). value_id names it:
   // a later put of the same (key, value_id) replaces the earlier one. The

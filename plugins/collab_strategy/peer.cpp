@@ -284,14 +284,16 @@ void Peer::refresh() {
   const int64_t now = wall_ms();
   if (now - last_introduce_ms_ >= kIntroduceMs) {
     last_introduce_ms_ = now;
+    std::vector<std::pair<std::string, uint16_t>> peers;
     for (auto it = addresses_.begin(); it != addresses_.end();) {
       if (now - it->second.seen_ms > kForgetAddressMs) {
         it = addresses_.erase(it);
         continue;
       }
-      dht_->introduce(it->second.host, it->second.port);
+      peers.emplace_back(it->second.host, it->second.port);
       ++it;
     }
+    dht_->introduce(peers);
   }
 }
 

@@ -324,7 +324,7 @@ TEST(SwarmDht, IntroduceJoinsTwoNodesThatDidNotKnowEachOther) {
   std::this_thread::sleep_for(milliseconds(300));
   EXPECT_EQ(a->good_nodes(), 0u);
   EXPECT_EQ(b->good_nodes(), 0u);
-  a->introduce("127.0.0.1", b->port());
+  a->introduce({{"127.0.0.1", b->port()}});
   const auto until = Clock::now() + kConnect;
   while ((a->good_nodes() == 0 || b->good_nodes() == 0) && Clock::now() < until)
     std::this_thread::sleep_for(milliseconds(10));
@@ -334,8 +334,7 @@ TEST(SwarmDht, IntroduceJoinsTwoNodesThatDidNotKnowEachOther) {
   EXPECT_EQ(texts(a->get("loom/t/introduced", kOp)), std::vector<std::string>{"from b"});
   // Introducing a node already in the table is a no-op, as is an address
   // that does not resolve.
-  a->introduce("127.0.0.1", b->port());
-  a->introduce("no-such-host.invalid", 9);
+  a->introduce({{"no-such-host.invalid", 9}, {"127.0.0.1", b->port()}});
   EXPECT_GT(a->good_nodes(), 0u);
 }
 

@@ -50,6 +50,29 @@ loom::Status Rank::make_comm(const std::string& prefix, int rank, int size, std:
   return collective_->create_comm(o, comm);
 }
 
+loom::Status Rank::make_comm_with(const std::map<std::string, std::string>& extra, const std::string& prefix,
+                                  std::unique_ptr<loom::Communicator>* comm) {
+  std::map<std::string, std::string> options = extra;
+  options.insert(args_.options.begin(), args_.options.end());  // keeps extra's values
+  loom::CommOptions o;
+  o.rank = args_.rank;
+  o.size = args_.size;
+  o.timeout = std::chrono::milliseconds(args_.timeout_ms);
+  o.name = prefix;
+  o.oob = store_oob(store_.get(), prefix, args_.rank, args_.size);
+  return open_with(options)->create_comm(o, comm);  // the communicator keeps its plugin instance
+}
+
+std::unique_ptr<loom::Communicator> Rank::world() {
+  std::unique_ptr<loom::Communicator> comm;
+  const loom::Status s = make_comm("world", args_.rank, args_.size, &comm);
+  if (!s.is_ok()) {
+    report("error", "\"" + s.to_string() + "\"");
+    return nullptr;
+  }
+  return comm;
+}
+
 std::function<loom::Status(const void*, size_t, void*, int64_t)> store_oob(loom::Store* store, const std::string& prefix,
                                                                           int rank, int size) {
   return [store, prefix, rank, size](const void* send, size_t len, void* recv, int64_t timeout_ms) -> loom::Status {

@@ -42,6 +42,13 @@ class Rank {
   // addresses under a key prefix of its own.
   loom::Status make_comm(const std::string& prefix, int rank, int size, std::unique_ptr<loom::Communicator>* comm,
                          int64_t timeout_ms = -1);
+  // The same over every rank, from another instance of the plugin opened
+  // with args().options plus `extra` (extra wins).
+  loom::Status make_comm_with(const std::map<std::string, std::string>& extra, const std::string& prefix,
+                              std::unique_ptr<loom::Communicator>* comm);
+  // Every rank's communicator ("world"); on failure reports "error" and
+  // returns null.
+  std::unique_ptr<loom::Communicator> world();
   // Opens another instance of the plugin with other options.
   std::shared_ptr<loom::Collective> open_with(const std::map<std::string, std::string>& options);
 

@@ -15,12 +15,8 @@ namespace ucx_rank {
 int scenario_abort_during_allreduce(Rank& rk) {
   using Clock = std::chrono::steady_clock;
   const Args& a = rk.args();
-  std::unique_ptr<loom::Communicator> comm;
-  loom::Status s = rk.make_comm("world", a.rank, a.size, &comm);
-  if (!s.is_ok()) {
-    report("error", "\"" + s.to_string() + "\"");
-    return 1;
-  }
+  std::unique_ptr<loom::Communicator> comm = rk.world();
+  if (!comm) return 1;
   const size_t count = size_t(16) << 20;  // 64 MiB of f32
   std::vector<float> send(count, float(a.rank + 1)), recv(count);
   std::atomic<int64_t> aborted_at_ns{0};
@@ -35,6 +31,7 @@ int scenario_abort_during_allreduce(Rank& rk) {
   }
   const auto give_up = Clock::now() + std::chrono::seconds(60);
   int rounds = 0;
+  loom::Status s;
   while (s.is_ok() && Clock::now() < give_up) {
     // In place and out of place in turn: both ways of the two-rank allreduce.
     float* out = rounds % 2 ? send.data() : recv.data();

@@ -171,7 +171,11 @@ int scenario_algorithms(Rank& rk) {
         {"pipeline_depth", "2"}}},
       // Whole ring blocks by cross-memory attach for every size (fused read
       // and reduction in small pieces), large vectors included.
-      {"cma_whole", {{"cma_whole_blocks", "true"}, {"cma_threshold_bytes", "0"}, {"chunk_bytes", "4096"}, {"cma_only_oversubscribed", "false"}}},
+      {"cma_whole",
+       {{"cma_whole_blocks", "true"},
+        {"cma_threshold_bytes", "0"},
+        {"chunk_bytes", "4096"},
+        {"cma_only_oversubscribed", "false"}}},
   };
   int failures = 0;
   for (const auto& set : sets) {

@@ -236,7 +236,6 @@ class Round {
 }  // namespace
 
 int scenario_back_to_back(Rank& rk) {
-  const Args& a = rk.args();
   const std::vector<std::pair<std::string, std::map<std::string, std::string>>> sets = {
       {"defaults", {}},
       {"latency", {{"ring_threshold_bytes", "1000000000"}, {"tree_pipeline_threshold_bytes", "1000000000"}}},
@@ -251,17 +250,8 @@ int scenario_back_to_back(Rank& rk) {
   };
   int failures = 0;
   for (const auto& set : sets) {
-    std::map<std::string, std::string> options = a.options;
-    options.insert(set.second.begin(), set.second.end());
-    auto collective = rk.open_with(options);
-    loom::CommOptions o;
-    o.rank = a.rank;
-    o.size = a.size;
-    o.timeout = std::chrono::milliseconds(a.timeout_ms);
-    o.name = "back-to-back-" + set.first;
-    o.oob = store_oob(&rk.store(), o.name, a.rank, a.size);
     std::unique_ptr<loom::Communicator> comm;
-    const loom::Status s = collective->create_comm(o, &comm);
+    const loom::Status s = rk.make_comm_with(set.second, "back-to-back-" + set.first, &comm);
     if (!s.is_ok()) {
       report("back_to_back_mismatch", "\"create: " + s.to_string() + "\"");
       return 1;
