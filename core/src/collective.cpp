@@ -111,6 +111,19 @@ Status Communicator::isend(const void* buf, uint64_t count, loom_dtype dtype, in
 Status Communicator::irecv(void* buf, uint64_t count, loom_dtype dtype, int32_t peer, Request* request) {
   LOOM_POST(recv(comm_, buf, count, dtype, peer, &raw));
 }
+bool Communicator::offers_scaled_allreduce() const {
+  // The loader refused plugins that set the bit without the function.
+  return owner_->has_capability(LOOM_CAP_SCALED_ALLREDUCE) && vtable_->struct_size >= LOOM_COLLECTIVE_V1_3_SIZE &&
+         vtable_->allreduce_scaled != nullptr;
+}
+Status Communicator::iallreduce_scaled(const void* send, void* recv, uint64_t count, loom_dtype dtype, double scale,
+                                       Request* request) {
+  if (!offers_scaled_allreduce())
+    return Status(LOOM_ERR_UNSUPPORTED, "collective plugin '" + owner_->descriptor().name +
+                                            "' does not offer allreduce_scaled (ABI 1.3, capability "
+                                            "scaled-allreduce); use allreduce with SUM and scale the result");
+  LOOM_POST(allreduce_scaled(comm_, send, recv, count, dtype, scale, &raw));
+}
 #undef LOOM_POST
 
 // The blocking forms' post + wait (the inline case is in the header). A
@@ -119,6 +132,10 @@ Status Communicator::irecv(void* buf, uint64_t count, loom_dtype dtype, int32_t 
   Request r;                      \
   return blocking(post_call, &r)
 
+Status Communicator::allreduce_scaled(const void* send, void* recv, uint64_t count, loom_dtype dtype,
+                                      double scale) {
+  LOOM_POST_WAIT(iallreduce_scaled(send, recv, count, dtype, scale, &r));
+}
 Status Communicator::post_wait_allreduce(const void* send, void* recv, uint64_t count, loom_dtype dtype,
                                          loom_reduce_op op) {
   LOOM_POST_WAIT(iallreduce(send, recv, count, dtype, op, &r));

@@ -103,12 +103,20 @@ bool validate_vtable(const PluginCandidate& c, const void* vtable, PluginDescrip
   const char* missing = nullptr;
   if (c.kind == LOOM_KIND_COLLECTIVE) {
     auto* vt = static_cast<const loom_collective_v1*>(vtable);
-    if (vt->struct_size < sizeof(loom_collective_v1)) {
+    if (vt->struct_size < LOOM_COLLECTIVE_V1_0_SIZE) {
       return *reason = "collective vtable struct_size " + std::to_string(vt->struct_size) + " is smaller than v1's " +
-                       std::to_string(sizeof(loom_collective_v1)),
+                       std::to_string(LOOM_COLLECTIVE_V1_0_SIZE),
              false;
     }
     if (!copy_descriptor(vt->info, c, d, reason)) return false;
+    // A declared optional operation must be there: callers trust the bit.
+    if ((d->capabilities & LOOM_CAP_SCALED_ALLREDUCE) &&
+        (vt->struct_size < LOOM_COLLECTIVE_V1_3_SIZE || vt->allreduce_scaled == nullptr)) {
+      return *reason = "the plugin declares scaled-allreduce but its vtable has no allreduce_scaled (struct_size " +
+                       std::to_string(vt->struct_size) + ", ABI 1.3 needs " +
+                       std::to_string(LOOM_COLLECTIVE_V1_3_SIZE) + " and a non-NULL function)",
+             false;
+    }
 #define LOOM_FN(f) std::pair<const char*, const void*>(#f, reinterpret_cast<const void*>(vt->f))
     missing = first_null(vt, {LOOM_FN(init), LOOM_FN(fini), LOOM_FN(last_error), LOOM_FN(comm_create),
                               LOOM_FN(comm_destroy), LOOM_FN(comm_abort), LOOM_FN(allreduce), LOOM_FN(broadcast),

@@ -45,7 +45,7 @@ std::vector<std::string> capability_names(loom_kind kind, uint64_t capabilities)
       {LOOM_CAP_HOST_MEMORY, "host-memory"},       {LOOM_CAP_CUDA_MEMORY, "cuda-memory"},
       {LOOM_CAP_ASYNC_PROGRESS, "async-progress"}, {LOOM_CAP_DYNAMIC_GROUPS, "dynamic-groups"},
       {LOOM_CAP_ABORT, "abort"},                   {LOOM_CAP_PEER_FAILURE, "peer-failure"},
-      {LOOM_CAP_INLINE_COMPLETION, "inline-completion"},
+      {LOOM_CAP_INLINE_COMPLETION, "inline-completion"}, {LOOM_CAP_SCALED_ALLREDUCE, "scaled-allreduce"},
   };
   uint64_t known = 0;
   for (const auto& [bit, name] : kNames) {

@@ -49,11 +49,11 @@ loom_status Group::open(const loom_host_v1 *host, const char *name, int32_t rank
   }
   vt_ = static_cast<const loom_collective_v1 *>(vtable);
   instance_ = static_cast<loom_collective_ctx *>(instance);
-  if (vt_->struct_size < sizeof(loom_collective_v1)) {
+  if (vt_->struct_size < LOOM_COLLECTIVE_V1_0_SIZE) {
     const uint32_t got = vt_->struct_size;
     close();
-    return fail(LOOM_ERR_INTERNAL, "collective plugin '%s' came with a vtable of %u bytes, smaller than v1's %zu", name,
-                got, sizeof(loom_collective_v1));
+    return fail(LOOM_ERR_INTERNAL, "collective plugin '%s' came with a vtable of %u bytes, smaller than v1's %u", name,
+                got, LOOM_COLLECTIVE_V1_0_SIZE);
   }
 
   oob_ = std::make_unique<StoreOob>(host, rank, size);

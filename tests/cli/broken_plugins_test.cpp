@@ -30,6 +30,8 @@ const Defect kDefects[] = {
     {"abinew", "plugin speaks ABI major 2 but this host speaks 1", "broken"},
     {"abiold", "plugin speaks ABI major 0 but this host speaks 1", "broken"},
     {"nullfn", "mandatory function allreduce is NULL", "broken"},
+    {"noscaled", "declares scaled-allreduce but its vtable has no allreduce_scaled (struct_size 160, ABI 1.3 needs 168",
+     "broken"},
     {"namemismatch", "plugin calls itself 'somethingelse' but its file is libnamemismatch_collective.so", "broken"},
     {"initfails", "fixture: cannot open /dev/loom0 (simulated failure)", "broken"},
     {"initcrash", "SIGSEGV", "broken"},

@@ -204,7 +204,8 @@ static const loom_plugin_info kInfo = {sizeof(loom_plugin_info),
                                        NULL,
                                        0};
 
-static const loom_collective_v1 kVtable = {sizeof(loom_collective_v1),
+/* A 1.0-sized vtable: hosts must still take plugins built before 1.3. */
+static const loom_collective_v1 kVtable = {LOOM_COLLECTIVE_V1_0_SIZE,
                                            LOOM_ABI_VERSION,
                                            &kInfo,
                                            init,
@@ -224,7 +225,8 @@ static const loom_collective_v1 kVtable = {sizeof(loom_collective_v1),
                                            recv,
                                            test,
                                            wait,
-                                           request_free};
+                                           request_free,
+                                           NULL};
 
 LOOM_PLUGIN_EXPORT loom_status loom_collective_plugin_v1(const loom_negotiate_request *request,
                                                          loom_negotiate_reply *reply) {

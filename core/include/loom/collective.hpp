@@ -91,6 +91,12 @@ class Communicator {
   Status ibarrier(Request* request);
   Status isend(const void* buf, uint64_t count, loom_dtype dtype, int32_t peer, Request* request);
   Status irecv(void* buf, uint64_t count, loom_dtype dtype, int32_t peer, Request* request);
+  // scale x the sum over the members, for floating dtypes; every member
+  // passes the same scale (ABI 1.3, loom_collective_v1.allreduce_scaled).
+  // LOOM_ERR_UNSUPPORTED when the plugin does not offer it
+  // (offers_scaled_allreduce()): sum with allreduce and scale the result.
+  Status iallreduce_scaled(const void* send, void* recv, uint64_t count, loom_dtype dtype, double scale,
+                           Request* request);
 
   // Blocking forms: post, then wait for the communicator's timeout; or, when
   // the plugin declares LOOM_CAP_INLINE_COMPLETION, one call with request ==
@@ -143,6 +149,11 @@ class Communicator {
     if (inline_completion_) return finished(vtable_->recv(comm_, buf, count, dtype, peer, nullptr), "recv");
     return post_wait_recv(buf, count, dtype, peer);
   }
+  // Post + wait always (a large-vector operation: the boundary's cost does
+  // not show).
+  Status allreduce_scaled(const void* send, void* recv, uint64_t count, loom_dtype dtype, double scale);
+  // Whether the plugin offers allreduce_scaled (capability bit and function).
+  bool offers_scaled_allreduce() const;
 
   // Unblocks every waiter; any thread.
   Status abort();

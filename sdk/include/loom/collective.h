@@ -87,6 +87,9 @@ enum {
  * peers are no longer in step); its buffers stay borrowed until comm_destroy.
  * Hosts pass NULL only to plugins that declare this bit. */
 #define LOOM_CAP_INLINE_COMPLETION ((uint64_t)1 << 6)
+/* ABI 1.3: the vtable's allreduce_scaled is there (struct_size >=
+ * LOOM_COLLECTIVE_V1_3_SIZE) and not NULL. */
+#define LOOM_CAP_SCALED_ALLREDUCE ((uint64_t)1 << 7)
 
 /* Opaque objects owned by the plugin. */
 typedef struct loom_collective_ctx loom_collective_ctx; /* one initialised plugin instance */
@@ -193,7 +196,27 @@ typedef struct loom_collective_v1 {
   /* Releases a request that has finished, or any request of an aborted
    * communicator. */
   void (*request_free)(loom_request *request);
+
+  /* ABI 1.3, optional (read it only when struct_size >=
+   * LOOM_COLLECTIVE_V1_3_SIZE; NULL when not offered): an allreduce whose
+   * result is scale * (the sum over the members), for floating dtypes (F16,
+   * BF16, F32, F64; anything else is LOOM_ERR_INVALID_ARGUMENT). Every member
+   * passes the same scale, bit for bit (a backend may check it and fail the
+   * operation with LOOM_ERR_INVALID_ARGUMENT). A weighted average in one
+   * pass over the data: each member sends weight x its value and scale is
+   * 1 / (the summed weights); the backend applies the scale while the sum is
+   * still in its cache, as it does for AVG, so the result is written once.
+   * NCCL's ncclRedOpCreatePreMulSum with one scalar on every rank computes
+   * the same. In place when send == recv, as allreduce; an out-of-place
+   * call never writes send, so a caller may retry from it. */
+  loom_status (*allreduce_scaled)(loom_comm *comm, const void *send, void *recv, uint64_t count, loom_dtype dtype,
+                                  double scale, loom_request **request);
 } loom_collective_v1;
+
+/* Sizes of the vtable as ABI 1.0 froze it (the smallest a host accepts) and
+ * with the member 1.3 appended. */
+#define LOOM_COLLECTIVE_V1_0_SIZE 160u
+#define LOOM_COLLECTIVE_V1_3_SIZE 168u
 
 /* The entry symbol a collective plugin exports. */
 #define LOOM_COLLECTIVE_ENTRY loom_collective_plugin_v1
@@ -204,7 +227,8 @@ LOOM_STATIC_ASSERT(sizeof(loom_oob_v1) == 24, "loom_oob_v1 layout is frozen");
 LOOM_STATIC_ASSERT(sizeof(loom_comm_config_v1) == 56, "loom_comm_config_v1 layout is frozen");
 LOOM_STATIC_ASSERT(offsetof(loom_comm_config_v1, oob) == 16, "loom_comm_config_v1 layout is frozen");
 LOOM_STATIC_ASSERT(offsetof(loom_comm_config_v1, stream) == 48, "loom_comm_config_v1 layout is frozen");
-LOOM_STATIC_ASSERT(sizeof(loom_collective_v1) == 160, "loom_collective_v1 layout is frozen");
+LOOM_STATIC_ASSERT(sizeof(loom_collective_v1) == LOOM_COLLECTIVE_V1_3_SIZE, "loom_collective_v1 layout is frozen");
+LOOM_STATIC_ASSERT(offsetof(loom_collective_v1, allreduce_scaled) == LOOM_COLLECTIVE_V1_0_SIZE, "1.3 appends after 1.0");
 LOOM_STATIC_ASSERT(offsetof(loom_collective_v1, init) == 16, "loom_collective_v1 layout is frozen");
 LOOM_STATIC_ASSERT(offsetof(loom_collective_v1, allreduce) == 64, "loom_collective_v1 layout is frozen");
 LOOM_STATIC_ASSERT(offsetof(loom_collective_v1, request_free) == 152, "loom_collective_v1 layout is frozen");
