@@ -1,6 +1,7 @@
 // Turning a sum over `divisor` members into their average, in place: the one
 // copy shared by the collectives (AVG is SUM, then this) and the DDP strategy
-// (which sums and divides itself). Header-only, so nothing is exported.
+// (which sums and divides itself); and a scaled allreduce's multiplication.
+// Header-only, so nothing is exported.
 #ifndef LOOM_PLUGINS_COMMON_AVERAGE_H
 #define LOOM_PLUGINS_COMMON_AVERAGE_H
 
@@ -39,6 +40,21 @@ inline void divide_half(uint16_t *p, uint64_t count, int divisor) {
   for (uint64_t i = 0; i < count; ++i) p[i] = Store(Load(p[i]) / d);
 }
 
+// In fixed blocks, as divide_float, so the loop vectorises.
+template <class T>
+inline void scale_float(T *p, uint64_t count, T s) {
+  constexpr uint64_t kBlock = 16;
+  uint64_t i = 0;
+  for (; i + kBlock <= count; i += kBlock)
+    for (uint64_t j = 0; j < kBlock; ++j) p[i + j] *= s;
+  for (; i < count; ++i) p[i] *= s;
+}
+
+template <float (*Load)(uint16_t), uint16_t (*Store)(float)>
+inline void scale_half(uint16_t *p, uint64_t count, float s) {
+  for (uint64_t i = 0; i < count; ++i) p[i] = Store(Load(p[i]) * s);
+}
+
 }  // namespace average_detail
 
 // buf[i] /= divisor for count elements of dtype; unknown dtypes are left alone.
@@ -55,6 +71,25 @@ inline void divide_in_place(void *buf, uint64_t count, loom_dtype dtype, int div
     case LOOM_DTYPE_I64: divide_int(static_cast<int64_t *>(buf), count, divisor); break;
     default: break;
   }
+}
+
+// buf[i] *= s for count elements of a floating dtype (a scaled allreduce's
+// final step): in f32 for f32 and the 16-bit floats, in f64 for f64. Other
+// dtypes are left alone (the collectives refuse them before).
+inline void scale_in_place(void *buf, uint64_t count, loom_dtype dtype, double s) {
+  using namespace average_detail;
+  switch (dtype) {
+    case LOOM_DTYPE_F16: scale_half<f16_to_float, float_to_f16>(static_cast<uint16_t *>(buf), count, float(s)); break;
+    case LOOM_DTYPE_BF16: scale_half<bf16_to_float, float_to_bf16>(static_cast<uint16_t *>(buf), count, float(s)); break;
+    case LOOM_DTYPE_F32: scale_float(static_cast<float *>(buf), count, float(s)); break;
+    case LOOM_DTYPE_F64: scale_float(static_cast<double *>(buf), count, s); break;
+    default: break;
+  }
+}
+
+// Whether a dtype is one of the floating ones a scaled allreduce takes.
+inline bool is_floating(loom_dtype dtype) {
+  return dtype == LOOM_DTYPE_F16 || dtype == LOOM_DTYPE_BF16 || dtype == LOOM_DTYPE_F32 || dtype == LOOM_DTYPE_F64;
 }
 
 }  // namespace loom_plugin_common

@@ -22,7 +22,7 @@ constexpr loom_plugin_info kInfo = {
     // ABORT: comm_abort unblocks local waiters. Not PEER_FAILURE: Open MPI 4.1
     // cannot detect a dead peer, which shows up as a TIMEOUT. INLINE_COMPLETION
     // (ABI 1.1): every operation accepts request == NULL; a 1.0 host ignores it.
-    LOOM_CAP_HOST_MEMORY | LOOM_CAP_ABORT | LOOM_CAP_INLINE_COMPLETION,
+    LOOM_CAP_HOST_MEMORY | LOOM_CAP_ABORT | LOOM_CAP_INLINE_COMPLETION | LOOM_CAP_SCALED_ALLREDUCE,
     kOptions,
     kNumOptions,
 };
@@ -50,6 +50,7 @@ constexpr loom_collective_v1 make_vtable() {
   v.test = test;
   v.wait = wait;
   v.request_free = request_free;
+  v.allreduce_scaled = allreduce_scaled;
   return v;
 }
 

@@ -2,8 +2,10 @@
 #include "ops.h"
 
 #include <climits>
+#include <cmath>
 #include <cstring>
 
+#include "../common/average.h"
 #include "reduce_ops.h"
 #include "request.h"
 
@@ -110,6 +112,40 @@ __attribute__((noinline)) loom_status allreduce_checked(loom_comm *comm, const v
   });
 }
 
+// allreduce_scaled: MPI sums; the request's finish multiplies the result
+// (MPI has no fused form), so this is one more pass over recv.
+__attribute__((noinline)) loom_status allreduce_scaled_checked(loom_comm *comm, const void *send, void *recv,
+                                                               uint64_t count, loom_dtype dtype, double scale,
+                                                               loom_request **request) noexcept {
+  return guarded([&]() -> loom_status {
+    size_t bytes;
+    MPI_Op mop;
+    LOOM_MPI_TRY(begin(comm, request, "allreduce_scaled"));
+    LOOM_MPI_TRY(check_data(dtype, count, "allreduce_scaled", &bytes));
+    if (!loom_plugin_common::is_floating(dtype))
+      return fail(LOOM_ERR_INVALID_ARGUMENT, "allreduce_scaled: dtype %s is not a floating type (f16, bf16, f32, f64)",
+                  dtype_name(dtype));
+    if (!std::isfinite(scale))
+      return fail(LOOM_ERR_INVALID_ARGUMENT, "allreduce_scaled: scale %g is not a finite number", scale);
+    LOOM_MPI_TRY(check_op(dtype, LOOM_REDUCE_SUM, "allreduce_scaled", &mop));
+    LOOM_MPI_TRY(check_buffer(send, count, "allreduce_scaled", "send"));
+    LOOM_MPI_TRY(check_buffer(recv, count, "allreduce_scaled", "recv"));
+    const bool in_place = send == recv;
+    if (!in_place && overlaps(send, bytes, recv, bytes)) return overlap_error("allreduce_scaled", "send == recv");
+    Finish f;
+    f.avg_buf = recv;
+    f.avg_count = count;
+    f.dtype = dtype;
+    f.scaled = true;
+    f.scale = scale;
+    return post(comm, "allreduce_scaled", "MPI_Iallreduce", f, request, [&](MPI_Request *r) {
+      return MPI_Iallreduce(in_place ? MPI_IN_PLACE : send, recv, int(count), mpi_datatype(dtype), mop, comm->mpi, r);
+    }, [&] {
+      return MPI_Allreduce(in_place ? MPI_IN_PLACE : send, recv, int(count), mpi_datatype(dtype), mop, comm->mpi);
+    });
+  });
+}
+
 // The fast path's MPI call, as post makes it with the blocking option. Out
 // of line, like allreduce_checked: allreduce itself then needs no frame, and
 // reaches either with a jump. guarded costs nothing unless something throws
@@ -143,6 +179,11 @@ loom_status allreduce(loom_comm *comm, const void *send, void *recv, uint64_t co
     }
   }
   return allreduce_checked(comm, send, recv, count, dtype, op, request);
+}
+
+loom_status allreduce_scaled(loom_comm *comm, const void *send, void *recv, uint64_t count, loom_dtype dtype,
+                             double scale, loom_request **request) noexcept {
+  return allreduce_scaled_checked(comm, send, recv, count, dtype, scale, request);
 }
 
 loom_status broadcast(loom_comm *comm, const void *send, void *recv, uint64_t count, loom_dtype dtype, int32_t root,

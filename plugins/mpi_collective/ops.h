@@ -9,6 +9,9 @@
 
 namespace loom_mpi {
 
+// scale x the sum over the members (ABI 1.3): MPI's sum, then one pass.
+loom_status allreduce_scaled(loom_comm *comm, const void *send, void *recv, uint64_t count, loom_dtype dtype,
+                             double scale, loom_request **request) noexcept;
 loom_status allreduce(loom_comm *comm, const void *send, void *recv, uint64_t count, loom_dtype dtype,
                       loom_reduce_op op, loom_request **request) noexcept;
 loom_status broadcast(loom_comm *comm, const void *send, void *recv, uint64_t count, loom_dtype dtype, int32_t root,

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "../common/average.h"
 #include "backoff.h"
 #include "comm.h"
 #include "reduce_ops.h"
@@ -34,7 +35,8 @@ loom_status after_mpi(const loom_comm *comm, const Finish &f, const MPI_Status &
                   f.recv_count, st.MPI_SOURCE, got);
   }
   if (f.move_bytes) std::memmove(f.move_to, f.move_from, f.move_bytes);
-  if (f.avg_buf) divide_in_place(f.avg_buf, f.avg_count, f.dtype, comm->size);
+  if (f.avg_buf && f.scaled) loom_plugin_common::scale_in_place(f.avg_buf, f.avg_count, f.dtype, f.scale);
+  else if (f.avg_buf) divide_in_place(f.avg_buf, f.avg_count, f.dtype, comm->size);
   return LOOM_OK;
 }
 

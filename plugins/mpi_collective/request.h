@@ -30,6 +30,9 @@ struct Finish {
   void *avg_buf = nullptr;
   uint64_t avg_count = 0;
   loom_dtype dtype = 0;
+  // allreduce_scaled: MPI summed into avg_buf, multiply by scale instead.
+  bool scaled = false;
+  double scale = 1.0;
   // recv: check that the message had the expected length.
   bool check_recv = false;
   int recv_count = 0;

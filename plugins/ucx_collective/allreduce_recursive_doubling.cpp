@@ -50,7 +50,7 @@ class AllreduceRecursiveDoubling : public Algorithm {
           break;
         case kSteps: {
           if (mask_ >= p_) {
-            if (op.reduce_op == LOOM_REDUCE_AVG) divide(acc_, op.count, op.dtype, n_);
+            finish_block(op.reduce_op, op.scale, n_, acc_, op.count, op.dtype);
             phase_ = r_ < 2 * rem_ ? kFoldOut : kDone;
             break;
           }

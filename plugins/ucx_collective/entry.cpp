@@ -21,7 +21,7 @@ constexpr loom_plugin_info kInfo = {
     "Failure-aware collectives over UCX (UCP tag matching) for host memory; any member set, bootstrapped through "
     "the caller's out-of-band exchange.",
     // Not ASYNC_PROGRESS: operations move only inside test, wait and posts.
-    LOOM_CAP_HOST_MEMORY | LOOM_CAP_DYNAMIC_GROUPS | LOOM_CAP_ABORT | LOOM_CAP_PEER_FAILURE,
+    LOOM_CAP_HOST_MEMORY | LOOM_CAP_DYNAMIC_GROUPS | LOOM_CAP_ABORT | LOOM_CAP_PEER_FAILURE | LOOM_CAP_SCALED_ALLREDUCE,
     kOptions,
     kNumOptions,
 };
@@ -49,6 +49,7 @@ constexpr loom_collective_v1 make_vtable() {
   v.test = test;
   v.wait = wait;
   v.request_free = request_free;
+  v.allreduce_scaled = allreduce_scaled;
   return v;
 }
 

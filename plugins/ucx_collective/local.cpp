@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "algorithms.h"
+#include "reduce.h"
 
 namespace loom_ucx {
 namespace {
@@ -29,6 +30,7 @@ std::unique_ptr<Algorithm> make_local(loom_request &op) {
     const size_t bytes = size_t(op.count) * op.elem;
     if (op.header.op != kOpReduce && op.header.op != kOpBroadcast) copy(op.recv, op.send, bytes);
     else if (op.comm->rank == op.root) copy(op.recv, op.send, bytes);
+    if (op.reduce_op == kReduceScaledSum) scale(op.recv, size_t(op.count), op.dtype, op.scale);
   }
   return std::make_unique<Local>();
 }

@@ -33,7 +33,13 @@ void describe(const WireHeader &h, char *out, size_t len) {
   int n = std::snprintf(out, len, "%s of %llu %s", op_kind_name(h.op), static_cast<unsigned long long>(h.count),
                         dtype_name(h.dtype));
   if (n < 0 || size_t(n) >= len) return;
-  if (h.reduce_op) n += std::snprintf(out + n, len - size_t(n), " (%s)", reduce_op_name(h.reduce_op));
+  if (h.reduce_op == kReduceScaledSum) {
+    double s;
+    std::memcpy(&s, &h.scale_bits, sizeof s);
+    n += std::snprintf(out + n, len - size_t(n), " (sum scaled by %.17g)", s);
+  } else if (h.reduce_op) {
+    n += std::snprintf(out + n, len - size_t(n), " (%s)", reduce_op_name(h.reduce_op));
+  }
   if (n >= 0 && size_t(n) < len && h.root >= 0) std::snprintf(out + n, len - size_t(n), " at root %d", h.root);
 }
 
@@ -263,7 +269,8 @@ bool header_ok(loom_request &op, const void *p, int peer) {
   const WireHeader &mine = op.header;
   if (theirs.magic == mine.magic && theirs.op == mine.op && theirs.dtype == mine.dtype &&
       theirs.reduce_op == mine.reduce_op && theirs.algorithm == mine.algorithm && theirs.count == mine.count &&
-      theirs.root == mine.root && theirs.seq == mine.seq && theirs.chunk_bytes == mine.chunk_bytes)
+      theirs.root == mine.root && theirs.seq == mine.seq && theirs.chunk_bytes == mine.chunk_bytes &&
+      theirs.scale_bits == mine.scale_bits)
     return true;
   char a[160], b[160];
   describe(theirs, a, sizeof a);

@@ -76,6 +76,7 @@ struct loom_request {
   uint64_t count = 0;
   loom_dtype dtype = 0;
   loom_reduce_op reduce_op = 0;
+  double scale = 1.0;  // kReduceScaledSum's factor
   int32_t root = -1;
   size_t elem = 0;  // bytes per element
 

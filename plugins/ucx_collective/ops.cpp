@@ -1,12 +1,14 @@
 // Argument checks, algorithm choice and posting for every operation.
 #include "ops.h"
 
+#include <cmath>
 #include <cstring>
 #include <mutex>
 
 #include "algorithms.h"
 #include "error.h"
 #include "instance.h"
+#include "../common/average.h"
 #include "reduce.h"
 
 namespace loom_ucx {
@@ -78,6 +80,7 @@ struct Args {
   loom_dtype dtype = 0;
   loom_reduce_op reduce_op = 0;
   int32_t root = -1;
+  double scale = 1.0;  // kReduceScaledSum only
 };
 
 std::unique_ptr<Algorithm> choose(loom_request &op) {
@@ -133,6 +136,7 @@ loom_status post_collective(loom_comm *comm, const Args &a, loom_request **reque
   op->count = a.count;
   op->dtype = a.dtype;
   op->reduce_op = a.reduce_op;
+  op->scale = a.scale;
   op->root = a.root;
   op->elem = loom_dtype_size(a.dtype);
   WireHeader &h = op->header;
@@ -143,6 +147,7 @@ loom_status post_collective(loom_comm *comm, const Args &a, loom_request **reque
   h.count = a.count;
   h.root = a.root;
   h.seq = op->seq;
+  if (a.reduce_op == kReduceScaledSum) std::memcpy(&h.scale_bits, &a.scale, sizeof h.scale_bits);
   op->alg = choose(*op);
   start_op(op.get());
   comm->live_requests.fetch_add(1, std::memory_order_relaxed);
@@ -183,6 +188,25 @@ loom_status allreduce(loom_comm *comm, const void *send, void *recv, uint64_t co
     LOOM_UCX_TRY(check_buffer(recv, count, "allreduce", "recv"));
     if (send != recv && overlaps(send, bytes, recv, bytes)) return overlap_error("allreduce", "send == recv");
     Args a{kOpAllreduce, "allreduce", send, recv, count, dtype, op, -1};
+    return post_collective(comm, a, request);
+  });
+}
+
+loom_status allreduce_scaled(loom_comm *comm, const void *send, void *recv, uint64_t count, loom_dtype dtype,
+                             double scale, loom_request **request) noexcept {
+  return guarded([&]() -> loom_status {
+    size_t bytes;
+    LOOM_UCX_TRY(begin(comm, request, "allreduce_scaled"));
+    LOOM_UCX_TRY(check_data(dtype, count, "allreduce_scaled", &bytes));
+    if (!loom_plugin_common::is_floating(dtype))
+      return fail(LOOM_ERR_INVALID_ARGUMENT, "allreduce_scaled: dtype %s is not a floating type (f16, bf16, f32, f64)",
+                  dtype_name(dtype));
+    if (!std::isfinite(scale))
+      return fail(LOOM_ERR_INVALID_ARGUMENT, "allreduce_scaled: scale %g is not a finite number", scale);
+    LOOM_UCX_TRY(check_buffer(send, count, "allreduce_scaled", "send"));
+    LOOM_UCX_TRY(check_buffer(recv, count, "allreduce_scaled", "recv"));
+    if (send != recv && overlaps(send, bytes, recv, bytes)) return overlap_error("allreduce_scaled", "send == recv");
+    Args a{kOpAllreduce, "allreduce_scaled", send, recv, count, dtype, kReduceScaledSum, -1, scale};
     return post_collective(comm, a, request);
   });
 }

@@ -210,7 +210,8 @@ void dispatch(loom_dtype dtype, void *out, const void *a, const void *b, size_t 
 void reduce(loom_dtype dtype, loom_reduce_op op, void *out, const void *a, const void *b, size_t n, bool stream) {
   switch (op) {
     case LOOM_REDUCE_SUM:
-    case LOOM_REDUCE_AVG: dispatch<kSum>(dtype, out, a, b, n, stream); break;
+    case LOOM_REDUCE_AVG:
+    case kReduceScaledSum: dispatch<kSum>(dtype, out, a, b, n, stream); break;
     case LOOM_REDUCE_PROD: dispatch<kProd>(dtype, out, a, b, n, stream); break;
     case LOOM_REDUCE_MIN: dispatch<kMin>(dtype, out, a, b, n, stream); break;
     case LOOM_REDUCE_MAX: dispatch<kMax>(dtype, out, a, b, n, stream); break;
@@ -222,6 +223,15 @@ void divide(void *buf, size_t n, loom_dtype dtype, int divisor) {
   loom_plugin_common::divide_in_place(buf, n, dtype, divisor);
 }
 
+void scale(void *buf, size_t n, loom_dtype dtype, double scale_by) {
+  loom_plugin_common::scale_in_place(buf, n, dtype, scale_by);
+}
+
+void finish_block(loom_reduce_op op, double scale_by, int members, void *buf, size_t n, loom_dtype dtype) {
+  if (op == LOOM_REDUCE_AVG) divide(buf, n, dtype, members);
+  else if (op == kReduceScaledSum) scale(buf, n, dtype, scale_by);
+}
+
 bool known_reduce_op(loom_reduce_op op) { return op >= LOOM_REDUCE_SUM && op <= LOOM_REDUCE_AVG; }
 
 const char *dtype_name(uint32_t dtype) {
@@ -231,6 +241,7 @@ const char *dtype_name(uint32_t dtype) {
 
 const char *reduce_op_name(uint32_t op) {
   static const char *const names[] = {"?", "sum", "prod", "min", "max", "avg"};
+  if (op == kReduceScaledSum) return "scaled sum";
   return op >= 1 && op <= 5 ? names[op] : "unknown op";
 }
 

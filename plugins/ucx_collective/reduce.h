@@ -22,6 +22,20 @@ void reduce(loom_dtype dtype, loom_reduce_op op, void *out, const void *a, const
 // (truncating) for integer dtypes, float division rounded back for halves.
 void divide(void *buf, size_t n, loom_dtype dtype, int divisor);
 
+// The reduce op a scaled allreduce (allreduce_scaled) carries inside the
+// plugin and on the wire: a SUM whose final blocks are multiplied by the
+// operation's scale. Not a public op, so allreduce() refuses it.
+constexpr loom_reduce_op kReduceScaledSum = 0x40;
+
+// Multiplies n elements at buf by scale: in f32 for f32 and the 16-bit
+// floats (rounded back to nearest even), in f64 for f64.
+void scale(void *buf, size_t n, loom_dtype dtype, double scale);
+
+// What a reduction's final block needs once its sum is complete (AVG's
+// division, a scaled sum's multiplication); false for the others.
+inline bool finishes_block(loom_reduce_op op) { return op == LOOM_REDUCE_AVG || op == kReduceScaledSum; }
+void finish_block(loom_reduce_op op, double scale_by, int members, void *buf, size_t n, loom_dtype dtype);
+
 bool known_reduce_op(loom_reduce_op op);
 const char *dtype_name(uint32_t dtype);
 const char *reduce_op_name(uint32_t op);

@@ -163,7 +163,7 @@ class RingPipeline : public Algorithm {
     const char *mine = lay_.contrib + chunk_offset(b, u);
     // AVG divides each piece while it is in the cache; the sums then stay
     // cached (no streaming stores) for that division.
-    const bool divide_here = s == rs_ - 1 && op_->reduce_op == LOOM_REDUCE_AVG;
+    const bool divide_here = s == rs_ - 1 && finishes_block(op_->reduce_op);
     const uint64_t piece = piece_ * elem_;
     for (uint64_t off = 0; off < length; off += piece) {
       if (op_->comm->aborted.load(std::memory_order_relaxed)) return ECANCELED;
@@ -173,7 +173,7 @@ class RingPipeline : public Algorithm {
       // sender) fails the operation afterwards; reduce the whole elements.
       const size_t count = size_t(len / elem_);
       reduce(op_->dtype, op_->reduce_op, out + off, mine + off, slots_, count, stream_ && !divide_here);
-      if (divide_here) divide(out + off, count, op_->dtype, n_);
+      if (divide_here) finish_block(op_->reduce_op, op_->scale, n_, out + off, count, op_->dtype);
     }
     return 0;
   }
@@ -243,7 +243,7 @@ class RingPipeline : public Algorithm {
     const uint64_t len = chunk_len(b, u);
     char *out = partial_ptr(s, b, u);
     reduce(op.dtype, op.reduce_op, out, lay_.contrib + chunk_offset(b, u), recv_ptr(u), len, stream_);
-    if (s == rs_ - 1 && op.reduce_op == LOOM_REDUCE_AVG) divide(out, len, op.dtype, n_);
+    if (s == rs_ - 1 && finishes_block(op.reduce_op)) finish_block(op.reduce_op, op.scale, n_, out, len, op.dtype);
   }
 
   RingLayout lay_;

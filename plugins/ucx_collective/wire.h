@@ -94,7 +94,7 @@ struct WireHeader {
   int32_t root;       // -1 for operations without one
   uint32_t seq;
   uint64_t chunk_bytes;
-  uint64_t reserved;
+  uint64_t scale_bits;  // a scaled allreduce's scale (its IEEE bits, so every rank checks it is the same), else 0
 };
 static_assert(sizeof(WireHeader) == 40, "WireHeader is a wire format");
 constexpr uint32_t kHeaderMagic = 0x4c554358;  // "LUCX"

@@ -55,6 +55,18 @@ const Case kCases[] = {
     {"allgather_count", [](loom::Communicator& c, std::vector<char>& a, std::vector<char>& b) {
        return c.allgather(a.data(), b.data(), odd(c) ? 100 : 99, LOOM_DTYPE_F32);
      }},
+    // allreduce_scaled's scale must be the same bits on every rank, or the
+    // ranks would hold different results; ring and recursive doubling alike.
+    {"scale", [](loom::Communicator& c, std::vector<char>& a, std::vector<char>& b) {
+       return c.allreduce_scaled(a.data(), b.data(), 10, LOOM_DTYPE_F32, odd(c) ? 0.25 : 0.5);
+     }},
+    {"scale_large", [](loom::Communicator& c, std::vector<char>& a, std::vector<char>& b) {
+       return c.allreduce_scaled(a.data(), b.data(), 1 << 20, LOOM_DTYPE_F32, odd(c) ? 1.0 / 3 : 1.0 / 3 + 1e-16);
+     }},
+    {"scaled_and_plain_sum", [](loom::Communicator& c, std::vector<char>& a, std::vector<char>& b) {
+       if (odd(c)) return c.allreduce(a.data(), b.data(), 10, LOOM_DTYPE_F32, LOOM_REDUCE_SUM);
+       return c.allreduce_scaled(a.data(), b.data(), 10, LOOM_DTYPE_F32, 1.0);
+     }},
 };
 
 }  // namespace

@@ -152,7 +152,8 @@ TEST_P(Mismatch, InvalidArgumentOnEveryRank) {
     EXPECT_EQ(job.wait_exit(r, seconds(90)), 0) << dump(job);
     EXPECT_EQ(job.result(r, "mismatches_missed"), "0");
     for (const char* c : {"count", "dtype_same_size", "reduce_op", "count_across_algorithms", "large_count",
-                          "broadcast_root", "operation", "allgather_count"}) {
+                          "broadcast_root", "operation", "allgather_count", "scale", "scale_large",
+                          "scaled_and_plain_sum"}) {
       const std::string code = job.result(r, std::string(c) + "_code");
       const bool may_finish = std::string(c) == "broadcast_root" && r != n - 1;
       EXPECT_TRUE(code == "LOOM_ERR_INVALID_ARGUMENT" || (may_finish && code == "LOOM_OK")) << c << ": " << code;
