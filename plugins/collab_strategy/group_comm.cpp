@@ -51,42 +51,49 @@ loom_status GroupComm::open(const GroupRecord &group, uint64_t me, Clock::time_p
 
 loom_status GroupComm::allreduce(void *buf, uint64_t count, loom_dtype dtype, loom_reduce_op op,
                                  Clock::time_point deadline, std::string *why) {
-  if (comm_ == nullptr) {
-    *why = "no communicator";
-    return LOOM_ERR_INVALID_ARGUMENT;
-  }
+  if (comm_ == nullptr) return no_comm(why);
   loom_request *request = nullptr;
-  loom_status s = vt_->allreduce(comm_, buf, buf, count, dtype, op, &request);
-  if (s == LOOM_OK) {
-    s = vt_->wait(request, ms_until(deadline));
-    if (s != LOOM_OK) {
-      *why = std::string("allreduce failed (") + loom_status_name(s) + "): " + vt_->last_error(instance_);
-      vt_->comm_abort(comm_);  // frees the request only once nothing touches buf
-    }
-    vt_->request_free(request);
-  } else {
-    *why = std::string("posting the allreduce failed (") + loom_status_name(s) + "): " + vt_->last_error(instance_);
-  }
-  if (s != LOOM_OK) close(true);
-  return s;
+  const loom_status posted = vt_->allreduce(comm_, buf, buf, count, dtype, op, &request);
+  return complete(posted, request, deadline, "allreduce", why);
+}
+
+loom_status GroupComm::allreduce_scaled(const float *send, float *recv, uint64_t count, double scale,
+                                        Clock::time_point deadline, std::string *why) {
+  if (comm_ == nullptr) return no_comm(why);
+  loom_request *request = nullptr;
+  const loom_status posted = vt_->allreduce_scaled(comm_, send, recv, count, LOOM_DTYPE_F32, scale, &request);
+  return complete(posted, request, deadline, "allreduce", why);
 }
 
 loom_status GroupComm::barrier(Clock::time_point deadline, std::string *why) {
-  if (comm_ == nullptr) {
-    *why = "no communicator";
-    return LOOM_ERR_INVALID_ARGUMENT;
-  }
+  if (comm_ == nullptr) return no_comm(why);
   loom_request *request = nullptr;
-  loom_status s = vt_->barrier(comm_, &request);
+  const loom_status posted = vt_->barrier(comm_, &request);  // before request is read: two statements
+  return complete(posted, request, deadline, "waiting for the group", why);
+}
+
+loom_status GroupComm::no_comm(std::string *why) {
+  *why = "no communicator";
+  return LOOM_ERR_INVALID_ARGUMENT;
+}
+
+// Waits for a posted operation by deadline. A failure aborts first (the
+// plugin frees the request only once nothing touches the buffers) and then
+// closes the communicator.
+loom_status GroupComm::complete(loom_status posted, loom_request *request, Clock::time_point deadline,
+                                const char *what, std::string *why) {
+  loom_status s = posted;
   if (s == LOOM_OK) {
     s = vt_->wait(request, ms_until(deadline));
-    if (s != LOOM_OK) vt_->comm_abort(comm_);
+    if (s != LOOM_OK) {
+      *why = std::string(what) + " failed (" + loom_status_name(s) + "): " + vt_->last_error(instance_);
+      vt_->comm_abort(comm_);
+    }
     vt_->request_free(request);
+  } else {
+    *why = std::string("posting (") + what + ") failed (" + loom_status_name(s) + "): " + vt_->last_error(instance_);
   }
-  if (s != LOOM_OK) {
-    *why = std::string("waiting for the group failed (") + loom_status_name(s) + "): " + vt_->last_error(instance_);
-    close(true);
-  }
+  if (s != LOOM_OK) close(true);
   return s;
 }
 

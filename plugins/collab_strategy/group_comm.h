@@ -45,6 +45,11 @@ class GroupComm {
   }
   loom_status allreduce(void *buf, uint64_t count, loom_dtype dtype, loom_reduce_op op, Clock::time_point deadline,
                         std::string *why);
+  // recv = scale x (the sum of every member's send), f32, out of place (send
+  // is left as it was, so a retry can start from it). Only for collectives
+  // that offer allreduce_scaled (ABI 1.3). A failure aborts and closes.
+  loom_status allreduce_scaled(const float *send, float *recv, uint64_t count, double scale,
+                               Clock::time_point deadline, std::string *why);
 
   // Returns once every member called it (by deadline). A failure aborts and
   // closes the communicator.
@@ -56,6 +61,9 @@ class GroupComm {
  private:
   static loom_status oob_allgather(void *user, const void *send, size_t len, void *recv, int64_t timeout_ms) noexcept;
   loom_status exchange(const void *send, size_t len, void *recv, int64_t timeout_ms);
+  static loom_status no_comm(std::string *why);
+  loom_status complete(loom_status posted, loom_request *request, Clock::time_point deadline, const char *what,
+                       std::string *why);
 
   const loom_collective_v1 *vt_;
   loom_collective_ctx *instance_;

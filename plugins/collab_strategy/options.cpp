@@ -40,6 +40,9 @@ const loom_option_decl kOptions[kNumOptions] = {
      "Peers (this one included) the swarm must have before this peer starts training, within bootstrap_timeout."},
     {sizeof(loom_option_decl), LOOM_OPTION_STRING, "collective", "ucx",
      "Collective plugin that averages within a group; it must support dynamic groups (lib<name>_collective.so)."},
+    {sizeof(loom_option_decl), LOOM_OPTION_BOOL, "scaled_allreduce", "true",
+     "Average gradients with the collective's allreduce_scaled, written straight into them, when it offers one; "
+     "false: sum into a copy, then divide (one more pass; for comparison)."},
     {sizeof(loom_option_decl), LOOM_OPTION_BOOL, "verbose", "false",
      "Log matchmaking and averaging details at info level instead of debug."},
 };
@@ -172,6 +175,8 @@ bool read_options(const loom_host_v1 *host, Options *o, std::string *why) {
   o->verbose = t == "true";
   if (!r.text(kOptAverageOptimizerState, &t)) return false;
   o->average_optimizer_state = t == "true";
+  if (!r.text(kOptScaledAllreduce, &t)) return false;
+  o->scaled_allreduce = t == "true";
   return true;
 }
 

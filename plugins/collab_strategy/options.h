@@ -28,6 +28,7 @@ enum OptionIndex {
   kOptBootstrapTimeout,
   kOptMinPeers,
   kOptCollective,
+  kOptScaledAllreduce,
   kOptVerbose,
   kNumOptions
 };
@@ -51,6 +52,7 @@ struct Options {
   double bootstrap_timeout = 0;
   int64_t min_peers = 1;
   std::string collective;
+  bool scaled_allreduce = true;
   bool verbose = false;
 };
 

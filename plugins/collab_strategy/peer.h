@@ -123,6 +123,11 @@ class Peer {
   loom_training_state_v1 state_{};
   std::vector<FloatView> params_, grads_;
   uint64_t numel_ = 0;
+  // The host's gradients as one vector (the host keeps them in one flat
+  // buffer), when the collective offers allreduce_scaled: a round then
+  // writes the average straight into them; otherwise null (sum in buffer_,
+  // then divide into the gradients).
+  float *flat_grads_ = nullptr;
   int64_t max_steps_ = -1;
 
   std::unique_ptr<SwarmDht> dht_;

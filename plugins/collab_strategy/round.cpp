@@ -12,8 +12,8 @@ namespace {
 
 constexpr auto kPoll = std::chrono::milliseconds(10);
 
-// out = in * k, and out = in / d. They run over every gradient twice per
-// round. In fixed blocks, like plugins/common/average.h, because GCC's -O2
+// out = in * k, and out = in / d: a round's passes over the gradients
+// besides the allreduce (one with allreduce_scaled, two without). In fixed blocks, like plugins/common/average.h, because GCC's -O2
 // vectoriser takes only loops of a known trip count; the pointers never
 // overlap (the round's buffer and the host's gradients).
 constexpr uint64_t kBlock = 16;
@@ -268,29 +268,39 @@ bool Peer::average_gradients(bool *moved_on) {
   const int64_t epoch = epoch_.load();
   const uint64_t weight = samples_.load();
   const double windows = double(std::max<uint64_t>(1, windows_));
-  // Each peer contributes weight x (its mean gradient) and its weight; the
-  // sum over the group divided by the summed weights is the sample-weighted
-  // mean. The last element carries the weight.
-  // The allreduce runs in place on buffer_; the gradients stay untouched
-  // until a round succeeds, so a retry refills it from them.
-  buffer_.resize(numel_ + 1);
+  // Each peer contributes weight x (its mean gradient); the sum over the
+  // group times 1 / (the summed weights) is the sample-weighted mean.
+  // direct (the collective offers allreduce_scaled and the gradients are one
+  // vector): the summed weights come first (one tiny allreduce), then one
+  // allreduce_scaled from buffer_ writes the mean straight into the
+  // gradients; buffer_ is only read, so a retry starts from it again.
+  // Otherwise the sum runs in place on buffer_, whose last element carries
+  // the weight, and is divided into the gradients: one more pass over them.
+  const bool direct = flat_grads_ != nullptr;
+  buffer_.resize(numel_ + (direct ? 0 : 1));
   bool filled = false;
+  bool grads_written = false;  // a failed direct round may leave partial sums in the gradients
+  const float contribution = float(double(weight) / windows);
   auto fill = [&] {
-    const float scale = float(double(weight) / windows);
-    size_t at = 0;
-    for (const auto &g : grads_) {
-      scale_into(buffer_.data() + at, g.data, g.numel, scale);
-      at += g.numel;
+    if (direct) {
+      scale_into(buffer_.data(), flat_grads_, numel_, contribution);
+    } else {
+      size_t at = 0;
+      for (const auto &g : grads_) {
+        scale_into(buffer_.data() + at, g.data, g.numel, contribution);
+        at += g.numel;
+      }
+      buffer_[numel_] = float(weight);
     }
-    buffer_[numel_] = float(weight);
     filled = true;
   };
+  const auto filling = Clock::now();
   fill();
   const auto start = Clock::now();
+  const auto prepared = start - filling;
   const auto deadline = start + std::chrono::milliseconds(int64_t(opt_.averaging_timeout * 1000));
   std::string last_failure;
   auto ms = [](Clock::duration d) { return std::to_string(int64_t(std::chrono::duration<double, std::milli>(d).count())); };
-  // One allreduce over an open group; true when the gradients now hold the average.
   // One allreduce over an open group; true when the gradients now hold the
   // average. waited: how long the training thread waited for the group;
   // setup: how long building its communicator took (ahead: on the prematch
@@ -298,35 +308,46 @@ bool Peer::average_gradients(bool *moved_on) {
   auto reduce = [&](const GroupRecord &group, std::unique_ptr<GroupComm> comm, Clock::duration waited,
                     Clock::duration setup, bool ahead) {
     if (!filled) fill();
-    filled = false;  // from here buffer_ holds (part of) a sum
     std::string why;
+    auto failed = [&] {
+      log(Level::warn, "averaging with " + group_text(group) + " failed: " + why + "; retrying among the survivors");
+      last_failure = why;
+      return false;
+    };
     // Members that formed the group ahead of the target (and those that
     // matched it at the target: the same group, the same communicator) wait
-    // for the last of them here, so that the allreduce's time is its own.
-    // Every member makes the same calls, whichever way it came.
-    if (comm->barrier(deadline, &why) != LOOM_OK) {
-      log(Level::warn, "averaging with " + group_text(group) + " failed: " + why + "; retrying among the survivors");
-      last_failure = why;
-      return false;
-    }
+    // for the last of them here, so that the allreduce's time is its own:
+    // in the summed weights' allreduce (direct) or a barrier. Every member
+    // makes the same calls, whichever way it came.
+    double total = double(weight);
+    if ((direct ? comm->allreduce(&total, 1, LOOM_DTYPE_F64, LOOM_REDUCE_SUM, deadline, &why)
+                : comm->barrier(deadline, &why)) != LOOM_OK)
+      return failed();
     if (ahead) waited = Clock::now() - start;
     const auto posted = Clock::now();
-    if (comm->allreduce_sum(buffer_.data(), buffer_.size(), deadline, &why) != LOOM_OK) {
-      log(Level::warn, "averaging with " + group_text(group) + " failed: " + why + "; retrying among the survivors");
-      last_failure = why;
-      return false;
-    }
-    const float total = buffer_[numel_];
-    size_t at = 0;
-    for (auto &g : grads_) {
-      divide_into(g.data, buffer_.data() + at, g.numel, total);
-      at += g.numel;
+    if (direct) {
+      grads_written = true;
+      // Every member divides by the same summed weights (bit for bit: one
+      // allreduce's result), as allreduce_scaled requires.
+      if (comm->allreduce_scaled(buffer_.data(), flat_grads_, numel_, total > 0 ? 1.0 / total : 1.0, deadline,
+                                 &why) != LOOM_OK)
+        return failed();
+    } else {
+      filled = false;  // from here buffer_ holds (part of) a sum
+      if (comm->allreduce_sum(buffer_.data(), buffer_.size(), deadline, &why) != LOOM_OK) return failed();
+      total = buffer_[numel_];
+      size_t at = 0;
+      for (auto &g : grads_) {
+        divide_into(g.data, buffer_.data() + at, g.numel, float(total));
+        at += g.numel;
+      }
     }
     const auto reduced = Clock::now() - posted;
     detail("epoch " + std::to_string(epoch) + ": averaged gradients of " + std::to_string(uint64_t(total)) +
            " samples with " + group_text(group) + " (matchmaking " + ms(waited) + " ms" +
            (ahead ? ", group and communicator prepared ahead" : "") + ", averaging " + ms(setup + reduced) +
-           " ms: communicator " + ms(setup) + " ms, allreduce " + ms(reduced) + " ms)");
+           " ms: communicator " + ms(setup) + " ms, allreduce " + ms(reduced) + " ms; contribution " +
+           ms(prepared) + " ms" + (direct ? ", scaled into the gradients" : "") + ")");
     comm_ = std::move(comm);
     last_local_reason_.clear();
     return true;
@@ -393,6 +414,12 @@ bool Peer::average_gradients(bool *moved_on) {
   if (last_failure != last_local_reason_) log(Level::info, line + " (said once until it changes)");
   else detail(line);
   last_local_reason_ = last_failure;
+  if (grads_written) {
+    // A direct round failed after writing into the gradients: buffer_ still
+    // holds weight x the local mean, so the mean is buffer_ / weight.
+    scale_into(flat_grads_, buffer_.data(), numel_, weight > 0 ? float(windows / double(weight)) : 0.0f);
+    return false;
+  }
   const float inv = float(1.0 / windows);
   for (auto &g : grads_)
     for (uint64_t i = 0; i < g.numel; ++i) g.data[i] *= inv;

@@ -4,6 +4,9 @@
 // 20% (relative) of single's, and so is the final validation loss. Single
 // steps are compared in windows because one step's loss moves by ~30% with
 // the mini-batch drawn, and each peer draws its own (sample_salt).
+// Run both ways a round can average: allreduce_scaled straight into the
+// gradients (the default with ucx), and the sum in a copy divided into them
+// (scaled_allreduce = false, the way for collectives without it).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -26,7 +29,10 @@ std::optional<double> final_loss(const std::string& log) {
   return std::stod(m[1]);
 }
 
-TEST(Swarm, TwoPeersFollowTheLossCurveOfSingle) {
+class Equivalence : public testing::TestWithParam<bool> {};
+
+TEST_P(Equivalence, TwoPeersFollowTheLossCurveOfSingle) {
+  const bool scaled = GetParam();
   Scratch scratch;
   const std::vector<std::string> trainer = {"trainer.max_steps=" + std::to_string(kEpochs), "trainer.log_every=1",
                                             "trainer.val_every=0", "trainer.checkpoint_every=0", "trainer.seed=1"};
@@ -41,6 +47,7 @@ TEST(Swarm, TwoPeersFollowTheLossCurveOfSingle) {
                         "strategy.options.verbose=true"})
     collab.push_back(s);
   collab.push_back("strategy.options.run_id=" + unique_run_id("equivalence"));
+  collab.push_back(std::string("strategy.options.scaled_allreduce=") + (scaled ? "true" : "false"));
   Peer a(scratch, "a", teacher_config(), collab, {}, false);
   ASSERT_TRUE(wait_until([&] { return !a.address().empty(); }, seconds(30))) << a.tail();
   Peer b(scratch, "b", teacher_config(), collab, {{"LOOM_INITIAL_PEERS", a.address()}}, false);
@@ -53,6 +60,8 @@ TEST(Swarm, TwoPeersFollowTheLossCurveOfSingle) {
   ASSERT_TRUE(ref_final) << single.tail();
   for (Peer* p : {&a, &b}) {
     EXPECT_FALSE(averaged_rounds(p->log()).empty()) << p->tail();
+    // The way asked for is the way taken.
+    EXPECT_EQ(p->log().find("scaled into the gradients") != std::string::npos, scaled) << p->tail();
     const auto curve = read_metric(p->output_dir(), "train_loss");
     ASSERT_EQ(int64_t(curve.size()), kEpochs) << p->name();
     double worst = 0;
@@ -75,6 +84,10 @@ TEST(Swarm, TwoPeersFollowTheLossCurveOfSingle) {
                 p->name().c_str(), 100 * worst, *mine_final, *ref_final);
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(, Equivalence, testing::Bool(), [](const testing::TestParamInfo<bool>& info) {
+  return std::string(info.param ? "ScaledIntoTheGradients" : "SumThenDivide");
+});
 
 }  // namespace
 }  // namespace loom::swarm
