@@ -26,7 +26,7 @@ set_opts=(--set task.d_model=384 --set task.layers=6 --set task.heads=6 --set ta
           --set strategy.name=collab --set strategy.options.target_batch_size=64 --set strategy.options.verbose=true
           --set strategy.options.listen=127.0.0.1 --set strategy.options.run_id="bench-$port"
           --set strategy.options.matchmaking_time=3 --set strategy.options.averaging_timeout=60
-          --set strategy.options.average_state_every=0)
+          --set strategy.options.average_state_every=0 ${EXTRA_SET:-})
 
 start() {  # start NAME MIN_PEERS [INITIAL]
   local name=$1 min=$2 initial=${3:-} where=()
@@ -42,8 +42,12 @@ echo "== 4 peers, charlm (d_model 384, 6 layers), $epochs epochs of 64 samples"
 start p1 4; p1=$started
 for n in 2 3 4; do start "p$n" 4 "127.0.0.1:$port"; done
 p4=$started
-# Kill p4 once the swarm has averaged 3 epochs, time the survivors' next epoch.
-for _ in $(seq 3000); do grep -q "epoch 3: averaged" "$out/p1.log" 2>/dev/null && break; sleep 0.1; done
+# Kill p4 once the swarm has averaged half the epochs, time the survivors'
+# next epoch. The rounds before the kill (4 peers, nobody joining) are the
+# ones compared with the plain allreduce; later ones share the CPUs with a
+# joiner's state transfer and are shown apart.
+kill_at=$(( epochs / 2 ))
+for _ in $(seq 3000); do grep -q "epoch $kill_at: averaged" "$out/p1.log" 2>/dev/null && break; sleep 0.1; done
 before=$(grep -c "averaged gradients" "$out/p1.log" || true)
 kill -9 "$p4"; killed=$(now)
 for _ in $(seq 3000); do (( $(grep -c "averaged gradients" "$out/p1.log" || true) > before )) && break; sleep 0.05; done
@@ -54,24 +58,27 @@ for p in "${pids[@]:0:3}" "${pids[@]:4}"; do wait "$p" || status=1; done
 (( status == 0 )) || { echo "swarm_round.sh: a peer failed; logs:"; tail -n 5 "$out"/p*.log; exit 1; }
 
 params=$(grep -ho "charlm ([0-9]* parameters)" "$out/p1.log" | head -1 | grep -o "[0-9]*")
-bytes=$(( (params + 1) * 4 ))
+bytes=$(( params * 4 ))
 echo "== plain 4-rank UCX allreduce of the same $bytes bytes"
 "$loom" launch -n 4 -- "$loom" bench collective --plugin ucx --min-bytes "$bytes" --max-bytes "$bytes" --iters 5 \
   --json "$out/ucx.json" > "$out/ucx.log" 2>&1 || { cat "$out/ucx.log"; exit 1; }
-python3 - "$out" "$killed" "$recovered" <<'PY'
+python3 - "$out" "$killed" "$recovered" "$kill_at" <<'PY'
 import json, re, statistics, socket, sys, threading, time, glob
-out, killed, recovered = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
-# Per round: the wait for the group (matchmaking), building the communicator
-# and the allreduce with its rescaling. A group formed ahead of the target
+out, killed, recovered, kill_at = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
+# Per round: the wait for the group (matchmaking), building the communicator,
+# the allreduce with its rescaling, and the pass that prepared this peer's
+# contribution (weight x its gradients) before it waited for the group. A group formed ahead of the target
 # built its communicator on a helper thread while the peer trained, so the
 # training thread's round is the allreduce alone; otherwise it is both.
-rounds = []  # (matchmaking, round on the training thread, communicator, ahead)
+rounds, later = [], []  # (matchmaking, round on the training thread, communicator, ahead, contribution)
 for log in glob.glob(out + "/p[123].log"):
-    for m in re.finditer(r"\(matchmaking (\d+) ms(, group and communicator prepared ahead)?, averaging (\d+) ms: "
-                         r"communicator (\d+) ms, allreduce (\d+) ms\)", open(log).read()):
-        ahead = m.group(2) is not None
-        mm, comm, ar = float(m.group(1)), float(m.group(4)), float(m.group(5))
-        rounds.append((mm, ar if ahead else comm + ar, comm, ahead))
+    for m in re.finditer(r"epoch (\d+): averaged gradients of \d+ samples with (\d+) peers [^\n]*"
+                         r"\(matchmaking (\d+) ms(, group and communicator prepared ahead)?, averaging (\d+) ms: "
+                         r"communicator (\d+) ms, allreduce (\d+) ms; contribution (\d+) ms", open(log).read()):
+        epoch, peers, ahead = int(m.group(1)), int(m.group(2)), m.group(4) is not None
+        mm, comm, ar, fill = float(m.group(3)), float(m.group(6)), float(m.group(7)), float(m.group(8))
+        r = (mm, ar if ahead else comm + ar, comm, ahead, fill)
+        (rounds if epoch <= kill_at and peers == 4 else later).append(r)
 data = json.load(open(out + "/ucx.json"))
 rows = data["results"] if isinstance(data, dict) and "results" in data else data
 us = rows[0].get("time_us") or rows[0].get("avg_us") or rows[0].get("us")
@@ -79,12 +86,18 @@ ucx_ms = us / 1000.0
 med = lambda xs: statistics.median(xs) if xs else float("nan")
 a = med([r[1] for r in rounds]); am = med([r[0] + r[1] for r in rounds])
 n_ahead = sum(r[3] for r in rounds)
-print(f"rounds measured: {len(rounds)} (peers p1-p3), {n_ahead} of them with the group formed ahead of the target")
+print(f"rounds measured: {len(rounds)} (peers p1-p3, 4 peers, epochs 0-{kill_at}), {n_ahead} of them with the group "
+      f"formed ahead of the target")
 print(f"plain UCX allreduce, 4 ranks:         {ucx_ms:9.1f} ms")
 print(f"round without matchmaking (median):   {a:9.1f} ms   ratio {a / ucx_ms:.2f} (target <= 1.5)")
+af = med([r[1] + r[4] for r in rounds])
+print(f"  with its contribution's scaling pass (done before the wait for the group; median): {af:.1f} ms   "
+      f"ratio {af / ucx_ms:.2f}")
 print(f"  communicator built ahead, off the training thread (median, includes waiting for the group): "
       f"{med([r[2] for r in rounds if r[3]]):.1f} ms; built at the target: {med([r[2] for r in rounds if not r[3]]):.1f} ms")
 print(f"round with matchmaking (median):      {am:9.1f} ms   ratio {am / ucx_ms:.2f}")
+print(f"later rounds (3 peers, or a restarted peer loading state), median: {med([r[1] for r in later]):.1f} ms "
+      f"over {len(later)}")
 print(f"SIGKILL of a peer -> next epoch:      {recovered - killed:9.2f} s")
 load = re.search(r"loaded the state of epoch (\d+) from peer \d+ \((\d+) bytes in ([0-9.]+) s\)", open(out + "/p4b.log").read())
 if load:
