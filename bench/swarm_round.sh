@@ -37,6 +37,24 @@ start() {  # start NAME MIN_PEERS [INITIAL]
   pids+=("$started")
 }
 now() { date +%s.%N; }
+# raw_tcp BYTES: seconds to move BYTES over one loopback TCP connection.
+raw_tcp() {
+  python3 - "$1" <<'PY'
+import socket, sys, threading, time
+n = int(sys.argv[1])
+srv = socket.socket(); srv.bind(("127.0.0.1", 0)); srv.listen(1)
+payload = bytes(n)
+def serve():
+    c, _ = srv.accept(); c.sendall(payload); c.close()
+threading.Thread(target=serve).start()
+cli = socket.create_connection(srv.getsockname()); t0 = time.perf_counter(); got = 0
+while got < n:
+    chunk = cli.recv(1 << 20)
+    if not chunk: break
+    got += len(chunk)
+print(f"{time.perf_counter() - t0:.4f}")
+PY
+}
 
 echo "== 4 peers, charlm (d_model 384, 6 layers), $epochs epochs of 64 samples"
 start p1 4; p1=$started
@@ -53,6 +71,15 @@ kill -9 "$p4"; killed=$(now)
 for _ in $(seq 3000); do (( $(grep -c "averaged gradients" "$out/p1.log" || true) > before )) && break; sleep 0.05; done
 recovered=$(now)
 start p4b 1 "127.0.0.1:$port"
+# The raw transfer of the state's bytes, while the swarm still trains (the
+# load the joiner's transfer ran under), right after the joiner loaded.
+raw_busy=""
+for _ in $(seq 1200); do
+  state_bytes=$(grep -ho "loaded the state of epoch [0-9]* from peer [0-9]* ([0-9]* bytes" "$out/p4b.log" 2>/dev/null |
+                grep -o "([0-9]*" | tr -d '(' || true)
+  [[ -n $state_bytes ]] && { raw_busy=$(raw_tcp "$state_bytes"); break; }
+  sleep 0.1
+done
 status=0
 for p in "${pids[@]:0:3}" "${pids[@]:4}"; do wait "$p" || status=1; done
 (( status == 0 )) || { echo "swarm_round.sh: a peer failed; logs:"; tail -n 5 "$out"/p*.log; exit 1; }
@@ -62,9 +89,12 @@ bytes=$(( params * 4 ))
 echo "== plain 4-rank UCX allreduce of the same $bytes bytes"
 "$loom" launch -n 4 -- "$loom" bench collective --plugin ucx --min-bytes "$bytes" --max-bytes "$bytes" --iters 5 \
   --json "$out/ucx.json" > "$out/ucx.log" 2>&1 || { cat "$out/ucx.log"; exit 1; }
-python3 - "$out" "$killed" "$recovered" "$kill_at" <<'PY'
-import json, re, statistics, socket, sys, threading, time, glob
+raw_idle=""
+[[ -n $raw_busy ]] && raw_idle=$(raw_tcp "$state_bytes")
+python3 - "$out" "$killed" "$recovered" "$kill_at" "$raw_busy" "$raw_idle" <<'PY'
+import json, re, statistics, sys, glob
 out, killed, recovered, kill_at = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
+raw_busy, raw_idle = sys.argv[5], sys.argv[6]
 # Per round: the wait for the group (matchmaking), building the communicator,
 # the allreduce with its rescaling, and the pass that prepared this peer's
 # contribution (weight x its gradients) before it waited for the group. A group formed ahead of the target
@@ -100,24 +130,17 @@ print(f"later rounds (3 peers, or a restarted peer loading state), median: {med(
       f"over {len(later)}")
 print(f"SIGKILL of a peer -> next epoch:      {recovered - killed:9.2f} s")
 load = re.search(r"loaded the state of epoch (\d+) from peer \d+ \((\d+) bytes in ([0-9.]+) s\)", open(out + "/p4b.log").read())
-if load:
+if load and raw_busy:
     n, secs = int(load.group(2)), float(load.group(3))
-    srv = socket.socket(); srv.bind(("127.0.0.1", 0)); srv.listen(1)
-    payload = bytes(n)
-    def serve():
-        c, _ = srv.accept(); c.sendall(payload); c.close()
-    threading.Thread(target=serve).start()
-    cli = socket.create_connection(srv.getsockname()); t0 = time.perf_counter(); got = 0
-    while got < n:
-        chunk = cli.recv(1 << 20)
-        if not chunk: break
-        got += len(chunk)
-    raw = time.perf_counter() - t0
-    print(f"joiner state load: {n} bytes in {secs:.3f} s (from asking to restored); raw loopback TCP {raw:.3f} s; ratio {secs / raw:.1f}")
+    busy, idle = float(raw_busy), float(raw_idle)
+    print(f"joiner state load: {n} bytes in {secs:.3f} s (from asking to restored)")
+    print(f"  raw loopback TCP of as many bytes while the swarm trains: {busy:.3f} s, ratio {secs / busy:.1f}; "
+          f"on the idle machine after the run: {idle:.3f} s, ratio {secs / idle:.1f}")
     dl = re.search(r"downloaded state of epoch \d+ \((\d+) bytes\) from donor .* in (\d+) ms", open(out + "/p4b.log").read())
     if dl:
         t = float(dl.group(2)) / 1000.0
-        print(f"  of which the download from the donor (incl. its wait to publish a snapshot): {t:.3f} s; ratio to raw {t / raw:.1f}")
+        print(f"  of which the download from the donor (its wait for a step boundary to snapshot included): {t:.3f} s, "
+              f"ratio {t / busy:.1f} to the raw transfer under load")
 else:
     print("joiner state load: not found in the restarted peer's log")
 PY

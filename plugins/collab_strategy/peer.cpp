@@ -354,13 +354,17 @@ void Peer::serve_if_wanted() {
   if (!server_ || !server_->wanted()) return;
   const uint8_t *data = nullptr;
   size_t len = 0;
+  const auto t0 = Clock::now();
   if (state_.snapshot(state_.user, &data, &len) != LOOM_OK) {
     log(Level::warn, "could not snapshot the training state for a peer that asked for it");
     return;
   }
+  const auto t1 = Clock::now();
   server_->publish(epoch_.load(), Bytes(data, data + len));
+  auto ms = [](Clock::duration d) { return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count()); };
   detail("published a state snapshot of epoch " + std::to_string(epoch_.load()) + " (" + std::to_string(len) +
-         " bytes) for a joining peer");
+         " bytes) for a joining peer (serialised in " + ms(t1 - t0) + " ms, handed over in " + ms(Clock::now() - t1) +
+         " ms)");
 }
 
 void Peer::zero_grads() {

@@ -36,7 +36,8 @@ class TrainingState {
   // tensors (their addresses stay what the strategy was given) and throws
   // Error::usage when the bytes do not fit this model.
   std::string snapshot() const;
-  void restore(const std::string& bytes);
+  void restore(const std::string& bytes) { restore(bytes.data(), bytes.size()); }
+  void restore(const char* data, size_t len);
 
   // The optimizer's floating-point statistics (momentum buffers, Adam's
   // moments) in parameter order, as lent to the strategy (ABI 1.2): valid
