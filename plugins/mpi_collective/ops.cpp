@@ -2,7 +2,6 @@
 #include "ops.h"
 
 #include <climits>
-#include <cmath>
 #include <cstring>
 
 #include "../common/average.h"
@@ -122,11 +121,9 @@ __attribute__((noinline)) loom_status allreduce_scaled_checked(loom_comm *comm, 
     MPI_Op mop;
     LOOM_MPI_TRY(begin(comm, request, "allreduce_scaled"));
     LOOM_MPI_TRY(check_data(dtype, count, "allreduce_scaled", &bytes));
-    if (!loom_plugin_common::is_floating(dtype))
-      return fail(LOOM_ERR_INVALID_ARGUMENT, "allreduce_scaled: dtype %s is not a floating type (f16, bf16, f32, f64)",
-                  dtype_name(dtype));
-    if (!std::isfinite(scale))
-      return fail(LOOM_ERR_INVALID_ARGUMENT, "allreduce_scaled: scale %g is not a finite number", scale);
+    char refusal[128];
+    if (loom_plugin_common::scaled_allreduce_refused(dtype, dtype_name(dtype), scale, refusal, sizeof refusal))
+      return fail(LOOM_ERR_INVALID_ARGUMENT, "%s", refusal);
     LOOM_MPI_TRY(check_op(dtype, LOOM_REDUCE_SUM, "allreduce_scaled", &mop));
     LOOM_MPI_TRY(check_buffer(send, count, "allreduce_scaled", "send"));
     LOOM_MPI_TRY(check_buffer(recv, count, "allreduce_scaled", "recv"));

@@ -1,7 +1,6 @@
 // Argument checks, algorithm choice and posting for every operation.
 #include "ops.h"
 
-#include <cmath>
 #include <cstring>
 #include <mutex>
 
@@ -198,11 +197,9 @@ loom_status allreduce_scaled(loom_comm *comm, const void *send, void *recv, uint
     size_t bytes;
     LOOM_UCX_TRY(begin(comm, request, "allreduce_scaled"));
     LOOM_UCX_TRY(check_data(dtype, count, "allreduce_scaled", &bytes));
-    if (!loom_plugin_common::is_floating(dtype))
-      return fail(LOOM_ERR_INVALID_ARGUMENT, "allreduce_scaled: dtype %s is not a floating type (f16, bf16, f32, f64)",
-                  dtype_name(dtype));
-    if (!std::isfinite(scale))
-      return fail(LOOM_ERR_INVALID_ARGUMENT, "allreduce_scaled: scale %g is not a finite number", scale);
+    char refusal[128];
+    if (loom_plugin_common::scaled_allreduce_refused(dtype, dtype_name(dtype), scale, refusal, sizeof refusal))
+      return fail(LOOM_ERR_INVALID_ARGUMENT, "%s", refusal);
     LOOM_UCX_TRY(check_buffer(send, count, "allreduce_scaled", "send"));
     LOOM_UCX_TRY(check_buffer(recv, count, "allreduce_scaled", "recv"));
     if (send != recv && overlaps(send, bytes, recv, bytes)) return overlap_error("allreduce_scaled", "send == recv");
