@@ -5,7 +5,8 @@
 #     allreduce and its rescaling, plus building the group's communicator
 #     when that was not done ahead on a helper thread) and with it, against a
 #     plain 4-rank UCX allreduce of the same gradient vector (`loom bench
-#     collective` under `loom launch`);
+#     collective` under `loom launch`), its buffers in ordinary pages and,
+#     like the peers' gradient buffers, in huge pages (--huge-pages);
 #  2. the time from the SIGKILL of a peer to the survivors' next averaged epoch;
 #  3. a restarted peer's state loading against the raw loopback TCP transfer
 #     time of the same number of bytes.
@@ -86,9 +87,11 @@ for p in "${pids[@]:0:3}" "${pids[@]:4}"; do wait "$p" || status=1; done
 
 params=$(grep -ho "charlm ([0-9]* parameters)" "$out/p1.log" | head -1 | grep -o "[0-9]*")
 bytes=$(( params * 4 ))
-echo "== plain 4-rank UCX allreduce of the same $bytes bytes"
+echo "== plain 4-rank UCX allreduce of the same $bytes bytes (ordinary pages, then huge pages as the peers' buffers)"
 "$loom" launch -n 4 -- "$loom" bench collective --plugin ucx --min-bytes "$bytes" --max-bytes "$bytes" --iters 5 \
   --json "$out/ucx.json" > "$out/ucx.log" 2>&1 || { cat "$out/ucx.log"; exit 1; }
+"$loom" launch -n 4 -- "$loom" bench collective --plugin ucx --min-bytes "$bytes" --max-bytes "$bytes" --iters 5 \
+  --huge-pages --json "$out/ucx_huge.json" > "$out/ucx_huge.log" 2>&1 || { cat "$out/ucx_huge.log"; exit 1; }
 raw_idle=""
 [[ -n $raw_busy ]] && raw_idle=$(raw_tcp "$state_bytes")
 python3 - "$out" "$killed" "$recovered" "$kill_at" "$raw_busy" "$raw_idle" <<'PY'
@@ -109,20 +112,23 @@ for log in glob.glob(out + "/p[123].log"):
         mm, comm, ar, fill = float(m.group(3)), float(m.group(6)), float(m.group(7)), float(m.group(8))
         r = (mm, ar if ahead else comm + ar, comm, ahead, fill)
         (rounds if epoch <= kill_at and peers == 4 else later).append(r)
-data = json.load(open(out + "/ucx.json"))
-rows = data["results"] if isinstance(data, dict) and "results" in data else data
-us = rows[0].get("time_us") or rows[0].get("avg_us") or rows[0].get("us")
-ucx_ms = us / 1000.0
+def plain_ms(name):
+    data = json.load(open(out + "/" + name))
+    rows = data["results"] if isinstance(data, dict) and "results" in data else data
+    return (rows[0].get("time_us") or rows[0].get("avg_us") or rows[0].get("us")) / 1000.0
+ucx_ms, huge_ms = plain_ms("ucx.json"), plain_ms("ucx_huge.json")
 med = lambda xs: statistics.median(xs) if xs else float("nan")
 a = med([r[1] for r in rounds]); am = med([r[0] + r[1] for r in rounds])
 n_ahead = sum(r[3] for r in rounds)
 print(f"rounds measured: {len(rounds)} (peers p1-p3, 4 peers, epochs 0-{kill_at}), {n_ahead} of them with the group "
       f"formed ahead of the target")
-print(f"plain UCX allreduce, 4 ranks:         {ucx_ms:9.1f} ms")
-print(f"round without matchmaking (median):   {a:9.1f} ms   ratio {a / ucx_ms:.2f} (target <= 1.5)")
+print(f"plain UCX allreduce, 4 ranks:         {ucx_ms:9.1f} ms; with its buffers in huge pages, as the peers' are: "
+      f"{huge_ms:.1f} ms")
+print(f"round without matchmaking (median):   {a:9.1f} ms   ratio {a / ucx_ms:.2f} (target <= 1.5); "
+      f"like for like (huge pages): {a / huge_ms:.2f}")
 af = med([r[1] + r[4] for r in rounds])
 print(f"  with its contribution's scaling pass (done before the wait for the group; median): {af:.1f} ms   "
-      f"ratio {af / ucx_ms:.2f}")
+      f"ratio {af / ucx_ms:.2f}; like for like {af / huge_ms:.2f}")
 print(f"  communicator built ahead, off the training thread (median, includes waiting for the group): "
       f"{med([r[2] for r in rounds if r[3]]):.1f} ms; built at the target: {med([r[2] for r in rounds if not r[3]]):.1f} ms")
 print(f"round with matchmaking (median):      {am:9.1f} ms   ratio {am / ucx_ms:.2f}")

@@ -12,6 +12,7 @@
 #include <iostream>
 #include <vector>
 
+#include "../../plugins/common/huge_pages.h"
 #include "commands.hpp"
 #include "loom/collective.hpp"
 #include "table.hpp"
@@ -30,7 +31,10 @@ struct BenchArgs {
   uint64_t max_bytes = 64ull << 20;
   int iters = 0;  // 0: chosen per size
   int warmup = 2;
+  bool huge_pages = false;  // buffers in transparent huge pages, as Loom's gradient buffers are
 };
+
+using Floats = std::vector<float, loom_plugin_common::HugePageAllocator<float>>;
 
 double bus_factor(const std::string& op, int n) {
   if (op == "allreduce") return 2.0 * (n - 1) / n;
@@ -39,8 +43,7 @@ double bus_factor(const std::string& op, int n) {
 }
 
 // Posts one op of `bytes` total payload (nccl-tests' size) with f32 elements.
-Status run_op(Communicator& comm, const std::string& op, std::vector<float>& send, std::vector<float>& recv,
-              uint64_t count) {
+Status run_op(Communicator& comm, const std::string& op, Floats& send, Floats& recv, uint64_t count) {
   const uint64_t n = static_cast<uint64_t>(comm.size());
   if (op == "allreduce") return comm.allreduce(send.data(), recv.data(), count, LOOM_DTYPE_F32, LOOM_REDUCE_SUM);
   if (op == "broadcast") return comm.broadcast(send.data(), recv.data(), count, LOOM_DTYPE_F32, 0);
@@ -49,7 +52,7 @@ Status run_op(Communicator& comm, const std::string& op, std::vector<float>& sen
 }
 
 // Checks recv after one run with send[i] = rank + 1 + (i % 7) on every rank.
-bool valid_result(const std::string& op, const std::vector<float>& recv, uint64_t count, int rank, int n) {
+bool valid_result(const std::string& op, const Floats& recv, uint64_t count, int rank, int n) {
   for (uint64_t i = 0; i < count; ++i) {
     float expected;
     if (op == "allreduce") {
@@ -89,7 +92,8 @@ int bench_collective(const GlobalOptions& global, const BenchArgs& args) {
   for (uint64_t bytes = args.min_bytes; bytes <= args.max_bytes; bytes *= 2) {
     uint64_t count = std::max<uint64_t>(bytes / sizeof(float), 1);
     if (args.op == "allgather" || args.op == "reduce_scatter") count = std::max<uint64_t>(count / n * n, n);
-    std::vector<float> send(count), recv(count, -1.0f);
+    const loom_plugin_common::HugePageAllocator<float> alloc(args.huge_pages);
+    Floats send(count, 0.0f, alloc), recv(count, -1.0f, alloc);
     for (uint64_t i = 0; i < count; ++i) send[i] = float(rank + 1 + int(i % 7));
     if (args.op == "allgather") {  // each rank contributes its block
       for (uint64_t i = 0; i < count / n; ++i) send[i] = float(rank + 1 + int(i % 7));
@@ -128,7 +132,7 @@ int bench_collective(const GlobalOptions& global, const BenchArgs& args) {
     if (!args.json_path.empty()) {
       std::ofstream out(args.json_path);
       out << json{{"plugin", args.plugin}, {"version", collective->descriptor().version}, {"op", args.op},
-                  {"dtype", "f32"}, {"ranks", n}, {"results", results}}
+                  {"dtype", "f32"}, {"ranks", n}, {"huge_pages", args.huge_pages}, {"results", results}}
                  .dump(2)
           << "\n";
       if (!out) throw Error::runtime("cannot write " + args.json_path);
@@ -152,6 +156,8 @@ void add_bench_command(CLI::App& app, const GlobalOptions& global, Runner* run) 
   coll->add_option("--max-bytes", args->max_bytes, "Largest size")->check(CLI::Range(uint64_t(4), uint64_t(1) << 34));
   coll->add_option("--iters", args->iters, "Timed iterations per size (0: by size)")->check(CLI::Range(0, 1000000));
   coll->add_option("--warmup", args->warmup, "Untimed iterations per size")->check(CLI::Range(0, 1000));
+  coll->add_flag("--huge-pages", args->huge_pages,
+                 "Allocate the buffers in transparent huge pages (madvise), as Loom's gradient buffers are");
   coll->callback([args, &global, run] {
     if (args->min_bytes > args->max_bytes) throw CLI::ValidationError("--min-bytes", "must not exceed --max-bytes");
     *run = [args, &global] { return bench_collective(global, *args); };

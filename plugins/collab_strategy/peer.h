@@ -23,6 +23,7 @@
 #include "options.h"
 #include "records.h"
 #include "state_transfer.h"
+#include "../common/huge_pages.h"
 #include "tracker.h"
 
 namespace loom_collab {
@@ -166,7 +167,8 @@ class Peer {
   bool window_started_ = false;
   std::unique_ptr<GroupComm> comm_;  // the last round's group, until after_optimizer_step
   std::unique_ptr<Prematch> prematch_;
-  std::vector<float> buffer_, scratch_;
+  // Huge pages: the collective reads and writes them across processes.
+  std::vector<float, loom_plugin_common::HugePageAllocator<float>> buffer_, scratch_;
   int64_t last_resync_try_ms_ = 0;
   std::string last_local_reason_;  // why the last epoch stepped alone, if it did
   bool set_up_ = false;

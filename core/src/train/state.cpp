@@ -1,10 +1,13 @@
 #include "state.hpp"
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <map>
 #include <type_traits>
 #include <sstream>
 
+#include "../../../plugins/common/huge_pages.h"
 #include "loom/status.hpp"
 
 namespace loom::train {
@@ -70,6 +73,17 @@ loom_status restore_cb(void* user, const uint8_t* data, size_t len) {
   }
 }
 
+// A zeroed 1-D tensor; on the CPU, in huge pages (plugins/common/
+// huge_pages.h): the gradient buffer is what collectives read across
+// processes and reduce into.
+torch::Tensor flat_zeros(int64_t numel, const torch::TensorOptions& options) {
+  const size_t bytes = size_t(numel) * c10::elementSize(c10::typeMetaToScalarType(options.dtype()));
+  if (!options.device().is_cpu()) return torch::zeros({numel}, options);
+  void* p = loom_plugin_common::allocate_huge(bytes);
+  std::memset(p, 0, bytes);
+  return torch::from_blob(p, {numel}, [](void* q) { std::free(q); }, options);
+}
+
 }  // namespace
 
 TrainingState::TrainingState(Task& task, const TrainerSettings& s) : task_(task) {
@@ -86,7 +100,7 @@ TrainingState::TrainingState(Task& task, const TrainerSettings& s) : task_(task)
   std::map<c10::ScalarType, int64_t> totals;
   for (auto& p : params_) totals[p.scalar_type()] += p.numel();
   std::map<c10::ScalarType, std::pair<torch::Tensor, int64_t>> flats;  // buffer, next offset
-  for (auto& [type, total] : totals) flats[type] = {torch::zeros({total}, params_.front().options().dtype(type)), 0};
+  for (auto& [type, total] : totals) flats[type] = {flat_zeros(total, params_.front().options().dtype(type)), 0};
   for (auto it = params_.rbegin(); it != params_.rend(); ++it) {
     auto& [flat, offset] = flats[it->scalar_type()];
     it->mutable_grad() = flat.narrow(0, offset, it->numel()).view(it->sizes());
