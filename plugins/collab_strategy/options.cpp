@@ -42,7 +42,8 @@ const loom_option_decl kOptions[kNumOptions] = {
      "Collective plugin that averages within a group; it must support dynamic groups (lib<name>_collective.so)."},
     {sizeof(loom_option_decl), LOOM_OPTION_BOOL, "scaled_allreduce", "true",
      "Average gradients with the collective's allreduce_scaled, written straight into them, when it offers one; "
-     "false: sum into a copy, then divide (one more pass; for comparison)."},
+     "false: sum into a copy, then divide (one more pass; for comparison). Every peer of a run must use the same "
+     "value: groups that mix them fail their rounds as mismatched operations."},
     {sizeof(loom_option_decl), LOOM_OPTION_BOOL, "verbose", "false",
      "Log matchmaking and averaging details at info level instead of debug."},
 };
