@@ -281,6 +281,12 @@ bool Peer::average_gradients(bool *moved_on) {
   bool filled = false;
   bool grads_written = false;  // a failed direct round may leave partial sums in the gradients
   const float contribution = float(double(weight) / windows);
+  // After a failed direct round: the gradients from the weighted copy,
+  // times factor (buffer_ holds the accumulated gradients x contribution).
+  auto restore_grads = [&](double factor) {
+    scale_into(flat_grads_, buffer_.data(), numel_, weight > 0 ? float(factor) : 0.0f);
+    grads_written = false;
+  };
   auto fill = [&] {
     if (direct) {
       scale_into(buffer_.data(), flat_grads_, numel_, contribution);
@@ -373,6 +379,8 @@ bool Peer::average_gradients(bool *moved_on) {
   for (uint32_t attempt = first_attempt; Clock::now() < deadline; ++attempt) {
     if (view().global_epoch > epoch) {
       *moved_on = true;
+      // They go on accumulating at the next epoch, as they were.
+      if (grads_written) restore_grads(windows / double(weight));
       detail("the swarm finished epoch " + std::to_string(epoch) + " without this peer");
       return false;
     }
@@ -415,9 +423,9 @@ bool Peer::average_gradients(bool *moved_on) {
   else detail(line);
   last_local_reason_ = last_failure;
   if (grads_written) {
-    // A direct round failed after writing into the gradients: buffer_ still
-    // holds weight x the local mean, so the mean is buffer_ / weight.
-    scale_into(flat_grads_, buffer_.data(), numel_, weight > 0 ? float(windows / double(weight)) : 0.0f);
+    // A direct round failed after writing into the gradients: the local
+    // mean is buffer_ / weight.
+    restore_grads(1.0 / double(weight));
     return false;
   }
   const float inv = float(1.0 / windows);
