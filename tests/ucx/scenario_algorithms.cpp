@@ -95,6 +95,18 @@ void run_reductions(Checker& ck, loom::Communicator& c, loom_dtype d, size_t cou
                    [&](size_t i) { return expected(op, d, n, size_t(me) * count + i); });
     }
   }
+  // allreduce_scaled (floating dtypes): the SUM inputs times 0.5, exact, so
+  // a scale applied twice or not at all shows in every algorithm.
+  if (d != LOOM_DTYPE_F16 && d != LOOM_DTYPE_BF16 && d != LOOM_DTYPE_F32 && d != LOOM_DTYPE_F64) return;
+  for (bool in_place : {false, true}) {
+    const std::string tag = std::to_string(d) + "/scaled/" + std::to_string(count);
+    Buf s = make(d, count), r = make(d, count);
+    for (size_t i = 0; i < count; ++i) store_value(d, s.data(), i, input(LOOM_REDUCE_SUM, d, me, i));
+    void* out = in_place ? s.data() : r.data();
+    ck.status(c.allreduce_scaled(s.data(), out, count, d, 0.5), "allreduce_scaled " + tag);
+    check_values(ck, "allreduce_scaled " + tag, d, out, count,
+                 [&](size_t i) { return 0.5 * expected(LOOM_REDUCE_SUM, d, n, i); });
+  }
 }
 
 void run_movement(Checker& ck, loom::Communicator& c, loom_dtype d, size_t count) {
