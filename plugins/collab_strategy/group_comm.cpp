@@ -133,28 +133,34 @@ loom_status GroupComm::exchange(const void *send, size_t len, void *recv, int64_
   std::vector<bool> have(static_cast<size_t>(size_), false);
   bool published = false;
   Clock::time_point last_put{};
+  std::chrono::milliseconds search_wait(60);
   auto *out = static_cast<uint8_t *>(recv);
   for (;;) {
-    // Short waits: the live nodes store and answer within a millisecond on
-    // a LAN, while a node that died (a peer killed a moment ago, still in
-    // the routing table) holds a put's confirmation and a search's end
-    // until it times out: 800 ms per communicator after each kill with
-    // waits of 500 and 300 ms. An unconfirmed put goes on in the
-    // background; it is repeated at most once a second.
+    // Short waits first: the live nodes store and answer within a
+    // millisecond on a LAN, while a node that died (a peer killed a moment
+    // ago, still in the routing table) holds a put's confirmation and a
+    // search's end until it times out: 800 ms per communicator after each
+    // kill with fixed waits of 500 and 300 ms. A search that brings nothing
+    // new doubles the next one's wait (up to a second), so peers farther
+    // away than the first wait are still found; an unconfirmed put goes on
+    // in the background and is repeated at most once a second.
     if (!published && Clock::now() - last_put >= std::chrono::seconds(1)) {
       last_put = Clock::now();
       published = dht_->put(key, uint64_t(rank_) + 1, value, std::chrono::seconds(60),
                             std::chrono::milliseconds(std::min<int64_t>(50, timeout_ms)));
     }
-    for (const auto &raw : dht_->get(key, std::chrono::milliseconds(60))) {
+    bool news = false;
+    for (const auto &raw : dht_->get(key, search_wait)) {
       std::string reason;
       auto r = decode_oob(run_, raw.data(), raw.size(), &reason);
       if (!r || r->group_hash != group_hash_ || r->size != uint32_t(size_) || r->payload.size() != len) continue;
       if (!have[r->rank]) {
         std::memcpy(out + size_t(r->rank) * len, r->payload.data(), len);
         have[r->rank] = true;
+        news = true;
       }
     }
+    if (!news) search_wait = std::min(search_wait * 2, std::chrono::milliseconds(1000));
     if (std::all_of(have.begin(), have.end(), [](bool b) { return b; })) return LOOM_OK;
     if (cancel_ && cancel_->load()) {
       oob_error_ = "the round was abandoned while its members exchanged addresses";
@@ -164,7 +170,7 @@ loom_status GroupComm::exchange(const void *send, size_t len, void *recv, int64_
       size_t missing = static_cast<size_t>(std::count(have.begin(), have.end(), false));
       oob_error_ = "the group exchange timed out after " + std::to_string(timeout_ms) + " ms: " +
                    std::to_string(missing) + " of " + std::to_string(size_) + " members never published" +
-                   (published ? "" : " (and this peer's own part was never stored)");
+                   (published ? "" : " (and no node confirmed storing this peer's own part)");
       return LOOM_ERR_TIMEOUT;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));

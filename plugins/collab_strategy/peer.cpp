@@ -152,7 +152,7 @@ loom_status Peer::setup(const loom_training_state_v1 &state, std::string *why) {
   for (size_t i = 1; flat && i < by_address.size(); ++i)
     flat = by_address[i - 1].data + by_address[i - 1].numel == by_address[i].data;
   if (scaled && flat) flat_grads_ = by_address.front().data;
-  detail(std::string("gradients: ") + (flat_grads_ ? "one flat vector, averaged in place by allreduce_scaled"
+  detail(std::string("gradients: ") + (flat_grads_ ? "one flat vector, the average written straight into it by allreduce_scaled"
                                                    : scaled ? "not one flat vector: averaged through a copy"
                                                    : opt_.scaled_allreduce
                                                        ? "the collective has no allreduce_scaled: averaged through a copy"

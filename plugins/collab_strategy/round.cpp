@@ -276,7 +276,8 @@ bool Peer::average_gradients(bool *moved_on) {
   // gradients; buffer_ is only read, so a retry starts from it again.
   // Otherwise the sum runs in place on buffer_, whose last element carries
   // the weight, and is divided into the gradients: one more pass over them.
-  const bool direct = flat_grads_ != nullptr;
+  // (A peer without samples has nothing to restore the gradients from.)
+  const bool direct = flat_grads_ != nullptr && weight > 0;
   buffer_.resize(numel_ + (direct ? 0 : 1));
   bool filled = false;
   bool grads_written = false;  // a failed direct round may leave partial sums in the gradients
@@ -341,6 +342,16 @@ bool Peer::average_gradients(bool *moved_on) {
     } else {
       filled = false;  // from here buffer_ holds (part of) a sum
       if (comm->allreduce_sum(buffer_.data(), buffer_.size(), deadline, &why) != LOOM_OK) return failed();
+    }
+    // The result counts only once every member has finished the allreduce.
+    // A member that failed it (its own deadline came first) may rewrite its
+    // buffers at once, while a neighbour on this host still reads them by
+    // cross-memory attach and could finish with that data. Such a member
+    // never comes here, so this step fails for the others too, and they
+    // start again from their weighted copies.
+    double finished = 1;
+    if (comm->allreduce(&finished, 1, LOOM_DTYPE_F64, LOOM_REDUCE_SUM, deadline, &why) != LOOM_OK) return failed();
+    if (!direct) {
       total = buffer_[numel_];
       size_t at = 0;
       for (auto &g : grads_) {
@@ -379,7 +390,8 @@ bool Peer::average_gradients(bool *moved_on) {
   for (uint32_t attempt = first_attempt; Clock::now() < deadline; ++attempt) {
     if (view().global_epoch > epoch) {
       *moved_on = true;
-      // They go on accumulating at the next epoch, as they were.
+      // They go on accumulating at the next epoch, as they were (to within
+      // a rounding: restored as buffer_ / contribution).
       if (grads_written) restore_grads(windows / double(weight));
       detail("the swarm finished epoch " + std::to_string(epoch) + " without this peer");
       return false;
