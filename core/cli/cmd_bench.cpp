@@ -12,7 +12,7 @@
 #include <iostream>
 #include <vector>
 
-#include "../../plugins/common/huge_pages.h"
+#include "huge_pages.h"
 #include "commands.hpp"
 #include "loom/collective.hpp"
 #include "table.hpp"

@@ -89,53 +89,35 @@ Finish average(loom_reduce_op op, void *buf, uint64_t count, loom_dtype dtype) {
 
 // Every allreduce but the fast path's: the checks one by one, each with its
 // own message, then post (request.h). Out of line, so that its stack frame
-// and saved registers are not paid on the fast path.
+// and saved registers are not paid on the fast path. scale non-null: an
+// allreduce_scaled (MPI sums; the request's finish multiplies the result,
+// MPI having no fused form, so that is one more pass over recv).
 __attribute__((noinline)) loom_status allreduce_checked(loom_comm *comm, const void *send, void *recv,
                                                         uint64_t count, loom_dtype dtype, loom_reduce_op op,
-                                                        loom_request **request) noexcept {
+                                                        loom_request **request, const double *scale = nullptr) noexcept {
+  const char *name = scale ? "allreduce_scaled" : "allreduce";
   return guarded([&]() -> loom_status {
     size_t bytes;
     MPI_Op mop;
-    LOOM_MPI_TRY(begin(comm, request, "allreduce"));
-    LOOM_MPI_TRY(check_data(dtype, count, "allreduce", &bytes));
-    LOOM_MPI_TRY(check_op(dtype, op, "allreduce", &mop));
-    LOOM_MPI_TRY(check_buffer(send, count, "allreduce", "send"));
-    LOOM_MPI_TRY(check_buffer(recv, count, "allreduce", "recv"));
-    const bool in_place = send == recv;
-    if (!in_place && overlaps(send, bytes, recv, bytes)) return overlap_error("allreduce", "send == recv");
-    return post(comm, "allreduce", "MPI_Iallreduce", average(op, recv, count, dtype), request, [&](MPI_Request *r) {
-      return MPI_Iallreduce(in_place ? MPI_IN_PLACE : send, recv, int(count), mpi_datatype(dtype), mop, comm->mpi, r);
-    }, [&] {
-      return MPI_Allreduce(in_place ? MPI_IN_PLACE : send, recv, int(count), mpi_datatype(dtype), mop, comm->mpi);
-    });
-  });
-}
-
-// allreduce_scaled: MPI sums; the request's finish multiplies the result
-// (MPI has no fused form), so this is one more pass over recv.
-__attribute__((noinline)) loom_status allreduce_scaled_checked(loom_comm *comm, const void *send, void *recv,
-                                                               uint64_t count, loom_dtype dtype, double scale,
-                                                               loom_request **request) noexcept {
-  return guarded([&]() -> loom_status {
-    size_t bytes;
-    MPI_Op mop;
-    LOOM_MPI_TRY(begin(comm, request, "allreduce_scaled"));
-    LOOM_MPI_TRY(check_data(dtype, count, "allreduce_scaled", &bytes));
+    LOOM_MPI_TRY(begin(comm, request, name));
+    LOOM_MPI_TRY(check_data(dtype, count, name, &bytes));
     char refusal[128];
-    if (loom_plugin_common::scaled_allreduce_refused(dtype, dtype_name(dtype), scale, refusal, sizeof refusal))
+    if (scale && loom_plugin_common::scaled_allreduce_refused(dtype, dtype_name(dtype), *scale, refusal, sizeof refusal))
       return fail(LOOM_ERR_INVALID_ARGUMENT, "%s", refusal);
-    LOOM_MPI_TRY(check_op(dtype, LOOM_REDUCE_SUM, "allreduce_scaled", &mop));
-    LOOM_MPI_TRY(check_buffer(send, count, "allreduce_scaled", "send"));
-    LOOM_MPI_TRY(check_buffer(recv, count, "allreduce_scaled", "recv"));
+    LOOM_MPI_TRY(check_op(dtype, op, name, &mop));
+    LOOM_MPI_TRY(check_buffer(send, count, name, "send"));
+    LOOM_MPI_TRY(check_buffer(recv, count, name, "recv"));
     const bool in_place = send == recv;
-    if (!in_place && overlaps(send, bytes, recv, bytes)) return overlap_error("allreduce_scaled", "send == recv");
-    Finish f;
-    f.avg_buf = recv;
-    f.avg_count = count;
-    f.dtype = dtype;
-    f.scaled = true;
-    f.scale = scale;
-    return post(comm, "allreduce_scaled", "MPI_Iallreduce", f, request, [&](MPI_Request *r) {
+    if (!in_place && overlaps(send, bytes, recv, bytes)) return overlap_error(name, "send == recv");
+    Finish f = average(op, recv, count, dtype);
+    if (scale) {
+      f.avg_buf = recv;
+      f.avg_count = count;
+      f.dtype = dtype;
+      f.scaled = true;
+      f.scale = *scale;
+    }
+    return post(comm, name, "MPI_Iallreduce", f, request, [&](MPI_Request *r) {
       return MPI_Iallreduce(in_place ? MPI_IN_PLACE : send, recv, int(count), mpi_datatype(dtype), mop, comm->mpi, r);
     }, [&] {
       return MPI_Allreduce(in_place ? MPI_IN_PLACE : send, recv, int(count), mpi_datatype(dtype), mop, comm->mpi);
@@ -180,7 +162,7 @@ loom_status allreduce(loom_comm *comm, const void *send, void *recv, uint64_t co
 
 loom_status allreduce_scaled(loom_comm *comm, const void *send, void *recv, uint64_t count, loom_dtype dtype,
                              double scale, loom_request **request) noexcept {
-  return allreduce_scaled_checked(comm, send, recv, count, dtype, scale, request);
+  return allreduce_checked(comm, send, recv, count, dtype, LOOM_REDUCE_SUM, request, &scale);
 }
 
 loom_status broadcast(loom_comm *comm, const void *send, void *recv, uint64_t count, loom_dtype dtype, int32_t root,

@@ -174,38 +174,37 @@ loom_status post_p2p(loom_comm *comm, const char *name, const void *send, void *
   return LOOM_OK;
 }
 
-}  // namespace
-
-loom_status allreduce(loom_comm *comm, const void *send, void *recv, uint64_t count, loom_dtype dtype,
-                      loom_reduce_op op, loom_request **request) noexcept {
+// allreduce and, with scale, allreduce_scaled (op kReduceScaledSum): the
+// argument checks in order, each with its own message, then the post.
+loom_status post_allreduce(loom_comm *comm, const void *send, void *recv, uint64_t count, loom_dtype dtype,
+                           loom_reduce_op op, loom_request **request, const double *scale) noexcept {
+  const char *name = scale ? "allreduce_scaled" : "allreduce";
   return guarded([&]() -> loom_status {
     size_t bytes;
-    LOOM_UCX_TRY(begin(comm, request, "allreduce"));
-    LOOM_UCX_TRY(check_data(dtype, count, "allreduce", &bytes));
-    LOOM_UCX_TRY(check_op(op, "allreduce"));
-    LOOM_UCX_TRY(check_buffer(send, count, "allreduce", "send"));
-    LOOM_UCX_TRY(check_buffer(recv, count, "allreduce", "recv"));
-    if (send != recv && overlaps(send, bytes, recv, bytes)) return overlap_error("allreduce", "send == recv");
-    Args a{kOpAllreduce, "allreduce", send, recv, count, dtype, op, -1};
+    LOOM_UCX_TRY(begin(comm, request, name));
+    LOOM_UCX_TRY(check_data(dtype, count, name, &bytes));
+    char refusal[128];
+    if (scale && loom_plugin_common::scaled_allreduce_refused(dtype, dtype_name(dtype), *scale, refusal, sizeof refusal))
+      return fail(LOOM_ERR_INVALID_ARGUMENT, "%s", refusal);
+    if (!scale) LOOM_UCX_TRY(check_op(op, name));
+    LOOM_UCX_TRY(check_buffer(send, count, name, "send"));
+    LOOM_UCX_TRY(check_buffer(recv, count, name, "recv"));
+    if (send != recv && overlaps(send, bytes, recv, bytes)) return overlap_error(name, "send == recv");
+    Args a{kOpAllreduce, name, send, recv, count, dtype, op, -1, scale ? *scale : 1.0};
     return post_collective(comm, a, request);
   });
 }
 
+}  // namespace
+
+loom_status allreduce(loom_comm *comm, const void *send, void *recv, uint64_t count, loom_dtype dtype,
+                      loom_reduce_op op, loom_request **request) noexcept {
+  return post_allreduce(comm, send, recv, count, dtype, op, request, nullptr);
+}
+
 loom_status allreduce_scaled(loom_comm *comm, const void *send, void *recv, uint64_t count, loom_dtype dtype,
                              double scale, loom_request **request) noexcept {
-  return guarded([&]() -> loom_status {
-    size_t bytes;
-    LOOM_UCX_TRY(begin(comm, request, "allreduce_scaled"));
-    LOOM_UCX_TRY(check_data(dtype, count, "allreduce_scaled", &bytes));
-    char refusal[128];
-    if (loom_plugin_common::scaled_allreduce_refused(dtype, dtype_name(dtype), scale, refusal, sizeof refusal))
-      return fail(LOOM_ERR_INVALID_ARGUMENT, "%s", refusal);
-    LOOM_UCX_TRY(check_buffer(send, count, "allreduce_scaled", "send"));
-    LOOM_UCX_TRY(check_buffer(recv, count, "allreduce_scaled", "recv"));
-    if (send != recv && overlaps(send, bytes, recv, bytes)) return overlap_error("allreduce_scaled", "send == recv");
-    Args a{kOpAllreduce, "allreduce_scaled", send, recv, count, dtype, kReduceScaledSum, -1, scale};
-    return post_collective(comm, a, request);
-  });
+  return post_allreduce(comm, send, recv, count, dtype, kReduceScaledSum, request, &scale);
 }
 
 loom_status broadcast(loom_comm *comm, const void *send, void *recv, uint64_t count, loom_dtype dtype, int32_t root,

@@ -7,7 +7,7 @@
 #include <type_traits>
 #include <sstream>
 
-#include "../../../plugins/common/huge_pages.h"
+#include "huge_pages.h"
 #include "loom/status.hpp"
 
 namespace loom::train {
