@@ -84,6 +84,15 @@ std::string own_command() {
 
 }  // namespace
 
+float *tiled_range(std::vector<FloatView> views) {
+  // The host lays gradients out back to front (backward's order): whether
+  // they tile one range is a question of addresses, not of the list's order.
+  std::sort(views.begin(), views.end(), [](const FloatView &a, const FloatView &b) { return a.data < b.data; });
+  for (size_t i = 1; i < views.size(); ++i)
+    if (views[i - 1].data + views[i - 1].numel != views[i].data) return nullptr;
+  return views.empty() ? nullptr : views.front().data;
+}
+
 bool float_view(const DLTensor &t, FloatView *out) {
   if (t.device.device_type != kDLCPU || t.dtype.code != kDLFloat || t.dtype.bits != 32 || t.dtype.lanes != 1)
     return false;
@@ -143,20 +152,13 @@ loom_status Peer::setup(const loom_training_state_v1 &state, std::string *why) {
   const bool scaled = opt_.scaled_allreduce && collective_->struct_size >= LOOM_COLLECTIVE_V1_3_SIZE &&
                       collective_->allreduce_scaled != nullptr &&
                       (collective_->info->capabilities & LOOM_CAP_SCALED_ALLREDUCE);
-  // The host lays them out back to front (backward's order): whether they
-  // tile one range is a question of addresses, not of the list's order.
-  std::vector<FloatView> by_address = grads_;
-  std::sort(by_address.begin(), by_address.end(),
-            [](const FloatView &a, const FloatView &b) { return a.data < b.data; });
-  bool flat = !by_address.empty();
-  for (size_t i = 1; flat && i < by_address.size(); ++i)
-    flat = by_address[i - 1].data + by_address[i - 1].numel == by_address[i].data;
-  if (scaled && flat) flat_grads_ = by_address.front().data;
-  detail(std::string("gradients: ") + (flat_grads_ ? "one flat vector, the average written straight into it by allreduce_scaled"
-                                                   : scaled ? "not one flat vector: averaged through a copy"
-                                                   : opt_.scaled_allreduce
-                                                       ? "the collective has no allreduce_scaled: averaged through a copy"
-                                                       : "averaged through a copy (scaled_allreduce = false)"));
+  float *flat = tiled_range(grads_);
+  if (scaled && flat) flat_grads_ = flat;
+  const char *how = flat_grads_ ? "one flat vector, the average written straight into it by allreduce_scaled"
+                    : scaled ? "not one flat vector: averaged through a copy"
+                    : !opt_.scaled_allreduce ? "averaged through a copy (scaled_allreduce = false)"
+                                             : "the collective has no allreduce_scaled: averaged through a copy";
+  detail(std::string("gradients: ") + how);
   if (opt_.average_optimizer_state &&
       (state.struct_size < LOOM_TRAINING_STATE_V1_2_SIZE || state.optimizer_state == nullptr))
     log(Level::warn, "average_optimizer_state is set, but this host lends no optimizer statistics (it predates "

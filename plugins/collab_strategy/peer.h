@@ -179,6 +179,9 @@ int64_t wall_ms();
 
 // A view of t when it is a compact float32 CPU tensor.
 bool float_view(const DLTensor &t, FloatView *out);
+// The start of the one contiguous range the views tile together, in any
+// order; null when they leave gaps or overlap.
+float *tiled_range(std::vector<FloatView> views);
 
 }  // namespace loom_collab
 
