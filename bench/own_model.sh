@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# The `torchscript` task's benchmark, in one run: steps per second of
+# examples/own-model's DigitsCNN (batch 64) and TinyGPT (batch 32), AdamW,
+# one thread, trained (a) by `loom train` (strategy single), (b) by a PyTorch
+# eager loop on the same nn.Module and (c) by a PyTorch loop on the scripted
+# module Loom runs (bench/own_model_eager.py). Start-up is excluded: loom runs
+# STEPS and 2*STEPS steps and the difference of the wall times is the time of
+# STEPS steps; the Python loops time only the loop, after a warm-up.
+# Usage: bench/own_model.sh [build-dir]
+#   STEPS=200 (digits; TinyGPT runs STEPS/2), REPEAT=3 (best of REPEAT for each length)
+set -euo pipefail
+build=${1:-build}
+loom=$build/bin/loom
+here=$(cd "$(dirname "$0")/.." && pwd)
+python=/usr/bin/python3
+steps=${STEPS:-200}
+repeat=${REPEAT:-3}
+[[ -x $loom ]] || { echo "own_model.sh: $loom is missing: build first" >&2; exit 2; }
+"$python" -c 'import torch' 2> /dev/null || { echo "own_model.sh: $python has no torch (apt-get install python3-torch)" >&2; exit 2; }
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+"$python" "$here/examples/own-model/export.py" --out "$out/data" > /dev/null
+
+# config MODEL: a single-strategy config for MODEL that logs, validates and
+# checkpoints as little as the trainer allows.
+config() {
+  local model=$1
+  local cfg=$out/$model.toml
+  if [[ $model == digits ]]; then
+    task="module = \"$out/data/digits_cnn.pt\"
+inputs = [\"x\"]
+loss = \"cross_entropy\"
+target = \"y\""
+    batch=64 decay=0.0
+  else
+    task="module = \"$out/data/gpt.pt\"
+inputs = [\"x\", \"y\"]
+loss = \"module\""
+    batch=32 decay=0.01
+  fi
+  cat > "$cfg" <<TOML
+[trainer]
+task = "torchscript"
+max_steps = 1
+batch_size = $batch
+optimizer = "adamw"
+lr = 0.003
+weight_decay = $decay
+seed = 0
+threads = 1
+log_every = 1000000
+val_every = 0
+checkpoint_every = 0
+output_dir = "$out/run-$model"
+[task]
+train = "$out/data/${model}_train.pt"
+$task
+TOML
+  echo "$cfg"
+}
+
+# loom_runs MODEL CFG N: REPEAT runs of N steps, each one JSON line with its
+# wall time (start and end in ns; the table takes the best of each length).
+loom_runs() {
+  local t0 t1
+  for _ in $(seq "$repeat"); do
+    rm -rf "$out/run-$1"
+    t0=$(date +%s%N)
+    "$loom" train "$2" --set trainer.max_steps="$3" > "$out/loom.log" 2>&1 ||
+      { echo "own_model.sh: loom train failed (does $loom have the torchscript task?):" >&2
+        tail -n 20 "$out/loom.log" >&2; exit 1; }
+    t1=$(date +%s%N)
+    echo "{\"model\": \"$1\", \"mode\": \"loom\", \"steps\": $3, \"ns\": $(( t1 - t0 ))}"
+  done
+}
+
+# The load average goes with the figures: on a 2-core machine anything else
+# running shares the one core each run uses.
+echo "# load before: $(uptime)"
+results=$out/results.jsonl
+for model in digits gpt; do
+  n=$steps
+  [[ $model == gpt ]] && n=$(( steps / 2 ))
+  cfg=$(config "$model")
+  loom_runs "$model" "$cfg" "$n" >> "$results"
+  loom_runs "$model" "$cfg" $(( 2 * n )) >> "$results"
+  for mode in eager scripted; do
+    "$python" "$here/bench/own_model_eager.py" --model "$model" --mode "$mode" --data "$out/data" \
+      --steps "$n" --repeat "$repeat" >> "$results"
+  done
+done
+echo "# load after: $(uptime)"
+"$python" - "$results" <<'PY'
+import json, sys
+rows = [json.loads(line) for line in open(sys.argv[1])]
+rate = {(r["model"], r["mode"]): r["steps"] / r["seconds"] for r in rows if r["mode"] != "loom"}
+for model in ("digits", "gpt"):
+    best = {}  # steps -> best wall seconds
+    for r in rows:
+        if r["model"] == model and r["mode"] == "loom":
+            best[r["steps"]] = min(best.get(r["steps"], float("inf")), r["ns"] / 1e9)
+    short, long = sorted(best)
+    # Start-up (loading, the first calls' optimization, the final checkpoint) cancels out.
+    extra = best[long] - best[short]
+    rate[(model, "loom")] = (long - short) / extra if extra > 0 else float("nan")  # nan: noise, rerun when idle
+    print(f"# loom {model}: {short} steps {best[short]:.2f} s, {long} steps {best[long]:.2f} s")
+print(f"{'model':8} {'loom':>10} {'eager':>10} {'scripted':>10}   {'loom/eager':>10} {'loom/scripted':>13}   (steps/s, 1 thread)")
+for model in ("digits", "gpt"):
+    l, e, s = (rate[(model, m)] for m in ("loom", "eager", "scripted"))
+    print(f"{model:8} {l:10.1f} {e:10.1f} {s:10.1f}   {l / e:10.2f} {l / s:13.2f}")
+PY
