@@ -4,7 +4,8 @@
 # examples/own-model's DigitsCNN (batch 64) and TinyGPT (batch 32), AdamW,
 # one thread, trained (a) by `loom train` (strategy single), (b) by a PyTorch
 # eager loop on the same nn.Module and (c) by a PyTorch loop on the scripted
-# module Loom runs (bench/own_model_eager.py). Start-up is excluded: loom runs
+# module Loom runs, with and without TorchScript's graph optimizations
+# (bench/own_model_eager.py). Start-up is excluded: loom runs
 # STEPS and 2*STEPS steps and the difference of the wall times is the time of
 # STEPS steps; the Python loops time only the loop, after a warm-up.
 # Usage: bench/own_model.sh [build-dir]
@@ -85,7 +86,7 @@ for model in digits gpt; do
   cfg=$(config "$model")
   loom_runs "$model" "$cfg" "$n" >> "$results"
   loom_runs "$model" "$cfg" $(( 2 * n )) >> "$results"
-  for mode in eager scripted; do
+  for mode in eager scripted noopt; do
     "$python" "$here/bench/own_model_eager.py" --model "$model" --mode "$mode" --data "$out/data" \
       --steps "$n" --repeat "$repeat" >> "$results"
   done
@@ -105,8 +106,10 @@ for model in ("digits", "gpt"):
     extra = best[long] - best[short]
     rate[(model, "loom")] = (long - short) / extra if extra > 0 else float("nan")  # nan: noise, rerun when idle
     print(f"# loom {model}: {short} steps {best[short]:.2f} s, {long} steps {best[long]:.2f} s")
-print(f"{'model':8} {'loom':>10} {'eager':>10} {'scripted':>10}   {'loom/eager':>10} {'loom/scripted':>13}   (steps/s, 1 thread)")
+# noopt: the scripted module with torch._C._set_graph_executor_optimize(False).
+print(f"{'model':8} {'loom':>8} {'eager':>8} {'scripted':>8} {'noopt':>8}   {'loom/eager':>10} {'loom/scripted':>13}"
+      "   (steps/s, 1 thread)")
 for model in ("digits", "gpt"):
-    l, e, s = (rate[(model, m)] for m in ("loom", "eager", "scripted"))
-    print(f"{model:8} {l:10.1f} {e:10.1f} {s:10.1f}   {l / e:10.2f} {l / s:13.2f}")
+    l, e, s, n = (rate[(model, m)] for m in ("loom", "eager", "scripted", "noopt"))
+    print(f"{model:8} {l:8.1f} {e:8.1f} {s:8.1f} {n:8.1f}   {l / e:10.2f} {l / s:13.2f}")
 PY

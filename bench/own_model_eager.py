@@ -1,10 +1,12 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: Apache-2.0
 """The PyTorch side of bench/own_model.sh: steps per second of training one of
-examples/own-model's models with a plain PyTorch loop, eager (the nn.Module
-from export.py) or scripted (the exported TorchScript file, what Loom runs).
+examples/own-model's models with a plain PyTorch loop: eager (the nn.Module
+from export.py), scripted (the exported TorchScript file, what Loom runs), or
+noopt (scripted, with the graph executor's optimizations off: no profiling
+runs, no differentiable graphs, autograd as in eager mode).
 
-    own_model_eager.py --model digits|gpt --mode eager|scripted --data DIR [--steps N] [--repeat R]
+    own_model_eager.py --model digits|gpt --mode eager|scripted|noopt --data DIR [--steps N] [--repeat R]
 
 DIR is what export.py wrote. Each step does what a `loom train` step does:
 gather a random batch, forward, loss, backward, optimizer step, read the loss.
@@ -20,6 +22,7 @@ import time
 import torch
 import torch.nn.functional as F
 
+sys.dont_write_bytecode = True  # no __pycache__ left in the source tree
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples", "own-model"))
 from export import DigitsCNN, TinyGPT  # noqa: E402
 
@@ -32,7 +35,7 @@ MODELS = {"digits": (DigitsCNN, "digits_cnn.pt", ["x"], 64, 0.0),
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", choices=MODELS, required=True)
-    parser.add_argument("--mode", choices=["eager", "scripted"], required=True)
+    parser.add_argument("--mode", choices=["eager", "scripted", "noopt"], required=True)
     parser.add_argument("--data", required=True, help="folder export.py wrote")
     parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--repeat", type=int, default=3)
@@ -40,6 +43,8 @@ def main():
     args = parser.parse_args()
     torch.set_num_threads(1)
     torch.manual_seed(0)
+    if args.mode == "noopt":
+        torch._C._set_graph_executor_optimize(False)  # LibTorch: torch::jit::setGraphExecutorOptimize(false)
 
     cls, file, inputs, batch, weight_decay = MODELS[args.model]
     scripted = torch.jit.load(os.path.join(args.data, file))
