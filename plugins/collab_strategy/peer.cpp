@@ -136,7 +136,9 @@ std::string Peer::join_hint() const {
 }
 
 loom_status Peer::setup(const loom_training_state_v1 &state, std::string *why) {
-  state_ = state;
+  // Only what the host's struct has: an older host's is shorter.
+  std::memset(&state_, 0, sizeof state_);
+  std::memcpy(&state_, &state, std::min<size_t>(state.struct_size, sizeof state_));
   max_steps_ = state.struct_size >= LOOM_TRAINING_STATE_V1_1_SIZE ? state.max_steps : -1;
   for (uint32_t i = 0; i < state.num_params; ++i) {
     FloatView p, g;

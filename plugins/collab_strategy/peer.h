@@ -108,6 +108,9 @@ class Peer {
   // Replaces each view's data by its mean over comm_'s members (false, with
   // *why, when the allreduce failed; the data is then unchanged).
   bool average_views(std::vector<FloatView> &views, Clock::time_point deadline, std::string *why);
+  // Adds views of the host's float32 buffers (ABI 1.4) to *views; returns
+  // how many.
+  size_t append_buffer_views(std::vector<FloatView> *views);
   // With average_optimizer_state: the optimizer's statistics, over comm_.
   void average_optimizer_state(const char *why, Clock::time_point deadline);
 

@@ -468,12 +468,38 @@ bool Peer::average_views(std::vector<FloatView> &views, Clock::time_point deadli
 void Peer::average_parameters(const char *reason) {
   const auto deadline = Clock::now() + std::chrono::milliseconds(int64_t(opt_.averaging_timeout * 1000));
   std::string why;
-  if (!average_views(params_, deadline, &why)) {
+  // The model's buffers (BatchNorm statistics, ABI 1.4) go with the
+  // parameters in the same allreduce.
+  std::vector<FloatView> views = params_;
+  const size_t buffers = append_buffer_views(&views);
+  if (!average_views(views, deadline, &why)) {
     log(Level::warn, std::string(reason) + ": parameter averaging failed (" + why + "); keeping this peer's");
     return;
   }
-  detail(std::string(reason) + ": averaged the parameters with " + std::to_string(comm_->size()) + " peers");
+  detail(std::string(reason) + ": averaged the parameters" + (buffers ? " and " + std::to_string(buffers) + " buffers" : "") +
+         " with " + std::to_string(comm_->size()) + " peers");
   if (opt_.average_optimizer_state) average_optimizer_state(reason, deadline);
+}
+
+size_t Peer::append_buffer_views(std::vector<FloatView> *views) {
+  if (state_.struct_size < LOOM_TRAINING_STATE_V1_4_SIZE || state_.buffers == nullptr) return 0;
+  const DLTensor *tensors = nullptr;
+  uint32_t count = 0;
+  if (state_.buffers(state_.user, &tensors, &count) != LOOM_OK) {
+    log(Level::warn, "the host could not lend the model's buffers; they are not averaged");
+    return 0;
+  }
+  size_t added = 0;
+  for (uint32_t i = 0; i < count; ++i) {
+    FloatView v;
+    if (!float_view(tensors[i], &v)) {
+      log(Level::warn, "buffer " + std::to_string(i) + " is not a compact float32 CPU tensor; it is not averaged");
+      continue;
+    }
+    views->push_back(v);
+    ++added;
+  }
+  return added;
 }
 
 void Peer::average_optimizer_state(const char *reason, Clock::time_point deadline) {

@@ -113,6 +113,46 @@ loom_status broadcast_params(loom_strategy_ctx *ctx, Clock::time_point deadline)
   return LOOM_OK;
 }
 
+// Copies rank 0's buffers (BatchNorm statistics; ABI 1.4) to every rank.
+// Their layout was part of the model check only through the parameters, so
+// the count is compared first.
+loom_status broadcast_buffers(loom_strategy_ctx *ctx, Clock::time_point deadline, uint32_t *broadcast) {
+  *broadcast = 0;
+  const loom_training_state_v1 &st = ctx->state;
+  if (st.struct_size < LOOM_TRAINING_STATE_V1_4_SIZE || st.buffers == nullptr) return LOOM_OK;
+  const DLTensor *tensors = nullptr;
+  uint32_t count = 0;
+  if (st.buffers(st.user, &tensors, &count) != LOOM_OK)
+    return fail(LOOM_ERR_INTERNAL, "setup: the host could not lend the model's buffers");
+  std::vector<TensorRef> refs(count);
+  int64_t elements = 0;
+  for (uint32_t i = 0; i < count; ++i) {
+    LOOM_DDP_TRY(view_tensor(tensors[i], "buffer", i, &refs[i]));
+    elements += static_cast<int64_t>(refs[i].numel);
+  }
+  int64_t extent[2] = {elements, -elements};  // max(n) and max(-n): do all ranks agree?
+  size_t op = 0;
+  loom_status s = ctx->group.allreduce(extent, 2, LOOM_DTYPE_I64, LOOM_REDUCE_MAX, &op);
+  if (s == LOOM_OK) s = ctx->group.wait(op, deadline);
+  if (s != LOOM_OK) return op_failed(ctx, s, "setup: allreduce of the buffers' size");
+  if (extent[0] != -extent[1])
+    return fail(LOOM_ERR_INVALID_ARGUMENT, "the ranks do not train the same model: their buffers hold %lld to %lld values",
+                static_cast<long long>(-extent[1]), static_cast<long long>(extent[0]));
+  std::vector<size_t> ops(count);
+  for (uint32_t i = 0; i < count; ++i) {
+    if (refs[i].numel == 0) continue;
+    s = ctx->group.broadcast(refs[i].data, refs[i].numel, refs[i].dtype, 0, &ops[i]);
+    if (s != LOOM_OK) return op_failed(ctx, s, "setup: broadcast of buffer " + std::to_string(i));
+  }
+  for (uint32_t i = 0; i < count; ++i) {
+    if (refs[i].numel == 0) continue;
+    s = ctx->group.wait(ops[i], deadline);
+    if (s != LOOM_OK) return op_failed(ctx, s, "setup: broadcast of buffer " + std::to_string(i));
+  }
+  *broadcast = count;
+  return LOOM_OK;
+}
+
 loom_status setup_impl(loom_strategy_ctx *ctx, const loom_training_state_v1 *state) {
   if (!ctx) return fail(LOOM_ERR_INVALID_ARGUMENT, "setup: ctx is NULL");
   if (ctx->set_up) return fail(LOOM_ERR_INVALID_ARGUMENT, "setup called twice without teardown");
@@ -139,6 +179,8 @@ loom_status setup_impl(loom_strategy_ctx *ctx, const loom_training_state_v1 *sta
   const auto deadline = deadline_after(ctx->timeout_ms);
   s = check_agreement(ctx, cap_bytes, deadline);
   if (s == LOOM_OK) s = broadcast_params(ctx, deadline);
+  uint32_t buffers = 0;
+  if (s == LOOM_OK) s = broadcast_buffers(ctx, deadline, &buffers);
   if (s != LOOM_OK) {
     const std::string why = last_error_text();
     release(ctx);
@@ -150,10 +192,10 @@ loom_status setup_impl(loom_strategy_ctx *ctx, const loom_training_state_v1 *sta
   for (const Bucket &b : ctx->buckets) copied += b.grads_in_place ? 0 : 1;
   host_log(ctx, ctx->rank == 0 ? LOOM_LOG_INFO : LOOM_LOG_DEBUG,
            "ddp over collective '%s': %d rank%s, %u parameter tensors (%.2f MiB of gradients) in %zu bucket%s of "
-           "about %s (%zu averaged in place, %zu through a flat copy); parameters broadcast from rank 0",
+           "about %s (%zu averaged in place, %zu through a flat copy); parameters and %u buffer%s broadcast from rank 0",
            ctx->collective.c_str(), ctx->size, ctx->size == 1 ? "" : "s", ctx->state.num_params,
            double(ctx->bucketed_bytes) / (1 << 20), ctx->buckets.size(), ctx->buckets.size() == 1 ? "" : "s",
-           bucket_size_text(ctx->bucket_mb).c_str(), ctx->buckets.size() - copied, copied);
+           bucket_size_text(ctx->bucket_mb).c_str(), ctx->buckets.size() - copied, copied, buffers, buffers == 1 ? "" : "s");
   for (size_t k = 0; k < ctx->buckets.size(); ++k)
     host_log(ctx, LOOM_LOG_DEBUG, "%s%s", describe_bucket(ctx, k, "gradient").c_str(),
              ctx->buckets[k].grads_in_place ? ", in place" : "");

@@ -91,6 +91,19 @@ typedef struct loom_training_state_v1 {
    * restore or call. The strategy may write the data (e.g. to average it
    * across processes), never shapes or dtypes. */
   loom_status (*optimizer_state)(void *user, const DLTensor **tensors, uint32_t *count);
+  /* ABI 1.4 (present when struct_size >= LOOM_TRAINING_STATE_V1_4_SIZE; may
+   * be NULL): the model's floating-point tensors that are not trained but
+   * are part of its state (BatchNorm's running mean and variance), *count
+   * tensors in an order fixed by the model, the same in every process
+   * training it; *count may be 0. A strategy that makes processes agree on
+   * the parameters makes them agree on these too (DDP broadcasts them at
+   * setup; a swarm averages them with the parameters). Snapshots already
+   * hold them. Called on the training thread from setup,
+   * after_optimizer_step or teardown; the array and the tensors it
+   * describes are owned by the host and valid until the next forward,
+   * restore or call. The strategy may write the data, never shapes or
+   * dtypes. */
+  loom_status (*buffers)(void *user, const DLTensor **tensors, uint32_t *count);
 } loom_training_state_v1;
 
 typedef struct loom_strategy_v1 {
@@ -161,14 +174,17 @@ typedef struct loom_strategy_v1 {
 #define LOOM_STRATEGY_V1_1_SIZE 152u
 /* Sizes with the members ABI 1.2 appended. */
 #define LOOM_TRAINING_STATE_V1_2_SIZE 80u
+/* Sizes with the members ABI 1.4 appended. */
+#define LOOM_TRAINING_STATE_V1_4_SIZE 88u
 
 #define LOOM_STRATEGY_ENTRY loom_strategy_plugin_v1
 #define LOOM_STRATEGY_ENTRY_NAME "loom_strategy_plugin_v1"
 
 #if UINTPTR_MAX == 0xffffffffffffffffu
-LOOM_STATIC_ASSERT(sizeof(loom_training_state_v1) == LOOM_TRAINING_STATE_V1_2_SIZE, "loom_training_state_v1 layout is frozen");
+LOOM_STATIC_ASSERT(sizeof(loom_training_state_v1) == LOOM_TRAINING_STATE_V1_4_SIZE, "loom_training_state_v1 layout is frozen");
 LOOM_STATIC_ASSERT(offsetof(loom_training_state_v1, max_steps) == LOOM_TRAINING_STATE_V1_0_SIZE, "1.1 appends after 1.0");
 LOOM_STATIC_ASSERT(offsetof(loom_training_state_v1, optimizer_state) == LOOM_TRAINING_STATE_V1_1_SIZE, "1.2 appends after 1.1");
+LOOM_STATIC_ASSERT(offsetof(loom_training_state_v1, buffers) == LOOM_TRAINING_STATE_V1_2_SIZE, "1.4 appends after 1.2");
 LOOM_STATIC_ASSERT(offsetof(loom_training_state_v1, restore) == 40, "loom_training_state_v1 layout is frozen");
 LOOM_STATIC_ASSERT(offsetof(loom_training_state_v1, start_step) == 56, "loom_training_state_v1 layout is frozen");
 LOOM_STATIC_ASSERT(sizeof(loom_strategy_v1) == LOOM_STRATEGY_V1_1_SIZE, "loom_strategy_v1 layout is frozen");
