@@ -335,7 +335,7 @@ int main(int argc, char** argv) {
       torch::manual_seed(s.seed);
       m.task = loom::train::make_task(s.task, task_options, s.seed);
       m.state = std::make_unique<TrainingState>(*m.task, s);
-      m.task->model().train();
+      m.task->set_training(true);
       return m;
     };
     std::vector<Mode> modes;

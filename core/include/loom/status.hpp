@@ -51,6 +51,10 @@ class Error : public std::runtime_error {
   ExitCode exit_code_;
 };
 
+// A user's value as quoted in a message: whole when short, else its first
+// `max` bytes, "..." and its length, so a huge value cannot flood the log.
+std::string excerpt(const std::string& value, size_t max = 80);
+
 // Throws Error::runtime(context + ": " + status) unless status is OK.
 void check(const Status& status, const std::string& context);
 

@@ -19,30 +19,8 @@
 
 namespace loom::train::tasks {
 
-class Options {
- public:
-  // `raw` holds only known, well-typed options; unset ones take the defaults
-  // listed in `infos`.
-  Options(std::string task, TaskOptions raw, std::vector<TaskOptionInfo> infos)
-      : task_(std::move(task)), raw_(std::move(raw)), infos_(std::move(infos)) {}
-
-  const std::string& task() const { return task_; }
-  // The value as set, or its default.
-  std::string text(const std::string& name) const;
-  bool is_set(const std::string& name) const { return raw_.values.count(name) > 0; }
-  // The value, which must be at least `min`.
-  int64_t get_int(const std::string& name, int64_t min) const;
-  // The value, which must lie in [lo, hi] (or [lo, hi) when hi_open).
-  double get_float(const std::string& name, double lo, double hi, bool hi_open = false) const;
-  std::string get_string(const std::string& name) const { return text(name); }
-  // Error::usage("<file:line>: option 'name' for task 't' <problem>").
-  Error invalid(const std::string& name, const std::string& problem) const;
-
- private:
-  std::string task_;
-  TaskOptions raw_;
-  std::vector<TaskOptionInfo> infos_;
-};
+// The built-in tasks read their options through TaskArgs (loom/train/task.hpp).
+using Options = TaskArgs;
 
 // "file:line: " where the option was set, or "" when it was not.
 std::string where(const TaskOptions& options, const std::string& name);
@@ -61,7 +39,11 @@ class TensorDataset : public Dataset {
   int64_t size() const override { return input_.size(0); }
   Batch get(const std::vector<int64_t>& indices) const override {
     auto idx = index_tensor(indices, size(), name_);
-    return {input_.index_select(0, idx), target_.index_select(0, idx), static_cast<int64_t>(indices.size())};
+    Batch batch;
+    batch.input = input_.index_select(0, idx);
+    batch.target = target_.index_select(0, idx);
+    batch.size = static_cast<int64_t>(indices.size());
+    return batch;
   }
 
  private:
@@ -72,5 +54,9 @@ class TensorDataset : public Dataset {
 std::unique_ptr<Task> make_digits(const Options& options, uint64_t seed);
 std::unique_ptr<Task> make_teacher(const Options& options, uint64_t seed);
 std::unique_ptr<Task> make_charlm(const Options& options, uint64_t seed);
+std::unique_ptr<Task> make_torchscript(const Options& options, uint64_t seed);
+
+// The option table of the torchscript task.
+std::vector<TaskOptionInfo> torchscript_options();
 
 }  // namespace loom::train::tasks

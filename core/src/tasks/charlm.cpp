@@ -32,8 +32,11 @@ class WindowDataset : public Dataset {
     auto start = index_tensor(indices, size(), "charlm");
     auto windows = bytes_.index({start.unsqueeze(1) + torch::arange(context_ + 1)}).to(torch::kLong);
     using torch::indexing::Slice;
-    return {windows.index({Slice(), Slice(0, context_)}), windows.index({Slice(), Slice(1, torch::indexing::None)}),
-            static_cast<int64_t>(indices.size())};
+    Batch batch;
+    batch.input = windows.index({Slice(), Slice(0, context_)});
+    batch.target = windows.index({Slice(), Slice(1, torch::indexing::None)});
+    batch.size = static_cast<int64_t>(indices.size());
+    return batch;
   }
 
  private:
@@ -99,7 +102,7 @@ struct CharLMImpl : torch::nn::Module {
 };
 TORCH_MODULE(CharLM);
 
-class CharLMTask : public Task {
+class CharLMTask : public ModuleTask {
  public:
   CharLMTask(const Options& options, uint64_t seed) {
     if (!options.is_set("path")) {
@@ -139,7 +142,7 @@ class CharLMTask : public Task {
   }
 
   std::string name() const override { return "charlm"; }
-  torch::nn::Module& model() override { return *model_; }
+  
   const Dataset& train_data() const override { return *train_; }
   const Dataset* validation_data() const override { return validation_.get(); }
   std::string headline_metric() const override { return "bpc"; }
@@ -159,6 +162,9 @@ class CharLMTask : public Task {
     double loss_value = loss(data.get(indices)).item<double>();
     return {{"loss", loss_value}, {"bpc", loss_value / std::log(2.0)}};
   }
+
+ protected:
+  torch::nn::Module& module() override { return *model_; }
 
  private:
   CharLM model_{nullptr};

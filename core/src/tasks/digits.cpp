@@ -47,7 +47,7 @@ std::string read_file(const Options& options, const std::string& path) {
   return text;
 }
 
-class DigitsTask : public Task {
+class DigitsTask : public ModuleTask {
  public:
   DigitsTask(const Options& options, uint64_t seed) {
     int64_t hidden = options.get_int("hidden", 1);
@@ -85,7 +85,7 @@ class DigitsTask : public Task {
   }
 
   std::string name() const override { return "digits"; }
-  torch::nn::Module& model() override { return *model_; }
+  
   const Dataset& train_data() const override { return *train_; }
   const Dataset* validation_data() const override { return test_.get(); }
   std::string headline_metric() const override { return "accuracy"; }
@@ -111,6 +111,9 @@ class DigitsTask : public Task {
     }
     return {{"loss", n ? loss_sum / n : 0.0}, {"accuracy", n ? correct / n : 0.0}};
   }
+
+ protected:
+  torch::nn::Module& module() override { return *model_; }
 
  private:
   // Rows of 64 pixels (0..16) then the label (0..9); anything else names file:line.

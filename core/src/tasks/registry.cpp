@@ -1,5 +1,6 @@
-// tasks/registry.cpp: the built-in tasks by name, the options each accepts,
-// and the checks every [task] option goes through before a task sees it.
+// tasks/registry.cpp: the tasks by name (built-in, and those users register),
+// the options each accepts, and the checks every [task] option goes through
+// before a task sees it.
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -10,16 +11,14 @@
 namespace loom::train {
 namespace {
 
-using Factory = std::unique_ptr<Task> (*)(const tasks::Options&, uint64_t);
-
 struct TaskEntry {
-  const char* name;
-  Factory make;
+  std::string name;
+  TaskFactory make;
   std::vector<TaskOptionInfo> options;
 };
 
-const std::vector<TaskEntry>& table() {
-  static const std::vector<TaskEntry> entries = {
+std::vector<TaskEntry>& table() {
+  static std::vector<TaskEntry> entries = {
       {"charlm",
        tasks::make_charlm,
        {{"path", "string", "", "UTF-8 text file to model, byte by byte (required)"},
@@ -43,6 +42,7 @@ const std::vector<TaskEntry>& table() {
         {"samples", "int", "4096", "training samples"},
         {"teacher_seed", "int", "1234", "seed of the teacher's weights and the data"},
         {"noise", "float", "0.0", "standard deviation of the noise added to training targets"}}},
+      {"torchscript", tasks::make_torchscript, tasks::torchscript_options()},
   };
   return entries;
 }
@@ -57,7 +57,7 @@ const TaskEntry& find(const std::string& task) {
 }
 
 bool parses_as(const std::string& type, const std::string& text) {
-  if (type == "string") return true;
+  if (type == "string" || type == "list") return true;
   if (type == "bool") return text == "true" || text == "false";
   if (text.empty() || std::isspace(static_cast<unsigned char>(text[0]))) return false;
   char* end = nullptr;
@@ -75,6 +75,7 @@ const char* example_of(const std::string& type) {
   if (type == "int") return "an integer such as 128";
   if (type == "float") return "a number such as 0.2";
   if (type == "bool") return "true or false";
+  if (type == "list") return "a list of strings such as [\"x\", \"mask\"]";
   return "a string";
 }
 
@@ -85,34 +86,6 @@ namespace tasks {
 std::string where(const TaskOptions& options, const std::string& name) {
   auto it = options.sources.find(name);
   return it == options.sources.end() || it->second.empty() ? "" : it->second + ": ";
-}
-
-std::string Options::text(const std::string& name) const {
-  if (auto it = raw_.values.find(name); it != raw_.values.end()) return it->second;
-  for (const auto& info : infos_) {
-    if (info.name == name) return info.default_value;
-  }
-  throw Error::runtime("task '" + task_ + "' read undeclared option '" + name + "'");  // a bug in the task
-}
-
-Error Options::invalid(const std::string& name, const std::string& problem) const {
-  return Error::usage(where(raw_, name) + "option '" + name + "' for task '" + task_ + "' " + problem);
-}
-
-int64_t Options::get_int(const std::string& name, int64_t min) const {
-  int64_t value = std::strtoll(text(name).c_str(), nullptr, 10);
-  if (value < min) throw invalid(name, "must be at least " + std::to_string(min) + ", got " + std::to_string(value));
-  return value;
-}
-
-double Options::get_float(const std::string& name, double lo, double hi, bool hi_open) const {
-  double value = std::strtod(text(name).c_str(), nullptr);
-  if (value < lo || value > hi || (hi_open && value == hi)) {
-    std::ostringstream range;
-    range << "must be in [" << lo << ", " << hi << (hi_open ? ")" : "]") << ", got " << text(name);
-    throw invalid(name, range.str());
-  }
-  return value;
 }
 
 torch::Tensor index_tensor(const std::vector<int64_t>& indices, int64_t size, const char* dataset) {
@@ -132,10 +105,74 @@ torch::Device device_of(torch::nn::Module& model) {
 
 }  // namespace tasks
 
+std::string TaskArgs::text(const std::string& name) const {
+  if (auto it = raw_.values.find(name); it != raw_.values.end()) return it->second;
+  for (const auto& info : infos_) {
+    if (info.name == name) return info.default_value;
+  }
+  throw Error::runtime("task '" + task_ + "' read undeclared option '" + name + "'");  // a bug in the task
+}
+
+std::string TaskArgs::where(const std::string& name) const { return tasks::where(raw_, name); }
+
+Error TaskArgs::invalid(const std::string& name, const std::string& problem) const {
+  return Error::usage(tasks::where(raw_, name) + "option '" + name + "' for task '" + task_ + "' " + problem);
+}
+
+int64_t TaskArgs::get_int(const std::string& name, int64_t min, int64_t max) const {
+  errno = 0;
+  int64_t value = std::strtoll(text(name).c_str(), nullptr, 10);
+  if (errno == ERANGE || value < min || value > max) {
+    throw invalid(name, (max == INT64_MAX ? "must be at least " + std::to_string(min)
+                                          : "must be in [" + std::to_string(min) + ", " + std::to_string(max) + "]") +
+                            ", got " + excerpt(text(name)));
+  }
+  return value;
+}
+
+std::vector<std::string> TaskArgs::get_list(const std::string& name) const {
+  std::vector<std::string> items;
+  const std::string all = text(name);
+  size_t start = 0;
+  while (start < all.size()) {
+    size_t comma = all.find(',', start);
+    if (comma == std::string::npos) comma = all.size();
+    items.push_back(all.substr(start, comma - start));
+    start = comma + 1;
+  }
+  return items;
+}
+
+double TaskArgs::get_float(const std::string& name, double lo, double hi, bool hi_open) const {
+  double value = std::strtod(text(name).c_str(), nullptr);
+  if (value < lo || value > hi || (hi_open && value == hi)) {
+    std::ostringstream range;
+    range << "must be in [" << lo << ", " << hi << (hi_open ? ")" : "]") << ", got " << excerpt(text(name));
+    throw invalid(name, range.str());
+  }
+  return value;
+}
+
+
 std::vector<std::string> task_names() {
   std::vector<std::string> names;
   for (const auto& entry : table()) names.push_back(entry.name);
   return names;
+}
+
+void register_task(const std::string& name, std::vector<TaskOptionInfo> options, TaskFactory factory) {
+  if (name.empty() || !factory) throw Error::usage("register_task: a task needs a name and a factory");
+  for (const auto& entry : table()) {
+    if (entry.name == name) throw Error::usage("register_task: a task named '" + name + "' is already registered");
+  }
+  for (const auto& option : options) {
+    if (option.type != "int" && option.type != "float" && option.type != "string" && option.type != "bool" &&
+        option.type != "list") {
+      throw Error::usage("register_task: option '" + option.name + "' of task '" + name + "' has type '" +
+                         option.type + "'; valid types: int, float, string, bool, list");
+    }
+  }
+  table().push_back({name, std::move(factory), std::move(options)});
 }
 
 std::vector<TaskOptionInfo> task_options(const std::string& task) { return find(task).options; }
@@ -156,10 +193,12 @@ std::unique_ptr<Task> make_task(const std::string& task, const TaskOptions& opti
     if (!parses_as(info->type, value)) {
       throw Error::usage(tasks::where(options, key) + "option '" + key + "' for task '" + task + "' must be " +
                          (info->type == "int" ? "an " : "a ") + info->type + " (" + example_of(info->type) +
-                         "), got '" + value + "'");
+                         "), got '" + excerpt(value) + "'");
     }
   }
-  return entry.make(tasks::Options(task, options, entry.options), seed);
+  auto made = entry.make(TaskArgs(task, options, entry.options), seed);
+  if (!made) throw Error::runtime("the factory of task '" + task + "' returned no task");
+  return made;
 }
 
 }  // namespace loom::train

@@ -28,7 +28,7 @@ namespace {
 constexpr int64_t kTeacherHidden = 64;
 constexpr int64_t kValidationSamples = 1024;
 
-class TeacherTask : public Task {
+class TeacherTask : public ModuleTask {
  public:
   TeacherTask(const Options& options, uint64_t seed) {
     int64_t inputs = options.get_int("inputs", 1);
@@ -58,7 +58,7 @@ class TeacherTask : public Task {
   }
 
   std::string name() const override { return "teacher"; }
-  torch::nn::Module& model() override { return *model_; }
+  
   const Dataset& train_data() const override { return *train_; }
   const Dataset* validation_data() const override { return validation_.get(); }
   std::string headline_metric() const override { return "loss"; }
@@ -82,6 +82,9 @@ class TeacherTask : public Task {
     }
     return {{"loss", n ? sum / n : 0.0}};
   }
+
+ protected:
+  torch::nn::Module& module() override { return *model_; }
 
  private:
   torch::nn::Sequential model_{nullptr};

@@ -15,7 +15,19 @@ struct TaskOptions {
   std::map<std::string, std::string> sources;
 };
 
-// The built-in task names: "charlm", "digits", "teacher".
+// The task names: the built-in "charlm", "digits", "teacher", "torchscript",
+// then those registered with register_task (loom/train/task.hpp).
 std::vector<std::string> task_names();
+
+// Description of one task option, for validation and `loom train --help-task`.
+struct TaskOptionInfo {
+  std::string name;
+  std::string type;  // "int", "float", "string", "bool", "list" (of strings, joined by commas)
+  std::string default_value;
+  std::string help;
+};
+
+// The options a task accepts; throws Error::usage for an unknown task.
+std::vector<TaskOptionInfo> task_options(const std::string& task);
 
 }  // namespace loom::train
