@@ -8,6 +8,7 @@
 #include <map>
 
 #include "../config_toml.hpp"
+#include "task_library.hpp"
 
 namespace loom::train {
 namespace {
@@ -111,6 +112,8 @@ const std::map<std::string, Field>& trainer_fields() {
                     return true;
                   }}},
       {"threads", int_field<int64_t>(&TrainerSettings::threads, 0)},
+      {"on_nonfinite", choice_field(&TrainerSettings::on_nonfinite, {"stop", "skip_step"})},
+      {"task_library", choice_field(&TrainerSettings::task_library, {})},
   };
   return fields;
 }
@@ -145,7 +148,9 @@ TrainConfig load_train_config(const std::string& path, const std::vector<std::st
   }
 
   const toml::table* trainer = root["trainer"].as_table();
-  if (trainer == nullptr) throw Error::usage(path + ": no [trainer] section; it needs at least task = \"digits\" (or charlm, teacher)");
+  if (trainer == nullptr) {
+    throw Error::usage(path + ": no [trainer] section; it needs at least task = \"digits\" (or " + join(task_names()) + ")");
+  }
   std::vector<std::string> valid;
   for (const auto& [name, field] : trainer_fields()) valid.push_back(name);
   for (const auto& [key, node] : *trainer) {
@@ -158,7 +163,12 @@ TrainConfig load_train_config(const std::string& path, const std::vector<std::st
       throw Error::usage(toml_where(path, node) + ": trainer." + k + " must be " + it->second.type + ", not " + describe(node));
     }
   }
-  if (config.trainer.task.empty()) throw Error::usage(toml_where(path, *trainer) + ": trainer.task is required (digits, charlm or teacher)");
+  if (config.trainer.task.empty()) {
+    throw Error::usage(toml_where(path, *trainer) + ": trainer.task is required (" + join(task_names()) + ")");
+  }
+  if (!config.trainer.task_library.empty()) {
+    load_task_library(config.trainer.task_library, toml_where(path, *(*trainer).get("task_library")));
+  }
   const auto tasks = task_names();
   if (std::find(tasks.begin(), tasks.end(), config.trainer.task) == tasks.end()) {
     throw Error::usage(toml_where(path, *(*trainer).get("task")) + ": unknown task '" + config.trainer.task +

@@ -35,12 +35,20 @@ void dump_run(const std::string& dir, Task& task, TrainingState& state, Sampler&
                          {"grad_clip", s.grad_clip}};
   json params = json::array();
   size_t i = 0;
-  for (auto& named : task.model().named_parameters()) {
-    json p = write_tensor(dir, "param" + std::to_string(i++) + ".bin", named.value());
-    p["name"] = named.key();
+  for (size_t k = 0; k < state.params().size(); ++k) {
+    json p = write_tensor(dir, "param" + std::to_string(i++) + ".bin", state.params()[k]);
+    p["name"] = state.param_names()[k];
     params.push_back(p);
   }
   manifest["params"] = params;
+  json buffers = json::array();
+  i = 0;
+  for (const auto& [name, tensor] : state.buffers()) {
+    json b = write_tensor(dir, "buffer" + std::to_string(i++) + ".bin", tensor);
+    b["name"] = name;
+    buffers.push_back(b);
+  }
+  manifest["buffers"] = buffers;
   // The optimizer's statistics as the strategy sees them (opt0, opt1, ...).
   json optimizer = json::array();
   i = 0;
@@ -53,12 +61,20 @@ void dump_run(const std::string& dir, Task& task, TrainingState& state, Sampler&
   }
   manifest["optimizer"] = optimizer;
   if (with_data) {
+    // The samples themselves only when they are in memory; a streamed data
+    // set is read from its own files.
     const Dataset& data = task.train_data();
-    std::vector<int64_t> all(static_cast<size_t>(data.size()));
-    std::iota(all.begin(), all.end(), 0);
-    Batch batch = data.get(all);
-    manifest["input"] = write_tensor(dir, "input.bin", batch.input);
-    manifest["target"] = write_tensor(dir, "target.bin", batch.target);
+    if (data.in_memory()) {
+      std::vector<int64_t> all(static_cast<size_t>(data.size()));
+      std::iota(all.begin(), all.end(), 0);
+      Batch batch = data.get(all);
+      if (batch.input.defined()) manifest["input"] = write_tensor(dir, "input.bin", batch.input);
+      if (batch.target.defined()) manifest["target"] = write_tensor(dir, "target.bin", batch.target);
+      i = 0;
+      for (const auto& [name, tensor] : batch.fields) {
+        manifest["fields"][name] = write_tensor(dir, "field" + std::to_string(i++) + ".bin", tensor);
+      }
+    }
     std::vector<int64_t> order;
     const int64_t micro_batches = s.max_steps * s.accumulate;
     for (int64_t u = 0; u < micro_batches; ++u) {

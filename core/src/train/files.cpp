@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -84,6 +85,15 @@ void remove_stale_temporaries(const std::string& path) {
   for (const auto& entry : fs::directory_iterator(target.parent_path().empty() ? "." : target.parent_path(), ec)) {
     if (entry.path().filename().string().rfind(prefix, 0) == 0) fs::remove(entry.path(), ec);
   }
+}
+
+long long peak_rss_bytes() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::atoll(line.c_str() + 6) * 1024;  // "VmHWM:  123 kB"
+  }
+  return 0;
 }
 
 }  // namespace loom::train

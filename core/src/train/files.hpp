@@ -15,6 +15,9 @@ std::string read_file(const std::string& path);
 // Creates a folder and its parents; throws Error::runtime naming it.
 void make_dirs(const std::string& path);
 bool file_exists(const std::string& path);
+// This process's peak resident memory (VmHWM in /proc/self/status); 0 when
+// unknown.
+long long peak_rss_bytes();
 // Deletes <path>.tmp.* files that a process killed during a write left behind.
 void remove_stale_temporaries(const std::string& path);
 

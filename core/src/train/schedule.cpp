@@ -17,8 +17,10 @@ double lr_at(const TrainerSettings& s, int64_t step) {
   return s.lr;
 }
 
-Sampler::Sampler(int64_t dataset_size, int64_t batch_size, int32_t shard_index, int32_t shard_count, uint64_t seed)
-    : n_(dataset_size), b_(batch_size), index_(shard_index), count_(shard_count), seed_(seed) {
+Sampler::Sampler(int64_t dataset_size, int64_t batch_size, int32_t shard_index, int32_t shard_count, uint64_t seed,
+                 std::vector<int64_t> blocks)
+    : n_(dataset_size), b_(batch_size), index_(shard_index), count_(shard_count), seed_(seed), blocks_(std::move(blocks)) {
+  if (blocks_.empty()) blocks_.push_back(n_);
   const int64_t global = b_ * count_;
   if (global > n_) {
     throw Error::usage("batch_size " + std::to_string(b_) + " x " + std::to_string(count_) + " process(es) = " +
@@ -33,12 +35,25 @@ std::vector<int64_t> Sampler::batch(int64_t u) {
   if (epoch != epoch_) {
     // Fisher-Yates with an explicit generator: the same order on every
     // platform and in every process.
-    perm_.resize(static_cast<size_t>(n_));
-    std::iota(perm_.begin(), perm_.end(), 0);
     std::mt19937_64 gen(seed_ * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(epoch));
-    for (int64_t i = n_ - 1; i > 0; --i) {
-      int64_t j = static_cast<int64_t>(gen() % static_cast<uint64_t>(i + 1));
-      std::swap(perm_[i], perm_[j]);
+    auto shuffle = [&gen](int64_t* first, int64_t count) {
+      for (int64_t i = count - 1; i > 0; --i) {
+        int64_t j = static_cast<int64_t>(gen() % static_cast<uint64_t>(i + 1));
+        std::swap(first[i], first[j]);
+      }
+    };
+    // The blocks' order (a single block keeps the order it always had), then
+    // each block's samples.
+    std::vector<int64_t> starts(blocks_.size() + 1, 0), order(blocks_.size());
+    std::partial_sum(blocks_.begin(), blocks_.end(), starts.begin() + 1);
+    std::iota(order.begin(), order.end(), 0);
+    if (blocks_.size() > 1) shuffle(order.data(), static_cast<int64_t>(order.size()));
+    perm_.resize(static_cast<size_t>(n_));
+    int64_t at = 0;
+    for (int64_t block : order) {
+      std::iota(perm_.begin() + at, perm_.begin() + at + blocks_[block], starts[block]);
+      shuffle(perm_.data() + at, blocks_[block]);
+      at += blocks_[block];
     }
     epoch_ = epoch;
   }

@@ -21,7 +21,11 @@ double lr_at(const TrainerSettings& s, int64_t step);
 // processes with batch B.
 class Sampler {
  public:
-  Sampler(int64_t dataset_size, int64_t batch_size, int32_t shard_index, int32_t shard_count, uint64_t seed);
+  // blocks: sizes of consecutive runs of samples kept together (a streamed
+  // data set's shards, Dataset::blocks); each epoch visits the blocks in a
+  // shuffled order and shuffles within each. Empty: one block.
+  Sampler(int64_t dataset_size, int64_t batch_size, int32_t shard_index, int32_t shard_count, uint64_t seed,
+          std::vector<int64_t> blocks = {});
   // Samples of global micro-batch u for this shard.
   std::vector<int64_t> batch(int64_t u);
   int64_t steps_per_epoch() const { return steps_per_epoch_; }
@@ -31,6 +35,7 @@ class Sampler {
   uint64_t seed_;
   int64_t epoch_ = -1;
   std::vector<int64_t> perm_;
+  std::vector<int64_t> blocks_;
 };
 
 }  // namespace loom::train

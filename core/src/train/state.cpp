@@ -40,15 +40,27 @@ loom_status snapshot_cb(void* user, const uint8_t** data, size_t* len) {
   }
 }
 
-loom_status optimizer_state_cb(void* user, const DLTensor** tensors, uint32_t* count) {
+template <const std::vector<DLTensor>& (TrainingState::*Views)()>
+loom_status lend_views_cb(void* user, const DLTensor** tensors, uint32_t* count) {
   try {
-    const auto& views = static_cast<TrainingState*>(user)->optimizer_views();
+    const auto& views = (static_cast<TrainingState*>(user)->*Views)();
     *tensors = views.data();
     *count = static_cast<uint32_t>(views.size());
     return LOOM_OK;
   } catch (...) {
     return LOOM_ERR_INTERNAL;
   }
+}
+
+DLTensor view_of(const torch::Tensor& t, std::vector<int64_t>& shape) {
+  shape = t.sizes().vec();
+  DLTensor v{};
+  v.data = t.data_ptr();
+  v.device = dl_device(t);
+  v.ndim = static_cast<int32_t>(shape.size());
+  v.dtype = dl_dtype(t);
+  v.shape = shape.data();
+  return v;
 }
 
 // LibTorch keys an optimizer's per-parameter state by the parameter's
@@ -86,11 +98,12 @@ torch::Tensor flat_zeros(int64_t numel, const torch::TensorOptions& options) {
 
 }  // namespace
 
-TrainingState::TrainingState(Task& task, const TrainerSettings& s) : task_(task) {
-  for (auto& named : task.model().named_parameters()) {
-    names_.push_back(named.key());
-    params_.push_back(named.value());
+TrainingState::TrainingState(Task& task, const TrainerSettings& s) : task_(task), buffers_(task.buffers()) {
+  for (auto& [name, tensor] : task.parameters()) {
+    names_.push_back(name);
+    params_.push_back(tensor);
   }
+  if (params_.empty()) throw Error::usage("task '" + task.name() + "' has no parameters to train");
   // Gradient buffers exist from the start and are only ever zeroed in place,
   // so the views handed to the strategy stay valid (backward accumulates into
   // an existing .grad in place). They are slices of one flat buffer per
@@ -140,7 +153,20 @@ TrainingState::TrainingState(Task& task, const TrainerSettings& s) : task_(task)
   view_.restore = restore_cb;
   view_.batch_size = static_cast<uint64_t>(s.batch_size);
   view_.max_steps = s.max_steps;
-  view_.optimizer_state = optimizer_state_cb;
+  view_.optimizer_state = lend_views_cb<&TrainingState::optimizer_views>;
+  view_.buffers = lend_views_cb<&TrainingState::buffer_views>;
+}
+
+const std::vector<DLTensor>& TrainingState::buffer_views() {
+  buffer_views_.clear();
+  buffer_shapes_.assign(buffers_.size(), {});
+  for (size_t i = 0; i < buffers_.size(); ++i) {
+    const torch::Tensor& t = buffers_[i].second;
+    if (!t.is_floating_point()) continue;  // counters (num_batches_tracked) are not averaged
+    if (!t.is_contiguous()) throw Error::runtime("buffer " + buffers_[i].first + " is not contiguous");
+    buffer_views_.push_back(view_of(t, buffer_shapes_[i]));
+  }
+  return buffer_views_;
 }
 
 const std::vector<DLTensor>& TrainingState::optimizer_views() {
@@ -166,14 +192,8 @@ const std::vector<DLTensor>& TrainingState::optimizer_views() {
   opt_shapes_.reserve(opt_tensors_.size());
   for (auto& t : opt_tensors_) {
     if (!t.is_contiguous()) throw Error::runtime("an optimizer statistic is not contiguous");
-    opt_shapes_.push_back(t.sizes().vec());
-    DLTensor v{};
-    v.data = t.data_ptr();
-    v.device = dl_device(t);
-    v.ndim = static_cast<int32_t>(opt_shapes_.back().size());
-    v.dtype = dl_dtype(t);
-    v.shape = opt_shapes_.back().data();
-    opt_views_.push_back(v);
+    opt_shapes_.emplace_back();
+    opt_views_.push_back(view_of(t, opt_shapes_.back()));
   }
   return opt_views_;
 }
@@ -185,6 +205,13 @@ void TrainingState::set_lr(double lr) {
 void TrainingState::zero_grads() {
   torch::NoGradGuard guard;
   for (auto& buffer : grad_buffers_) buffer.zero_();
+}
+
+bool TrainingState::grads_finite() const {
+  for (const auto& buffer : grad_buffers_) {
+    if (!torch::isfinite(buffer).all().item<bool>()) return false;
+  }
+  return true;
 }
 
 void TrainingState::check_views() const {
@@ -202,6 +229,8 @@ std::string TrainingState::snapshot() const {
   archive.write("step", c10::IValue(step));
   archive.write("count", c10::IValue(static_cast<int64_t>(params_.size())));
   for (size_t i = 0; i < params_.size(); ++i) archive.write("p" + std::to_string(i), params_[i].detach());
+  archive.write("buffers", c10::IValue(static_cast<int64_t>(buffers_.size())));
+  for (size_t i = 0; i < buffers_.size(); ++i) archive.write("b" + std::to_string(i), buffers_[i].second.detach());
   torch::serialize::OutputArchive opt;
   optimizer_->save(opt);
   archive.write("optimizer", opt);
@@ -253,6 +282,24 @@ void TrainingState::restore(const char* data, size_t len) {
                          c10::str(params_[i].sizes()) + " in this model");
     }
   }
+  // Buffers: none in states written before they were saved (loom-state-1
+  // without "buffers"), which fits only a model without any.
+  c10::IValue buffer_count;
+  if (!archive.try_read("buffers", buffer_count)) buffer_count = c10::IValue(int64_t{0});
+  if (buffer_count.toInt() != static_cast<int64_t>(buffers_.size())) {
+    throw Error::usage("the state has " + std::to_string(buffer_count.toInt()) + " buffers, this model " +
+                       std::to_string(buffers_.size()));
+  }
+  std::vector<torch::Tensor> loaded_buffers(buffers_.size());
+  for (size_t i = 0; i < buffers_.size(); ++i) {
+    archive.read("b" + std::to_string(i), loaded_buffers[i]);
+    const torch::Tensor& mine = buffers_[i].second;
+    if (!loaded_buffers[i].sizes().equals(mine.sizes()) || loaded_buffers[i].scalar_type() != mine.scalar_type()) {
+      throw Error::usage("buffer " + buffers_[i].first + " is " + c10::toString(loaded_buffers[i].scalar_type()) + " " +
+                         c10::str(loaded_buffers[i].sizes()) + " in the state, " + c10::toString(mine.scalar_type()) +
+                         " " + c10::str(mine.sizes()) + " in this model");
+    }
+  }
   torch::serialize::InputArchive opt;
   archive.read("optimizer", opt);
   // Copy in place (the strategy holds views of these tensors); if the
@@ -267,6 +314,7 @@ void TrainingState::restore(const char* data, size_t len) {
     for (size_t i = 0; i < params_.size(); ++i) params_[i].copy_(before[i]);
     throw Error::usage(std::string("the optimizer state does not fit this run: ") + e.what());
   }
+  for (size_t i = 0; i < buffers_.size(); ++i) buffers_[i].second.copy_(loaded_buffers[i]);
   step = step_value.toInt();
 }
 

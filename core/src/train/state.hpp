@@ -1,6 +1,7 @@
-// The training state a run owns: the task's model, the optimizer, and the
-// step counter; DLPack views of parameters and gradients for the strategy;
-// and its serialised form (checkpoints, and snapshots for joining peers).
+// The training state a run owns: the task's parameters and buffers, the
+// optimizer, and the step counter; DLPack views of parameters, gradients and
+// buffers for the strategy; and its serialised form (checkpoints, and
+// snapshots for joining peers).
 // Internal; includes LibTorch.
 #pragma once
 
@@ -23,9 +24,14 @@ class TrainingState {
 
   torch::optim::Optimizer& optimizer() { return *optimizer_; }
   const std::vector<torch::Tensor>& params() const { return params_; }
+  const std::vector<std::string>& param_names() const { return names_; }
+  // The model's buffers (BatchNorm statistics), by name, as the task has them.
+  const std::vector<NamedTensor>& buffers() const { return buffers_; }
   void set_lr(double lr);
   // Zeroes the gradients in place: their buffers are what the strategy sees.
   void zero_grads();
+  // Whether every gradient is finite (no inf or nan).
+  bool grads_finite() const;
   // Throws Error::runtime if backward replaced a gradient buffer.
   void check_views() const;
 
@@ -43,6 +49,8 @@ class TrainingState {
   // moments) in parameter order, as lent to the strategy (ABI 1.2): valid
   // until the next optimizer step, restore or call.
   const std::vector<DLTensor>& optimizer_views();
+  // The floating-point buffers, as lent to the strategy (ABI 1.4).
+  const std::vector<DLTensor>& buffer_views();
 
   int64_t step = 0;  // global optimizer steps, as saved in snapshots
 
@@ -59,6 +67,9 @@ class TrainingState {
   std::vector<torch::Tensor> opt_tensors_;  // what opt_views_ point into
   std::vector<std::vector<int64_t>> opt_shapes_;
   std::vector<DLTensor> opt_views_;
+  std::vector<NamedTensor> buffers_;
+  std::vector<std::vector<int64_t>> buffer_shapes_;
+  std::vector<DLTensor> buffer_views_;
   mutable std::string last_snapshot_;
 };
 

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "dump.hpp"
+#include "nonfinite.hpp"
 #include "files.hpp"
 #include "loom/host.hpp"
 #include "progress.hpp"
@@ -111,7 +112,8 @@ TrainResult run_training(const TrainConfig& config, const TrainRequest& request)
   }
 
   // Peers that sample on their own get distinct orders through the salt.
-  Sampler sampler(task->train_data().size(), s.batch_size, shard, shards, s.seed ^ strategy->sample_salt());
+  Sampler sampler(task->train_data().size(), s.batch_size, shard, shards, s.seed ^ strategy->sample_salt(),
+                  task->train_data().blocks());
   if (!request.dump_init_dir.empty() && zero) dump_run(request.dump_init_dir, *task, state, sampler, s, /*with_data=*/true);
   Progress progress(zero ? s.output_dir + "/metrics.csv" : "", state.step, s.max_steps, request.resume);
   if (zero) {
@@ -127,9 +129,9 @@ TrainResult run_training(const TrainConfig& config, const TrainRequest& request)
     const Dataset* val = task->validation_data();
     if (val == nullptr) return;
     torch::NoGradGuard no_grad;
-    task->model().eval();
+    task->set_training(false);
     Metrics metrics = task->evaluate(*val);
-    task->model().train();
+    task->set_training(true);
     std::string line;
     for (auto& [name, value] : metrics) {
       value = global_mean(*strategy, value);
@@ -152,15 +154,21 @@ TrainResult run_training(const TrainConfig& config, const TrainRequest& request)
   int64_t samples = 0;
   double loss_sum = 0;
   int64_t loss_count = 0;
-  task->model().train();
+  task->set_training(true);
   int64_t step = strategy->global_step();
+  NonFinitePolicy nonfinite(s.on_nonfinite);
+  double window_loss = 0;  // summed since the last step: non-finite once any loss was
   while (step < s.max_steps && !strategy->should_stop()) {
     for (int64_t a = 0; a < s.accumulate; ++a, ++micro) {
       Batch batch = task->train_data().get(sampler.batch(micro));
       torch::Tensor loss = task->loss(batch);
       (s.accumulate > 1 ? loss / double(s.accumulate) : loss).backward();
-      loss_sum += loss.item<double>();
-      ++loss_count;
+      const double value = loss.item<double>();
+      window_loss += value;
+      if (std::isfinite(value)) {
+        loss_sum += value;
+        ++loss_count;
+      }
       samples += batch.size;
     }
     state.check_views();
@@ -170,10 +178,16 @@ TrainResult run_training(const TrainConfig& config, const TrainRequest& request)
       step = strategy->global_step();  // a swarm peer may have loaded a newer state meanwhile
       continue;
     }
-    if (s.grad_clip > 0) torch::nn::utils::clip_grad_norm_(state.params(), s.grad_clip);
+    // Checked after the strategy averaged the gradients, so every rank of a
+    // job sees the same and decides alike.
+    const bool finite = std::isfinite(window_loss) && state.grads_finite();
+    window_loss = 0;
     const double lr = lr_at(s, step);
-    state.set_lr(lr);
-    state.optimizer().step();
+    if (nonfinite.apply(finite, step + 1)) {
+      if (s.grad_clip > 0) torch::nn::utils::clip_grad_norm_(state.params(), s.grad_clip);
+      state.set_lr(lr);
+      state.optimizer().step();
+    }
     check_status(strategy->after_optimizer_step());
     state.zero_grads();
     const int64_t before = step;
@@ -196,8 +210,13 @@ TrainResult run_training(const TrainConfig& config, const TrainRequest& request)
   }
   result.steps = step;
   validate(step);
+  for (const auto& [name, value] : result.metrics) {
+    if (!std::isfinite(value)) throw Error::runtime("the final validation " + name + " is " + std::to_string(value) + ": the model diverged");
+  }
   save();
   if (!request.dump_final_dir.empty() && zero) dump_run(request.dump_final_dir, *task, state, sampler, s, false);
+  if (nonfinite.skipped() > 0) spdlog::warn("{} steps were dropped for a non-finite loss or gradients", nonfinite.skipped());
+  if (zero) spdlog::info("peak memory: {:.1f} MiB (VmHWM)", double(peak_rss_bytes()) / (1 << 20));
   teardown_guard.armed = false;
   check_status(strategy->teardown());
   return result;

@@ -20,7 +20,7 @@
 namespace loom::train {
 
 struct TrainerSettings {
-  std::string task;                 // required: "digits", "charlm", "teacher"
+  std::string task;                 // required: "digits", "charlm", "teacher", "torchscript", or a registered task
   int64_t max_steps = 100;          // global optimizer steps
   int64_t batch_size = 32;          // samples per process per forward/backward
   int64_t accumulate = 1;           // forward/backward passes per optimizer step
@@ -38,6 +38,8 @@ struct TrainerSettings {
   std::string output_dir;           // default runs/<task>, relative to the working directory
   std::string device = "cpu";       // cpu | cuda | cuda:N
   int64_t threads = 0;              // intra-op threads; 0: LibTorch's default
+  std::string on_nonfinite = "stop";  // stop | skip_step: a step with a non-finite loss or gradients
+  std::string task_library;         // a shared library that registers C++ tasks (register_task)
 };
 
 struct TrainConfig {
