@@ -2,6 +2,7 @@
 # on its own:  cpack -G DEB  (from the build folder)
 #   loom               the `loom` command and libloom
 #   loom-sdk-dev       C headers, CMake package and loom-sdk.pc for plugin authors
+#   libloom-dev        libloom's C++ API for compiled tasks (tied to the LibTorch it was built with)
 #   loom-plugin-mpi    libmpi_collective.so (depends on Open MPI)
 #   loom-plugin-ddp    libddp_strategy.so
 #   loom-plugin-ucx    libucx_collective.so (depends on UCX)
@@ -16,13 +17,16 @@ set(CPACK_DEB_COMPONENT_INSTALL ON)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 set(CPACK_DEBIAN_PACKAGE_SECTION science)
-set(CPACK_COMPONENTS_ALL runtime sdk plugin-mpi-collective plugin-ddp-strategy plugin-ucx-collective
+set(CPACK_COMPONENTS_ALL runtime sdk cpp-dev plugin-mpi-collective plugin-ddp-strategy plugin-ucx-collective
                          plugin-collab-strategy)
 
 set(CPACK_DEBIAN_RUNTIME_PACKAGE_NAME loom)
 set(CPACK_DEBIAN_SDK_PACKAGE_NAME loom-sdk-dev)
 set(CPACK_DEBIAN_SDK_PACKAGE_ARCHITECTURE all)
 set(CPACK_DEBIAN_SDK_PACKAGE_SHLIBDEPS OFF)
+set(CPACK_DEBIAN_CPP-DEV_PACKAGE_NAME libloom-dev)
+set(CPACK_DEBIAN_CPP-DEV_PACKAGE_DEPENDS "loom (= ${PROJECT_VERSION}), loom-sdk-dev (= ${PROJECT_VERSION}), libtorch-dev")
+set(CPACK_DEBIAN_CPP-DEV_PACKAGE_SHLIBDEPS OFF)
 set(CPACK_DEBIAN_PLUGIN-MPI-COLLECTIVE_PACKAGE_NAME loom-plugin-mpi)
 set(CPACK_DEBIAN_PLUGIN-MPI-COLLECTIVE_PACKAGE_DEPENDS "loom (= ${PROJECT_VERSION}), openmpi-bin")
 set(CPACK_DEBIAN_PLUGIN-DDP-STRATEGY_PACKAGE_NAME loom-plugin-ddp)
