@@ -14,12 +14,14 @@
 
 namespace loom::test {
 
-// section: "params", or "optimizer" for the optimizer's statistics.
+// section: "params", "buffers", or "optimizer" for the optimizer's
+// statistics; only float32 entries are read.
 inline std::map<std::string, std::vector<float>> read_params(const std::string& dir, const char* section = "params") {
   std::ifstream in(dir + "/manifest.json");
   nlohmann::json manifest = nlohmann::json::parse(in);
   std::map<std::string, std::vector<float>> params;
   for (const auto& p : manifest.at(section)) {
+    if (p.contains("dtype") && p["dtype"] != "Float") continue;  // counters such as num_batches_tracked
     std::ifstream bin(dir + "/" + p["file"].get<std::string>(), std::ios::binary);
     std::stringstream bytes;
     bytes << bin.rdbuf();

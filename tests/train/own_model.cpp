@@ -1,0 +1,118 @@
+#include "own_model.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <sstream>
+
+#include "test_paths.hpp"
+
+namespace loom::test {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+TempDir::TempDir(const char* tag) {
+  std::string tmpl = std::string("/tmp/") + tag + "-XXXXXX";
+  path = mkdtemp(tmpl.data());
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  fs::remove_all(path, ec);
+}
+
+const std::map<std::string, std::string> kNoJob = {{"RANK", ""}, {"WORLD_SIZE", ""}, {"MASTER_ADDR", ""}};
+
+std::string cached_test_data(const std::string& name, const std::function<std::string(const std::string&)>& make,
+                             std::string* why) {
+  const fs::path final_dir = fs::path(kTestDataDir) / name;
+  std::error_code ec;
+  if (fs::exists(final_dir / ".complete", ec)) return final_dir.string();
+  fs::create_directories(kTestDataDir, ec);
+  std::string tmpl = final_dir.string() + ".tmp-XXXXXX";
+  if (mkdtemp(tmpl.data()) == nullptr) {
+    *why = "cannot create a folder under " + std::string(kTestDataDir);
+    return "";
+  }
+  *why = make(tmpl);
+  if (!why->empty()) {
+    fs::remove_all(tmpl, ec);
+    return "";
+  }
+  std::ofstream(fs::path(tmpl) / ".complete") << "ok\n";
+  // Another test process may have won the race; its copy is as good.
+  if (std::rename(tmpl.c_str(), final_dir.c_str()) != 0) fs::remove_all(tmpl, ec);
+  return fs::exists(final_dir / ".complete", ec) ? final_dir.string() : "";
+}
+
+const std::string& exported_models(std::string* why) {
+  static std::string made, failure;
+  static bool tried = false;
+  if (!tried) {
+    tried = true;
+    made = cached_test_data("own-model", [](const std::string& dir) -> std::string {
+      const std::string script = std::string(kSourceDir) + "/examples/own-model/export.py";
+      auto r = run_process({kDebianPython, script, "--out", dir}, {}, 300s);
+      return r.exit_code == 0 ? "" : "export.py failed (exit " + std::to_string(r.exit_code) + "): " + r.out + r.err;
+    }, &failure);
+  }
+  if (why) *why = failure;
+  return made;
+}
+
+ProcessResult run_python(const std::string& code, const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {kDebianPython, "-c", code};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return run_process(argv, {}, 300s);
+}
+
+std::string digits_cnn_config(const std::string& models, const std::string& trainer_lines) {
+  return "[trainer]\ntask = \"torchscript\"\n" + trainer_lines + "\n[task]\nmodule = \"" + models +
+         "/digits_cnn.pt\"\ntrain = \"" + models + "/digits_train.pt\"\nvalidation = \"" + models +
+         "/digits_val.pt\"\ninputs = [\"x\"]\nloss = \"cross_entropy\"\ntarget = \"y\"\n";
+}
+
+std::string gpt_config(const std::string& models, const std::string& trainer_lines) {
+  return "[trainer]\ntask = \"torchscript\"\n" + trainer_lines + "\n[task]\nmodule = \"" + models +
+         "/gpt.pt\"\ntrain = \"" + models + "/gpt_train.pt\"\nvalidation = \"" + models +
+         "/gpt_val.pt\"\ninputs = [\"x\", \"y\"]\nloss = \"module\"\n";
+}
+
+std::string write_config(const std::string& path, const std::string& text) {
+  std::ofstream(path) << text;
+  return path;
+}
+
+std::vector<std::string> mpirun_loom(int ranks, const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {kMpirun, "--oversubscribe", "--allow-run-as-root", "-np", std::to_string(ranks),
+                                   kLoomBinary};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return argv;
+}
+
+double final_metric(const std::string& out, const std::string& metric) {
+  const std::string key = "final " + metric + ": ";
+  auto at = out.rfind(key);
+  if (at == std::string::npos) return NAN;
+  return std::strtod(out.c_str() + at + key.size(), nullptr);
+}
+
+std::map<int64_t, double> read_metric_csv(const std::string& output_dir, const std::string& metric) {
+  std::ifstream in(output_dir + "/metrics.csv");
+  std::map<int64_t, double> out;
+  std::string line;
+  std::getline(in, line);  // step,elapsed_s,metric,value
+  while (std::getline(in, line)) {
+    std::stringstream row(line);
+    std::string step, elapsed, name, value;
+    if (std::getline(row, step, ',') && std::getline(row, elapsed, ',') && std::getline(row, name, ',') &&
+        std::getline(row, value) && name == metric)
+      out[std::stoll(step)] = std::stod(value);
+  }
+  return out;
+}
+
+}  // namespace loom::test
