@@ -51,6 +51,11 @@ class Error : public std::runtime_error {
   ExitCode exit_code_;
 };
 
+// value whole when it is at most max bytes, else its first max bytes and
+// "... (N bytes)": messages quote user input through this, so a huge value
+// cannot flood the terminal.
+std::string excerpt(const std::string& value, size_t max = 80);
+
 // Throws Error::runtime(context + ": " + status) unless status is OK.
 void check(const Status& status, const std::string& context);
 
