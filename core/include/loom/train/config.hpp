@@ -38,6 +38,7 @@ struct TrainerSettings {
   std::string output_dir;           // default runs/<task>, relative to the working directory
   std::string device = "cpu";       // cpu | cuda | cuda:N
   int64_t threads = 0;              // intra-op threads; 0: LibTorch's default
+  std::string on_nonfinite = "stop";  // stop | skip_step: what a non-finite loss or gradient does
 };
 
 struct TrainConfig {
