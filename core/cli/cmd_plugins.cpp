@@ -82,11 +82,11 @@ const PluginCandidate& select(const Host& host, const std::string& name, const s
   if (matches.empty()) {
     std::string found;
     for (const auto& c : host.candidates()) found += (found.empty() ? "" : ", ") + c.name + " (" + kind_name(c.kind) + ")";
-    throw Error::usage("no " + (kind ? std::string(kind_name(*kind)) + " " : std::string()) + "plugin named '" + name +
+    throw Error::usage("no " + (kind ? std::string(kind_name(*kind)) + " " : std::string()) + "plugin named '" + excerpt(name) +
                        "'; found: " + (found.empty() ? "none" : found));
   }
   if (matches.size() > 1) {
-    throw Error::usage("'" + name + "' names both a collective and a strategy plugin: add --kind collective or --kind strategy");
+    throw Error::usage("'" + excerpt(name) + "' names both a collective and a strategy plugin: add --kind collective or --kind strategy");
   }
   return *matches.front();
 }
@@ -131,7 +131,7 @@ int check_plugin(const GlobalOptions& global, const std::string& name, const std
   auto host = make_host(global);
   const PluginCandidate& c = select(*host, name, kind);
   if (c.kind != LOOM_KIND_COLLECTIVE) {
-    throw Error::usage("check opens collective plugins only for now; use `loom plugins info " + name + "`");
+    throw Error::usage("check opens collective plugins only for now; use `loom plugins info " + excerpt(name) + "`");
   }
   auto collective = host->open_collective(name);  // throws Error::usage with path and reason
   const JobInfo& job = host->job();

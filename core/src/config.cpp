@@ -2,6 +2,8 @@
 
 #include "config_toml.hpp"
 
+#include "loom/plugin_record.hpp"
+
 #include <iomanip>
 #include <sstream>
 
@@ -43,12 +45,22 @@ std::string toml_option_text(const std::string& path, const std::string& key, co
   if (auto* array = node.as_array()) {
     std::string joined;
     for (const auto& item : *array) {
-      if (!item.is_string()) throw Error::usage(where(path, item) + ": " + key + ": list items must be strings");
+      if (!item.is_string()) throw Error::usage(where(path, item) + ": " + excerpt(key) + ": list items must be strings");
       joined += (joined.empty() ? "" : ",") + *item.value<std::string>();
     }
     return joined;
   }
-  throw Error::usage(where(path, node) + ": " + key + " must be a boolean, number, string or list of strings");
+  throw Error::usage(where(path, node) + ": " + excerpt(key) + " must be a boolean, number, string or list of strings");
+}
+
+std::string toml_plugin_name(const std::string& path, const std::string& key, const toml::node& node, loom_kind kind) {
+  // The name must fit in its file's name, lib<name>_<kind>.so, at most NAME_MAX bytes.
+  const size_t max = 255 - std::string("lib_.so").size() - std::string(kind_name(kind)).size();
+  if (!node.is_string() || node.value<std::string>()->size() > max) {
+    throw Error::usage(where(path, node) + ": " + key + " must be a " + kind_name(kind) + " plugin's name (a string of at most " +
+                       std::to_string(max) + " bytes, as in lib<name>_" + kind_name(kind) + ".so)");
+  }
+  return *node.value<std::string>();
 }
 
 HostFileConfig load_host_config(const std::string& path) { return host_config_from(parse_toml_file(path), path); }
@@ -58,7 +70,7 @@ HostFileConfig host_config_from(const toml::table& root, const std::string& path
   if (auto* plugins = root["plugins"].as_table()) {
     for (const auto& [key, node] : *plugins) {
       if (key.str() != "path") {
-        throw Error::usage(where(path, node) + ": unknown key plugins." + std::string(key.str()) + "; valid keys: path");
+        throw Error::usage(where(path, node) + ": unknown key plugins." + excerpt(std::string(key.str())) + "; valid keys: path");
       }
       auto add = [&](const toml::node& item) {
         if (!item.is_string()) throw Error::usage(where(path, item) + ": plugins.path must be a string or a list of strings");
@@ -76,10 +88,9 @@ HostFileConfig host_config_from(const toml::table& root, const std::string& path
     for (const auto& [key, node] : *collective) {
       std::string k(key.str());
       if (k == "name") {
-        if (!node.is_string()) throw Error::usage(where(path, node) + ": collective.name must be a string");
-        config.collective = *node.value<std::string>();
+        config.collective = toml_plugin_name(path, "collective.name", node, LOOM_KIND_COLLECTIVE);
       } else if (k != "options") {
-        throw Error::usage(where(path, node) + ": unknown key collective." + k + "; valid keys: name, options");
+        throw Error::usage(where(path, node) + ": unknown key collective." + excerpt(k) + "; valid keys: name, options");
       }
     }
     if (auto* options = (*collective)["options"].as_table()) {

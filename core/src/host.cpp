@@ -129,8 +129,9 @@ Host::OpenedInstance Host::open_instance(loom_kind kind, const std::string& name
       if (kind == LOOM_KIND_STRATEGY) valid = "single (built in)";
       for (const auto& n : names(kind)) valid += (valid.empty() ? "" : ", ") + n;
       for (const auto& d : config_.search_path) searched += (searched.empty() ? "" : ":") + d.path;
-      throw Error::usage("no " + kind_word + " plugin named '" + name + "' (no lib" + name + "_" + kind_word +
-                         ".so in the plugin path " + searched + "); valid choices: " + (valid.empty() ? "none" : valid));
+      throw Error::usage("no " + kind_word + " plugin named '" + excerpt(name) + "' (no lib" + excerpt(name) + "_" +
+                         kind_word + ".so in the plugin path " + excerpt(searched, 1000) +
+                         "); valid choices: " + (valid.empty() ? "none" : valid));
     }
     std::string reason;
     CrashGuard guard(kind_word + " plugin '" + name + "' (" + candidate->path + ") crashed while loading");
@@ -186,7 +187,7 @@ void Host::resolve_collective_option(const PluginDescriptor& strategy, std::map<
   std::string valid, where;
   for (const auto& n : names(LOOM_KIND_COLLECTIVE)) valid += (valid.empty() ? "" : ", ") + n;
   if (sources != nullptr && sources->count("collective")) where = sources->at("collective") + ": ";
-  throw Error::usage(where + "strategy '" + strategy.name + "' would use the collective plugin '" + chosen +
+  throw Error::usage(where + "strategy '" + strategy.name + "' would use the collective plugin '" + excerpt(chosen) +
                      "', which is not in the plugin path; valid choices: " + (valid.empty() ? "none" : valid));
 }
 
@@ -196,7 +197,8 @@ void Host::check_options(loom_kind kind, const std::string& name) {
   if (candidate == nullptr) {
     std::string valid;
     for (const auto& n : names(kind)) valid += (valid.empty() ? "" : ", ") + n;
-    throw Error::usage("no " + kind_word + " plugin named '" + name + "'; valid choices: " + (valid.empty() ? "none" : valid));
+    throw Error::usage("no " + kind_word + " plugin named '" + excerpt(name) + "'; valid choices: " +
+                       (valid.empty() ? "none" : valid));
   }
   LoadedPlugin plugin;
   std::string reason;

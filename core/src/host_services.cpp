@@ -172,11 +172,11 @@ std::unique_ptr<PluginHostContext> make_host_context(Host* host, const PluginCan
     if (option == nullptr) {
       std::string valid;
       for (const auto& o : descriptor.options) valid += (valid.empty() ? "" : ", ") + o.name;
-      throw Error::usage(at(key) + "unknown option '" + key + "' for " + ctx->label + "; valid options: " +
+      throw Error::usage(at(key) + "unknown option '" + excerpt(key) + "' for " + ctx->label + "; valid options: " +
                          (valid.empty() ? "(none)" : valid));
     }
     if (auto why = check_option_value(*option, value); !why.empty()) {
-      throw Error::usage(at(key) + "option '" + key + "' of " + ctx->label + " has value '" + value + "': " + why + " (" +
+      throw Error::usage(at(key) + "option '" + key + "' of " + ctx->label + " has value '" + excerpt(value) + "': " + why + " (" +
                          option_type_name(option->type) + ")");
     }
   }

@@ -17,7 +17,7 @@ std::optional<long> int_env(const char* name, long min, long max) {
   errno = 0;
   long value = std::strtol(text, &end, 10);
   if (errno != 0 || *end != '\0' || value < min || value > max) {
-    throw Error::usage(std::string("environment variable ") + name + "=" + text + " is not valid: expected an integer from " +
+    throw Error::usage(std::string("environment variable ") + name + "=" + excerpt(text) + " is not valid: expected an integer from " +
                        std::to_string(min) + " to " + std::to_string(max));
   }
   return value;

@@ -185,7 +185,9 @@ int pick_free_port() {
 LaunchResult launch(const LaunchOptions& o) {
   if (o.nproc < 1 || o.nproc > 1024) throw Error::usage("-n must be from 1 to 1024, not " + std::to_string(o.nproc));
   if (o.command.empty()) throw Error::usage("no command to launch: give it after --, as in: loom launch -n 2 -- CMD ARGS");
-  if (!on_path(o.command[0])) throw Error::usage("cannot find the command '" + o.command[0] + "' (not executable or not on PATH)");
+  if (!on_path(o.command[0])) {
+    throw Error::usage("cannot find the command '" + excerpt(o.command[0]) + "' (not executable or not on PATH)");
+  }
   const int port = o.master_port > 0 ? o.master_port : pick_free_port();
 
   struct sigaction stop {}, old_int {}, old_term {};

@@ -8,13 +8,13 @@ std::string Status::to_string() const {
   return text;
 }
 
-void check(const Status& status, const std::string& context) {
-  if (!status.is_ok()) throw Error::runtime(context + ": " + status.to_string());
-}
-
 std::string excerpt(const std::string& value, size_t max) {
   if (value.size() <= max) return value;
   return value.substr(0, max) + "... (" + std::to_string(value.size()) + " bytes)";
+}
+
+void check(const Status& status, const std::string& context) {
+  if (!status.is_ok()) throw Error::runtime(context + ": " + status.to_string());
 }
 
 }  // namespace loom

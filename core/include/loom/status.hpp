@@ -51,8 +51,9 @@ class Error : public std::runtime_error {
   ExitCode exit_code_;
 };
 
-// A user's value as quoted in a message: whole when short, else its first
-// `max` bytes, "..." and its length, so a huge value cannot flood the log.
+// value whole when it is at most max bytes, else its first max bytes and
+// "... (N bytes)": messages quote user input through this, so a huge value
+// cannot flood the terminal.
 std::string excerpt(const std::string& value, size_t max = 80);
 
 // Throws Error::runtime(context + ": " + status) unless status is OK.

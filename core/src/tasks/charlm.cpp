@@ -17,6 +17,7 @@
 #include <iterator>
 
 #include "builtin.hpp"
+#include "memory_estimate.hpp"
 
 namespace loom::train::tasks {
 namespace {
@@ -105,6 +106,7 @@ TORCH_MODULE(CharLM);
 class CharLMTask : public ModuleTask {
  public:
   CharLMTask(const Options& options, uint64_t seed) {
+    check_memory(options, estimate_charlm(options));  // before allocating anything
     if (!options.is_set("path")) {
       throw options.invalid("path", "is required: set [task] path to a UTF-8 text file");
     }

@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 
 #include "builtin.hpp"
+#include "memory_estimate.hpp"
 
 namespace loom::train::tasks {
 namespace {
@@ -50,6 +51,7 @@ std::string read_file(const Options& options, const std::string& path) {
 class DigitsTask : public ModuleTask {
  public:
   DigitsTask(const Options& options, uint64_t seed) {
+    check_memory(options, estimate_digits(options));  // before allocating anything
     int64_t hidden = options.get_int("hidden", 1);
     double test_fraction = options.get_float("test_fraction", 0.0, 1.0, true);
     auto split_seed = static_cast<uint64_t>(options.get_int("split_seed", 0));

@@ -21,6 +21,7 @@
 #include <cmath>
 
 #include "builtin.hpp"
+#include "memory_estimate.hpp"
 
 namespace loom::train::tasks {
 namespace {
@@ -31,6 +32,7 @@ constexpr int64_t kValidationSamples = 1024;
 class TeacherTask : public ModuleTask {
  public:
   TeacherTask(const Options& options, uint64_t seed) {
+    check_memory(options, estimate_teacher(options));  // before allocating anything
     int64_t inputs = options.get_int("inputs", 1);
     int64_t hidden = options.get_int("hidden", 1);
     int64_t samples = options.get_int("samples", 1);

@@ -3,9 +3,12 @@
 #include "loom/train/config.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
-#include <sstream>
+#include <iomanip>
 #include <map>
+#include <sstream>
+#include <thread>
 
 #include "../config_toml.hpp"
 #include "task_library.hpp"
@@ -25,7 +28,7 @@ std::string join(const std::vector<std::string>& words) {
 void apply_override(toml::table* root, const std::string& text) {
   auto eq = text.find('=');
   if (eq == std::string::npos || eq == 0) {
-    throw Error::usage("--set " + text + ": expected section.key=value, as in --set trainer.lr=0.01");
+    throw Error::usage("--set " + excerpt(text) + ": expected section.key=value, as in --set trainer.lr=0.01");
   }
   std::string key = text.substr(0, eq), value = text.substr(eq + 1);
   std::vector<std::string> parts;
@@ -35,12 +38,12 @@ void apply_override(toml::table* root, const std::string& text) {
     start = dot + 1;
   }
   parts.push_back(key.substr(start));
-  if (parts.size() < 2) throw Error::usage("--set " + text + ": the key needs a section, as in trainer." + key);
+  if (parts.size() < 2) throw Error::usage("--set " + excerpt(text) + ": the key needs a section, as in trainer." + excerpt(key));
   toml::table* table = root;
   for (size_t i = 0; i + 1 < parts.size(); ++i) {
     if (!table->contains(parts[i])) table->insert(parts[i], toml::table{});
     table = (*table)[parts[i]].as_table();
-    if (table == nullptr) throw Error::usage("--set " + text + ": " + parts[i] + " is not a section");
+    if (table == nullptr) throw Error::usage("--set " + excerpt(text) + ": " + excerpt(parts[i]) + " is not a section");
   }
   // A TOML value ("0.01", "true", "[\"a\"]") keeps its type; anything else is a string.
   toml::node_view<toml::node> parsed;
@@ -54,23 +57,47 @@ void apply_override(toml::table* root, const std::string& text) {
 }
 
 struct Field {
-  std::string type;  // for messages
-  std::function<bool(const toml::node&, TrainerSettings*)> set;  // false: wrong type
+  std::string type;  // what would be valid, for messages
+  std::function<bool(const toml::node&, TrainerSettings*)> set;  // false: wrong type or out of range
 };
 
+// Every numeric option has a maximum, so that no value makes the trainer hang,
+// spawn without bound or overflow. With these, batch_size * accumulate and the
+// micro-batch index max_steps * accumulate stay far inside int64.
+constexpr int64_t kMaxSteps = 1'000'000'000;
+constexpr int64_t kMaxBatch = int64_t{1} << 24;
+constexpr int64_t kMaxAccumulate = 65536;
+static_assert(kMaxBatch * kMaxAccumulate <= (int64_t{1} << 40) && kMaxSteps * kMaxAccumulate < (int64_t{1} << 47));
+
+// Intra-op threads past a few per core only slow a run down; 1024 bounds it on any machine.
+int64_t max_threads() {
+  return std::min<int64_t>(1024, 4 * static_cast<int64_t>(std::max(1u, std::thread::hardware_concurrency())));
+}
+
+std::string number_text(double v) {
+  std::ostringstream text;
+  text << std::setprecision(15) << v;
+  return text.str();
+}
+
 template <typename T, typename M>
-Field int_field(M member, int64_t min) {
-  return {"an integer >= " + std::to_string(min), [member, min](const toml::node& n, TrainerSettings* s) {
-            if (!n.is_integer() || *n.value<int64_t>() < min) return false;
+Field int_field(M member, int64_t min, int64_t max, const std::string& note = "") {
+  return {"an integer in [" + std::to_string(min) + ", " + std::to_string(max) + "]" + note,
+          [member, min, max](const toml::node& n, TrainerSettings* s) {
+            if (!n.is_integer() || *n.value<int64_t>() < min || *n.value<int64_t>() > max) return false;
             s->*member = static_cast<T>(*n.value<int64_t>());
             return true;
           }};
 }
 
-Field float_field(double TrainerSettings::*member, double min) {
-  return {"a number >= " + std::to_string(min), [member, min](const toml::node& n, TrainerSettings* s) {
-            if (!n.is_number() || *n.value<double>() < min) return false;
-            s->*member = *n.value<double>();
+// nan fails every comparison and inf the upper bound, so both are refused.
+Field float_field(double TrainerSettings::*member, double lo, double hi, bool hi_open = false) {
+  return {"a finite number in [" + number_text(lo) + ", " + number_text(hi) + (hi_open ? ")" : "]"),
+          [member, lo, hi, hi_open](const toml::node& n, TrainerSettings* s) {
+            if (!n.is_number()) return false;
+            double v = *n.value<double>();
+            if (!std::isfinite(v) || v < lo || v > hi || (hi_open && v == hi)) return false;
+            s->*member = v;
             return true;
           }};
 }
@@ -86,38 +113,58 @@ Field choice_field(std::string TrainerSettings::*member, std::vector<std::string
           }};
 }
 
+// Longer paths fail in every system call (PATH_MAX), so they are refused up front.
+constexpr size_t kMaxPath = 4095;
+
+Field path_field(std::string TrainerSettings::*member) {
+  return {"a path of at most " + std::to_string(kMaxPath) + " bytes", [member](const toml::node& n, TrainerSettings* s) {
+            if (!n.is_string() || n.value<std::string>()->size() > kMaxPath) return false;
+            s->*member = *n.value<std::string>();
+            return true;
+          }};
+}
+
+// "cpu", "cuda" or "cuda:N" with N a device index of at most 4 digits.
+bool is_device(const std::string& v) {
+  if (v == "cpu" || v == "cuda") return true;
+  if (v.rfind("cuda:", 0) != 0 || v.size() == 5 || v.size() > 9) return false;
+  return v.find_first_not_of("0123456789", 5) == std::string::npos;
+}
+
 const std::map<std::string, Field>& trainer_fields() {
   static const std::map<std::string, Field> fields = {
       {"task", choice_field(&TrainerSettings::task, {})},
-      {"max_steps", int_field<int64_t>(&TrainerSettings::max_steps, 1)},
-      {"batch_size", int_field<int64_t>(&TrainerSettings::batch_size, 1)},
-      {"accumulate", int_field<int64_t>(&TrainerSettings::accumulate, 1)},
+      {"max_steps", int_field<int64_t>(&TrainerSettings::max_steps, 1, kMaxSteps)},
+      {"batch_size", int_field<int64_t>(&TrainerSettings::batch_size, 1, kMaxBatch)},
+      {"accumulate", int_field<int64_t>(&TrainerSettings::accumulate, 1, kMaxAccumulate)},
       {"optimizer", choice_field(&TrainerSettings::optimizer, {"sgd", "adam", "adamw"})},
-      {"lr", float_field(&TrainerSettings::lr, 0)},
-      {"momentum", float_field(&TrainerSettings::momentum, 0)},
-      {"weight_decay", float_field(&TrainerSettings::weight_decay, 0)},
+      {"lr", float_field(&TrainerSettings::lr, 0, 1000)},
+      {"momentum", float_field(&TrainerSettings::momentum, 0, 1, /*hi_open=*/true)},
+      {"weight_decay", float_field(&TrainerSettings::weight_decay, 0, 1000)},
       {"schedule", choice_field(&TrainerSettings::schedule, {"constant", "cosine", "linear"})},
-      {"warmup_steps", int_field<int64_t>(&TrainerSettings::warmup_steps, 0)},
-      {"grad_clip", float_field(&TrainerSettings::grad_clip, 0)},
-      {"seed", int_field<uint64_t>(&TrainerSettings::seed, 0)},
-      {"log_every", int_field<int64_t>(&TrainerSettings::log_every, 1)},
-      {"val_every", int_field<int64_t>(&TrainerSettings::val_every, 0)},
-      {"checkpoint_every", int_field<int64_t>(&TrainerSettings::checkpoint_every, 0)},
-      {"output_dir", choice_field(&TrainerSettings::output_dir, {})},
+      {"warmup_steps", int_field<int64_t>(&TrainerSettings::warmup_steps, 0, kMaxSteps)},
+      {"grad_clip", float_field(&TrainerSettings::grad_clip, 0, 1e6)},
+      {"seed", int_field<uint64_t>(&TrainerSettings::seed, 0, INT64_MAX)},
+      {"log_every", int_field<int64_t>(&TrainerSettings::log_every, 1, kMaxSteps)},
+      {"val_every", int_field<int64_t>(&TrainerSettings::val_every, 0, kMaxSteps)},
+      {"checkpoint_every", int_field<int64_t>(&TrainerSettings::checkpoint_every, 0, kMaxSteps)},
+      {"output_dir", path_field(&TrainerSettings::output_dir)},
       {"device", {"\"cpu\", \"cuda\" or \"cuda:N\"", [](const toml::node& n, TrainerSettings* s) {
-                    if (!n.is_string()) return false;
-                    std::string v = *n.value<std::string>();
-                    if (v != "cpu" && v != "cuda" && v.rfind("cuda:", 0) != 0) return false;
-                    s->device = v;
+                    if (!n.is_string() || !is_device(*n.value<std::string>())) return false;
+                    s->device = *n.value<std::string>();
                     return true;
                   }}},
-      {"threads", int_field<int64_t>(&TrainerSettings::threads, 0)},
+      {"threads", int_field<int64_t>(&TrainerSettings::threads, 0, max_threads(),
+                                     " (at most 4 x this machine's " +
+                                         std::to_string(std::max(1u, std::thread::hardware_concurrency())) +
+                                         " cores, and at most 1024)")},
       {"on_nonfinite", choice_field(&TrainerSettings::on_nonfinite, {"stop", "skip_step"})},
-      {"task_library", choice_field(&TrainerSettings::task_library, {})},
+      {"task_library", path_field(&TrainerSettings::task_library)},
   };
   return fields;
 }
 
+// The node's type and value, for messages; long values are cut (excerpt).
 std::string describe(const toml::node& n) {
   std::ostringstream text;
   n.visit([&](const auto& v) {
@@ -127,7 +174,22 @@ std::string describe(const toml::node& n) {
       text << "...";
     }
   });
-  return std::string(toml::impl::node_type_friendly_names[static_cast<int>(n.type())]) + " " + text.str();
+  return std::string(toml::impl::node_type_friendly_names[static_cast<int>(n.type())]) + " " + excerpt(text.str());
+}
+
+// Task option names are short words and values at most a path, so longer ones are
+// refused here, before a task could quote them.
+void check_task_option_size(const std::string& path, const std::string& key, const toml::node& node) {
+  constexpr size_t kMaxKey = 64;
+  if (key.size() > kMaxKey) {
+    throw Error::usage(toml_where(path, node) + ": [task] key '" + excerpt(key) + "' is " + std::to_string(key.size()) +
+                       " bytes long; task option names are at most " + std::to_string(kMaxKey));
+  }
+  if (node.is_string() && node.value<std::string>()->size() > kMaxPath) {
+    throw Error::usage(toml_where(path, node) + ": task." + key + " is " +
+                       std::to_string(node.value<std::string>()->size()) + " bytes long; a task option holds at most " +
+                       std::to_string(kMaxPath) + " (a path)");
+  }
 }
 
 }  // namespace
@@ -142,9 +204,11 @@ TrainConfig load_train_config(const std::string& path, const std::vector<std::st
   for (const auto& [key, node] : root) {
     std::string k(key.str());
     if (std::find(kSections.begin(), kSections.end(), k) == kSections.end()) {
-      throw Error::usage(toml_where(path, node) + ": unknown section [" + k + "]; valid sections: " + join(kSections));
+      throw Error::usage(toml_where(path, node) + ": unknown section [" + excerpt(k) + "]; valid sections: " + join(kSections));
     }
-    if (!node.is_table()) throw Error::usage(toml_where(path, node) + ": " + k + " must be a section ([" + k + "])");
+    if (!node.is_table()) {
+      throw Error::usage(toml_where(path, node) + ": " + excerpt(k) + " must be a section ([" + excerpt(k) + "])");
+    }
   }
 
   const toml::table* trainer = root["trainer"].as_table();
@@ -157,7 +221,7 @@ TrainConfig load_train_config(const std::string& path, const std::vector<std::st
     std::string k(key.str());
     auto it = trainer_fields().find(k);
     if (it == trainer_fields().end()) {
-      throw Error::usage(toml_where(path, node) + ": unknown key trainer." + k + "; valid keys: " + join(valid));
+      throw Error::usage(toml_where(path, node) + ": unknown key trainer." + excerpt(k) + "; valid keys: " + join(valid));
     }
     if (!it->second.set(node, &config.trainer)) {
       throw Error::usage(toml_where(path, node) + ": trainer." + k + " must be " + it->second.type + ", not " + describe(node));
@@ -171,7 +235,7 @@ TrainConfig load_train_config(const std::string& path, const std::vector<std::st
   }
   const auto tasks = task_names();
   if (std::find(tasks.begin(), tasks.end(), config.trainer.task) == tasks.end()) {
-    throw Error::usage(toml_where(path, *(*trainer).get("task")) + ": unknown task '" + config.trainer.task +
+    throw Error::usage(toml_where(path, *(*trainer).get("task")) + ": unknown task '" + excerpt(config.trainer.task) +
                        "'; valid tasks: " + join(tasks));
   }
   if (config.trainer.output_dir.empty()) config.trainer.output_dir = "runs/" + config.trainer.task;
@@ -179,6 +243,7 @@ TrainConfig load_train_config(const std::string& path, const std::vector<std::st
   if (const toml::table* task = root["task"].as_table()) {
     for (const auto& [key, node] : *task) {
       std::string k(key.str());
+      check_task_option_size(path, k, node);
       config.task.values[k] = toml_option_text(path, "task." + k, node);
       config.task.sources[k] = toml_where(path, node);
     }
@@ -188,11 +253,10 @@ TrainConfig load_train_config(const std::string& path, const std::vector<std::st
     for (const auto& [key, node] : *strategy) {
       std::string k(key.str());
       if (k == "name") {
-        if (!node.is_string()) throw Error::usage(toml_where(path, node) + ": strategy.name must be a string, not " + describe(node));
-        config.strategy = *node.value<std::string>();
+        config.strategy = toml_plugin_name(path, "strategy.name", node, LOOM_KIND_STRATEGY);
         config.strategy_where = toml_where(path, node);
       } else if (k != "options") {
-        throw Error::usage(toml_where(path, node) + ": unknown key strategy." + k + "; valid keys: name, options");
+        throw Error::usage(toml_where(path, node) + ": unknown key strategy." + excerpt(k) + "; valid keys: name, options");
       }
     }
     if (const toml::table* options = (*strategy)["options"].as_table()) {

@@ -8,7 +8,10 @@ Progress::Progress(const std::string& csv_path, int64_t start_step, int64_t max_
     : start_(Clock::now()), last_time_(start_), start_step_(start_step), max_steps_(max_steps), last_step_(start_step) {
   if (csv_path.empty()) return;
   csv_.open(csv_path, resume ? std::ios::app : std::ios::trunc);
-  if (!resume) csv_ << "step,elapsed_s,metric,value\n";
+  // A run killed before its first flush leaves no file or an empty one: resuming
+  // into it still needs the header.
+  csv_.seekp(0, std::ios::end);
+  if (csv_.tellp() <= 0) csv_ << "step,elapsed_s,metric,value\n";
 }
 
 void Progress::record(int64_t step, const std::string& metric, double value) {
