@@ -70,6 +70,9 @@ const BadCase kCases[] = {
     {"UnknownField", "linear.pt", "good.pt", "inputs = [\"pixels\"]\n", 2, "has no field 'pixels'"},
 };
 
+// Test names say what a case is; gtest prints the case by its name too.
+void PrintTo(const BadCase& c, std::ostream* out) { *out << c.name; }
+
 class OwnModelBadInput : public ::testing::TestWithParam<BadCase> {};
 
 TEST_P(OwnModelBadInput, ExitsWithAMessageNamingTheFileAndWhatIsValid) {

@@ -131,7 +131,7 @@ TEST_F(OwnModel, DigitsCnnUnderDdpOverUcxReachesSingleAccuracyWithin1Percent) {
 // LayerNorm only (no per-rank statistics): 2 ranks with batch B end exactly
 // where one process with batch 2B does.
 TEST_F(OwnModel, GptUnderDdpEndsWithTheParametersOfSingleWithTheDoubledBatch) {
-  const std::string recipe = "max_steps = 20\noptimizer = \"sgd\"\nlr = 0.1\nmomentum = 0.9\nseed = 2\nlog_every = 10\n";
+  const std::string recipe = "max_steps = 20\noptimizer = \"sgd\"\nlr = 0.03\nmomentum = 0.9\nseed = 2\nlog_every = 10\n";
   const std::string single_cfg = write_config(
       dir_ / "single.toml", gpt_config(models_, recipe + "batch_size = 16\nthreads = 1\noutput_dir = \"" + dir_ / "single" + "\""));
   auto r = train({single_cfg, "--dump-final", dir_ / "single-final", "--dump-init", dir_ / "init"});
@@ -142,7 +142,9 @@ TEST_F(OwnModel, GptUnderDdpEndsWithTheParametersOfSingleWithTheDoubledBatch) {
   r = run_process(mpirun_loom(2, {"train", ddp_cfg, "--dump-final", dir_ / "ddp-final"}), kNoJob, 300s);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   const auto single = read_params(dir_ / "single-final"), ddp = read_params(dir_ / "ddp-final");
-  EXPECT_LE(max_relative_difference(ddp, single), 1e-5);
+  const double diff = max_relative_difference(ddp, single);
+  std::printf("ddp on 2 ranks against single with the doubled batch: max relative difference %.3g\n", diff);
+  EXPECT_LE(diff, 1e-5);
   EXPECT_GT(max_tensor_relative_difference(single, read_params(dir_ / "init")), 1e-3) << "nothing trained";
 }
 
@@ -214,10 +216,11 @@ torch.jit.script(torch.nn.Sequential(torch.nn.Linear(128, 64), torch.nn.ReLU(), 
   const double base_mib = logged_peak_mib(base.err), streamed_mib = logged_peak_mib(streamed.err);
   ASSERT_FALSE(std::isnan(base_mib) || std::isnan(streamed_mib)) << base.err << streamed.err;
   // 340 steps of 1024 samples pass through every one of the 20 shards (160
-  // MiB in all); two shards are 16 MiB, and the margin is one more shard and
-  // 16 MiB of allocator slack.
+  // MiB in all). Two shards are held (16 MiB); the margin of 32 MiB is for
+  // the allocator, which keeps freed shards' pages for a while (measured:
+  // about 32 MiB over the baseline in all). Holding every shard would be 160.
   const double shard_mib = 8.0;
-  EXPECT_LT(streamed_mib, base_mib + 3 * shard_mib + 16) << "baseline " << base_mib << " MiB, streamed " << streamed_mib << " MiB";
+  EXPECT_LT(streamed_mib, base_mib + 2 * shard_mib + 32) << "baseline " << base_mib << " MiB, streamed " << streamed_mib << " MiB";
   std::printf("peak memory: %.1f MiB on 2048 samples in memory, %.1f MiB streaming 20 shards of %.0f MiB\n", base_mib,
               streamed_mib, shard_mib);
 }

@@ -3,9 +3,10 @@
 #include "tensor_data.hpp"
 
 #include <caffe2/serialize/inline_container.h>
-#include <torch/csrc/jit/serialization/import_read.h>
+#include <torch/csrc/jit/serialization/unpickler.h>
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <list>
@@ -37,6 +38,40 @@ std::string file_magic(const std::string& path, size_t n) {
   in.read(bytes.data(), static_cast<std::streamsize>(n));
   bytes.resize(static_cast<size_t>(in.gcount()));
   return bytes;
+}
+
+// Python pickles a dict of one entry with SETITEM, which LibTorch 1.13's
+// unpickler does not know; SETITEMS after a MARK means the same. Rewrites a
+// top-level one-entry dict (PROTO 2, EMPTY_DICT, BINPUT 0, key, value,
+// SETITEM, STOP) into that form; anything else is left as it is.
+std::string batch_single_setitem(std::string pickle) {
+  const std::string head("\x80\x02}q\x00", 5);
+  if (pickle.size() > head.size() + 2 && pickle.compare(0, head.size(), head) == 0 && pickle[head.size()] != '(' &&
+      pickle.compare(pickle.size() - 2, 2, "s.") == 0) {
+    pickle[pickle.size() - 2] = 'u';
+    pickle.insert(head.size(), 1, '(');
+  }
+  return pickle;
+}
+
+// What torch.load does for the zip format: data.pkl, whose tensors' storages
+// are the records data/<key>, read one at a time (no second copy of the file).
+c10::IValue unpickle_torch_save(caffe2::serialize::PyTorchStreamReader& archive) {
+  at::DataPtr record;
+  size_t size = 0;
+  std::tie(record, size) = archive.getRecord("data.pkl");
+  const std::string pickle = batch_single_setitem(std::string(static_cast<const char*>(record.get()), size));
+  size_t at = 0;
+  auto read = [&](char* buffer, size_t len) -> size_t {
+    len = std::min(len, pickle.size() - at);
+    std::memcpy(buffer, pickle.data() + at, len);
+    at += len;
+    return len;
+  };
+  auto read_record = [&](const std::string& name) { return std::get<0>(archive.getRecord("data/" + name)); };
+  torch::jit::Unpickler unpickler(read, nullptr, nullptr, read_record, c10::nullopt);
+  unpickler.set_version(archive.version());
+  return unpickler.parse_ivalue();
 }
 
 const char* kSaveHint = "write it in Python with torch.save({\"x\": tensor, \"y\": tensor}, path)";
@@ -244,8 +279,7 @@ TensorDict read_tensor_dict(const std::string& path, const std::string& role) {
     if (reader.hasRecord("constants.pkl")) {
       throw Error::usage(role + ": '" + path + "' is a TorchScript module, not data; " + kSaveHint);
     }
-    // Tensors are read one record at a time: no second copy of the file.
-    value = torch::jit::readArchiveAndTensors("data", "", "", c10::nullopt, c10::nullopt, c10::nullopt, reader);
+    value = unpickle_torch_save(reader);
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {
