@@ -36,6 +36,7 @@ bad = x.clone(); bad[::8] = float("nan")
 torch.save({"x": bad, "y": y}, d + "/some_nan.pt")
 torch.save({"x": torch.full((64, 4), float("nan")), "y": y}, d + "/all_nan.pt")
 import os; os.makedirs(d + "/empty_folder")
+with open(d + "/huge.pt", "wb") as f: f.truncate(1 << 40)  # sparse: a terabyte that takes no disk
 )", {dir});
       return r.exit_code == 0 ? "" : "writing the bad files failed: " + r.err;
     }, &failure);
@@ -65,6 +66,7 @@ const BadCase kCases[] = {
     {"ForwardFailsOnTheFirstBatch", "linear.pt", "wide_x.pt", "", 2, "the module's forward failed on the first batch (inputs: x)"},
     {"LegacyTorchSave", "linear.pt", "legacy.pt", "", 2, "torch.save's legacy format"},
     {"DataIsNotADict", "linear.pt", "list.pt", "", 2, "not a dict of tensors"},
+    {"DataLargerThanMemory", "linear.pt", "huge.pt", "", 2, "split it into shard files in a folder"},
     {"ShardFolderIsEmpty", "linear.pt", "empty_folder", "", 2, "holds no shard files (*.pt)"},
     {"UnknownLoss", "linear.pt", "good.pt", "loss = \"hinge\"\n", 2, "must be one of cross_entropy, mse, bce_with_logits, module"},
     {"UnknownField", "linear.pt", "good.pt", "inputs = [\"pixels\"]\n", 2, "has no field 'pixels'"},

@@ -13,6 +13,7 @@
 #include <numeric>
 
 #include "builtin.hpp"
+#include "memory_estimate.hpp"
 
 namespace loom::train::tasks {
 namespace {
@@ -131,6 +132,15 @@ class InMemoryDataset : public TensorFileDataset {
   InMemoryDataset(const std::string& path, const std::vector<std::string>& fields, const std::string& role) {
     fields_ = fields;
     role_ = role;
+    // A file larger than the machine's memory is refused before it is read.
+    std::error_code ec;
+    const auto bytes = fs::file_size(path, ec);
+    const uint64_t machine = machine_memory_bytes();
+    if (!ec && machine > 0 && bytes > machine) {
+      throw Error::usage(role + ": '" + path + "' is " + std::to_string(bytes >> 20) + " MiB, more than this machine's " +
+                         std::to_string(machine >> 20) + " MiB of memory; split it into shard files in a folder " +
+                         "and name the folder (shards are streamed, two at a time)");
+    }
     TensorDict dict = read_tensor_dict(path, role);
     size_ = check_file_fields(dict, fields, path, role);
     specs_ = specs_of(dict, fields);
