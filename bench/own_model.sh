@@ -7,7 +7,10 @@
 # module Loom runs, with and without TorchScript's graph optimizations
 # (bench/own_model_eager.py). Start-up is excluded: loom runs
 # STEPS and 2*STEPS steps and the difference of the wall times is the time of
-# STEPS steps; the Python loops time only the loop, after a warm-up.
+# STEPS steps; the Python loops time only the loop, after a warm-up. CPU
+# time (user + system, all threads) is shown next to wall time: it tells
+# whether a run kept to its one core. Run it on an idle machine: on 2 cores
+# anything else running moves the figures by tens of percent.
 # Usage: bench/own_model.sh [build-dir]
 #   STEPS=200 (digits; TinyGPT runs STEPS/2), REPEAT=3 (best of REPEAT for each length)
 set -euo pipefail
@@ -19,6 +22,10 @@ steps=${STEPS:-200}
 repeat=${REPEAT:-3}
 [[ -x $loom ]] || { echo "own_model.sh: $loom is missing: build first" >&2; exit 2; }
 "$python" -c 'import torch' 2> /dev/null || { echo "own_model.sh: $python has no torch (apt-get install python3-torch)" >&2; exit 2; }
+# Debian's OpenBLAS (pthreads) starts a spinning thread per core that
+# torch.set_num_threads(1) and trainer.threads = 1 do not stop: without
+# these, every run below uses two cores for one. One core each, for both.
+export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 "$python" "$here/examples/own-model/export.py" --out "$out/data" > /dev/null
@@ -62,17 +69,17 @@ TOML
 }
 
 # loom_runs MODEL CFG N: REPEAT runs of N steps, each one JSON line with its
-# wall time (start and end in ns; the table takes the best of each length).
+# wall and CPU seconds (the table takes the best of each length).
 loom_runs() {
-  local t0 t1
+  local times TIMEFORMAT='%3R %3U %3S'
   for _ in $(seq "$repeat"); do
     rm -rf "$out/run-$1"
-    t0=$(date +%s%N)
-    "$loom" train "$2" --set trainer.max_steps="$3" > "$out/loom.log" 2>&1 ||
+    { time "$loom" train "$2" --set trainer.max_steps="$3" > "$out/loom.log" 2>&1; } 2> "$out/time" ||
       { echo "own_model.sh: loom train failed (does $loom have the torchscript task?):" >&2
         tail -n 20 "$out/loom.log" >&2; exit 1; }
-    t1=$(date +%s%N)
-    echo "{\"model\": \"$1\", \"mode\": \"loom\", \"steps\": $3, \"ns\": $(( t1 - t0 ))}"
+    read -r -a times < "$out/time"
+    echo "{\"model\": \"$1\", \"mode\": \"loom\", \"steps\": $3, \"seconds\": ${times[0]}," \
+         "\"cpu_seconds\": $(echo "${times[1]} ${times[2]}" | "$python" -c 'print(sum(map(float, input().split())))')}"
   done
 }
 
@@ -95,21 +102,23 @@ echo "# load after: $(uptime)"
 "$python" - "$results" <<'PY'
 import json, sys
 rows = [json.loads(line) for line in open(sys.argv[1])]
-rate = {(r["model"], r["mode"]): r["steps"] / r["seconds"] for r in rows if r["mode"] != "loom"}
-for model in ("digits", "gpt"):
-    best = {}  # steps -> best wall seconds
-    for r in rows:
-        if r["model"] == model and r["mode"] == "loom":
-            best[r["steps"]] = min(best.get(r["steps"], float("inf")), r["ns"] / 1e9)
-    short, long = sorted(best)
-    # Start-up (loading, the first calls' optimization, the final checkpoint) cancels out.
-    extra = best[long] - best[short]
-    rate[(model, "loom")] = (long - short) / extra if extra > 0 else float("nan")  # nan: noise, rerun when idle
-    print(f"# loom {model}: {short} steps {best[short]:.2f} s, {long} steps {best[long]:.2f} s")
-# noopt: the scripted module with torch._C._set_graph_executor_optimize(False).
-print(f"{'model':8} {'loom':>8} {'eager':>8} {'scripted':>8} {'noopt':>8}   {'loom/eager':>10} {'loom/scripted':>13}"
-      "   (steps/s, 1 thread)")
-for model in ("digits", "gpt"):
-    l, e, s, n = (rate[(model, m)] for m in ("loom", "eager", "scripted", "noopt"))
-    print(f"{model:8} {l:8.1f} {e:8.1f} {s:8.1f} {n:8.1f}   {l / e:10.2f} {l / s:13.2f}")
+models, modes = ("digits", "gpt"), ("loom", "eager", "scripted", "noopt")
+for clock in ("seconds", "cpu_seconds"):
+    rate = {(r["model"], r["mode"]): r["steps"] / r[clock] for r in rows if r["mode"] != "loom"}
+    for model in models:
+        best = {}  # steps -> best seconds
+        for r in rows:
+            if r["model"] == model and r["mode"] == "loom":
+                best[r["steps"]] = min(best.get(r["steps"], float("inf")), r[clock])
+        short, long = sorted(best)
+        # Start-up (loading, the first calls' optimization, the final checkpoint) cancels out.
+        extra = best[long] - best[short]
+        rate[(model, "loom")] = (long - short) / extra if extra > 0 else float("nan")  # nan: noise, rerun when idle
+        print(f"# loom {model}, {clock}: {short} steps {best[short]:.2f}, {long} steps {best[long]:.2f}")
+    # noopt: the scripted module with torch._C._set_graph_executor_optimize(False).
+    print(f"{'model':8} {'loom':>8} {'eager':>8} {'scripted':>8} {'noopt':>8}   {'loom/eager':>10} {'loom/scripted':>13}"
+          f"   (steps per {'wall' if clock == 'seconds' else 'CPU'} second, 1 thread)")
+    for model in models:
+        l, e, s, n = (rate[(model, m)] for m in modes)
+        print(f"{model:8} {l:8.1f} {e:8.1f} {s:8.1f} {n:8.1f}   {l / e:10.2f} {l / s:13.2f}")
 PY
