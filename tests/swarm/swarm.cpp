@@ -19,6 +19,7 @@
 
 #include "test_paths.hpp"
 #include "train/dump_reader.hpp"
+#include "train/train_support.hpp"
 
 namespace loom::swarm {
 
@@ -179,18 +180,7 @@ double max_parameter_difference(const std::string& dir_a, const std::string& dir
 }
 
 std::map<int64_t, double> read_metric(const std::string& output_dir, const std::string& metric) {
-  std::ifstream in(output_dir + "/metrics.csv");
-  std::map<int64_t, double> out;
-  std::string line;
-  std::getline(in, line);  // step,elapsed_s,metric,value
-  while (std::getline(in, line)) {
-    std::stringstream row(line);
-    std::string step, elapsed, name, value;
-    if (std::getline(row, step, ',') && std::getline(row, elapsed, ',') && std::getline(row, name, ',') &&
-        std::getline(row, value) && name == metric)
-      out[std::stoll(step)] = std::stod(value);
-  }
-  return out;
+  return loom::test::read_metric_csv(output_dir, metric);
 }
 
 int unused_port() {

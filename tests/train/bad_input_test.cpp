@@ -8,7 +8,7 @@
 #include <fstream>
 #include <thread>
 
-#include "../support/subprocess.hpp"
+#include "train_support.hpp"
 #include "test_paths.hpp"
 
 namespace loom::test {
@@ -16,25 +16,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    char tmpl[] = "/tmp/loom-bad-input-XXXXXX";
-    path = mkdtemp(tmpl);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string file(const std::string& name, const std::string& text) const {
-    std::ofstream(path / name) << text;
-    return (path / name).string();
-  }
-};
-
-ProcessResult train(const std::vector<std::string>& args) {
-  std::vector<std::string> argv = {kLoomBinary, "train"};
-  argv.insert(argv.end(), args.begin(), args.end());
-  return run_process(argv, {{"RANK", ""}, {"WORLD_SIZE", ""}, {"MASTER_ADDR", ""}}, 120s);
-}
 
 // A quick teacher run; `extra` lines go at the end of [trainer] (line 4 on).
 std::string teacher_config(const fs::path& out, const std::string& extra = "") {

@@ -6,8 +6,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "../support/subprocess.hpp"
 #include "dump_reader.hpp"
+#include "train_support.hpp"
 #include "test_paths.hpp"
 
 namespace loom::test {
@@ -16,25 +16,8 @@ namespace {
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    char tmpl[] = "/tmp/loom-ddp-XXXXXX";
-    path = mkdtemp(tmpl);
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
-
-const std::map<std::string, std::string> kNoJob = {{"RANK", ""}, {"WORLD_SIZE", ""}, {"MASTER_ADDR", ""}};
-
 ProcessResult run(std::vector<std::string> argv, std::chrono::seconds timeout = 120s) {
   return run_process(argv, kNoJob, timeout);
-}
-
-std::vector<std::string> mpirun(int ranks, std::vector<std::string> args) {
-  std::vector<std::string> argv = {kMpirun, "--oversubscribe", "--allow-run-as-root", "-np", std::to_string(ranks), kLoomBinary};
-  argv.insert(argv.end(), args.begin(), args.end());
-  return argv;
 }
 
 class DdpEquivalence : public ::testing::TestWithParam<int> {};
@@ -50,7 +33,7 @@ TEST_P(DdpEquivalence, NRanksWithBatchBMatchOneProcessWithBatchNB) {
                      "trainer.output_dir=\"" + (dir.path / "single").string() + "\"", "--dump-final",
                      (dir.path / "single-final").string(), "--dump-init", (dir.path / "init").string()});
   ASSERT_EQ(single.exit_code, 0) << single.err;
-  auto ddp = run(mpirun(ranks, {"train", cfg, "--set", "trainer.batch_size=" + std::to_string(batch), "--set",
+  auto ddp = run(mpirun_loom(ranks, {"train", cfg, "--set", "trainer.batch_size=" + std::to_string(batch), "--set",
                                 "strategy.name=\"ddp\"", "--set", "collective.name=\"mpi\"", "--set",
                                 "trainer.output_dir=\"" + (dir.path / "ddp").string() + "\"", "--dump-final",
                                 (dir.path / "ddp-final").string()}),
@@ -80,7 +63,7 @@ TEST(Ddp, DigitsReaches95PercentOnTwoRanks) {
                         "schedule = \"cosine\"\nseed = 3\nlog_every = 100\noutput_dir = \""
                      << (dir.path / "run").string() << "\"\n[strategy]\nname = \"ddp\"\n[collective]\nname = \"mpi\"\n";
   auto t0 = std::chrono::steady_clock::now();
-  auto r = run(mpirun(2, {"train", cfg}), 120s);
+  auto r = run(mpirun_loom(2, {"train", cfg}), 120s);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 60s);
   double accuracy = 0;

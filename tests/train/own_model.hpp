@@ -9,20 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "../support/subprocess.hpp"
+#include "train_support.hpp"
 
 namespace loom::test {
-
-// A fresh folder under /tmp, removed at destruction.
-struct TempDir {
-  std::filesystem::path path;
-  explicit TempDir(const char* tag = "loom-own");
-  ~TempDir();
-  std::string operator/(const std::string& name) const { return (path / name).string(); }
-};
-
-// The environment of a process outside any launcher's job.
-extern const std::map<std::string, std::string> kNoJob;
 
 // A folder of test data under the build tree, made once by make(folder)
 // (which returns "" or why it failed) and kept for later test processes;
@@ -43,17 +32,5 @@ ProcessResult run_python(const std::string& code, const std::vector<std::string>
 // [trainer] lines appended.
 std::string digits_cnn_config(const std::string& models, const std::string& trainer_lines);
 std::string gpt_config(const std::string& models, const std::string& trainer_lines);
-
-// Writes text to path; returns path.
-std::string write_config(const std::string& path, const std::string& text);
-
-// argv of mpirun with `ranks` loom processes and args.
-std::vector<std::string> mpirun_loom(int ranks, const std::vector<std::string>& args);
-
-// "final accuracy: 0.9750 after 300 steps" -> 0.975; NaN when absent.
-double final_metric(const std::string& out, const std::string& metric);
-
-// (step, value) of a metric in <output_dir>/metrics.csv.
-std::map<int64_t, double> read_metric_csv(const std::string& output_dir, const std::string& metric);
 
 }  // namespace loom::test
