@@ -12,7 +12,8 @@
 # whether a run kept to its one core. Run it on an idle machine: on 2 cores
 # anything else running moves the figures by tens of percent.
 # Usage: bench/own_model.sh [build-dir]
-#   STEPS=200 (digits; TinyGPT runs STEPS/2), REPEAT=3 (best of REPEAT for each length)
+#   STEPS=200 (digits; TinyGPT runs STEPS/2), REPEAT=3 (best of REPEAT for each length),
+#   EXTRA_SET=section.key=value (one more --set for loom, e.g. task.jit_optimize=true)
 set -euo pipefail
 build=${1:-build}
 loom=$build/bin/loom
@@ -74,7 +75,7 @@ loom_runs() {
   local times TIMEFORMAT='%3R %3U %3S'
   for _ in $(seq "$repeat"); do
     rm -rf "$out/run-$1"
-    { time "$loom" train "$2" --set trainer.max_steps="$3" > "$out/loom.log" 2>&1; } 2> "$out/time" ||
+    { time "$loom" train "$2" --set trainer.max_steps="$3" ${EXTRA_SET:+--set "$EXTRA_SET"} > "$out/loom.log" 2>&1; } 2> "$out/time" ||
       { echo "own_model.sh: loom train failed (does $loom have the torchscript task?):" >&2
         tail -n 20 "$out/loom.log" >&2; exit 1; }
     read -r -a times < "$out/time"
@@ -97,12 +98,17 @@ for model in digits gpt; do
     "$python" "$here/bench/own_model_eager.py" --model "$model" --mode "$mode" --data "$out/data" \
       --steps "$n" --repeat "$repeat" >> "$results"
   done
+  # Eager again with the malloc settings loom train makes (freed memory stays
+  # mapped), through glibc's tunables: like for like.
+  GLIBC_TUNABLES=glibc.malloc.trim_threshold=268435456:glibc.malloc.mmap_threshold=33554432 \
+    "$python" "$here/bench/own_model_eager.py" --model "$model" --mode eager --data "$out/data" \
+      --steps "$n" --repeat "$repeat" | sed 's/"mode": "eager"/"mode": "eager_kept"/' >> "$results"
 done
 echo "# load after: $(uptime)"
 "$python" - "$results" <<'PY'
 import json, sys
 rows = [json.loads(line) for line in open(sys.argv[1])]
-models, modes = ("digits", "gpt"), ("loom", "eager", "scripted", "noopt")
+models, modes = ("digits", "gpt"), ("loom", "eager", "scripted", "noopt", "eager_kept")
 for clock in ("seconds", "cpu_seconds"):
     rate = {(r["model"], r["mode"]): r["steps"] / r[clock] for r in rows if r["mode"] != "loom"}
     for model in models:
@@ -116,9 +122,10 @@ for clock in ("seconds", "cpu_seconds"):
         rate[(model, "loom")] = (long - short) / extra if extra > 0 else float("nan")  # nan: noise, rerun when idle
         print(f"# loom {model}, {clock}: {short} steps {best[short]:.2f}, {long} steps {best[long]:.2f}")
     # noopt: the scripted module with torch._C._set_graph_executor_optimize(False).
-    print(f"{'model':8} {'loom':>8} {'eager':>8} {'scripted':>8} {'noopt':>8}   {'loom/eager':>10} {'loom/scripted':>13}"
+    print(f"{'model':8} {'loom':>8} {'eager':>8} {'scripted':>8} {'noopt':>8} {'eager_kept':>10}   {'loom/eager':>10}"
+          f" {'loom/scripted':>13} {'loom/eager_kept':>15}"
           f"   (steps per {'wall' if clock == 'seconds' else 'CPU'} second, 1 thread)")
     for model in models:
-        l, e, s, n = (rate[(model, m)] for m in modes)
-        print(f"{model:8} {l:8.1f} {e:8.1f} {s:8.1f} {n:8.1f}   {l / e:10.2f} {l / s:13.2f}")
+        l, e, s, n, k = (rate[(model, m)] for m in modes)
+        print(f"{model:8} {l:8.1f} {e:8.1f} {s:8.1f} {n:8.1f} {k:10.1f}   {l / e:10.2f} {l / s:13.2f} {l / k:15.2f}")
 PY

@@ -99,6 +99,16 @@ TEST(Train, ResumeWithoutACheckpointIsAUsageError) {
   EXPECT_NE(r.err.find("no checkpoint at"), std::string::npos) << r.err;
 }
 
+TEST(Train, HelpTaskListsATasksOptionsAndRefusesAnUnknownTask) {
+  auto r = train({"--help-task", "torchscript"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  for (const char* option : {"module", "train", "validation", "inputs", "loss", "target", "jit_optimize"})
+    EXPECT_NE(r.out.find(std::string("\n  ") + option + " "), std::string::npos) << option << "\n" << r.out;
+  r = train({"--help-task", "mnist"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("unknown task 'mnist'; valid tasks: charlm, digits, teacher, torchscript"), std::string::npos) << r.err;
+}
+
 struct BadConfig {
   const char* name;
   const char* toml;

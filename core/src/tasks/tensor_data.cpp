@@ -292,6 +292,9 @@ TensorDict read_tensor_dict(const std::string& path, const std::string& role) {
     value = unpickle_torch_save(reader);
   } catch (const Error&) {
     throw;
+  } catch (const c10::Error& e) {
+    throw Error::usage(role + ": '" + path + "' could not be read as torch.save data (" +
+                       excerpt(e.what_without_backtrace(), 300) + "); " + kSaveHint);
   } catch (const std::exception& e) {
     throw Error::usage(role + ": '" + path + "' could not be read as torch.save data (" +
                        excerpt(e.what(), 300) + "); " + kSaveHint);

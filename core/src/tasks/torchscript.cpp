@@ -6,6 +6,7 @@
 // takes the named input fields and returns the mean loss) or from a named
 // loss applied to forward's output and a target field. The module's saved
 // weights are the initial weights; the run's seed only orders the data.
+#include <torch/csrc/jit/runtime/graph_executor.h>
 #include <torch/script.h>
 
 #include <filesystem>
@@ -16,6 +17,13 @@
 
 namespace loom::train::tasks {
 namespace {
+
+// An exception's text without LibTorch's C++ backtrace, which tells a user
+// nothing about their model.
+std::string error_text(const std::exception& e) {
+  if (const auto* c10 = dynamic_cast<const c10::Error*>(&e)) return c10->what_without_backtrace();
+  return e.what();
+}
 
 const std::vector<std::string> kLosses = {"cross_entropy", "mse", "bce_with_logits", "module"};
 
@@ -54,13 +62,13 @@ torch::jit::Module load_module(const Options& options) {
     throw;
   } catch (const std::exception& e) {
     throw options.invalid("module", "names '" + path + "', which is not a readable TorchScript file (" +
-                                        excerpt(e.what(), 300) + "); " + hint);
+                                        excerpt(error_text(e), 300) + "); " + hint);
   }
   try {
     return torch::jit::load(path, torch::kCPU);
   } catch (const std::exception& e) {
     throw options.invalid("module", "names '" + path + "', which TorchScript could not load (" +
-                                        excerpt(e.what(), 2000) + "); " + hint);
+                                        excerpt(error_text(e), 2000) + "); " + hint);
   }
 }
 
@@ -81,6 +89,7 @@ class TorchScriptTask : public Task {
       if (std::find(fields.begin(), fields.end(), target_) == fields.end()) fields.push_back(target_);
     }
     eval_batch_ = options.get_int("eval_batch_size", 1, int64_t{1} << 20);
+    jit_optimize_ = options.get_bool("jit_optimize");
     const std::string train = options.get_string("train");
     if (train.empty()) throw options.invalid("train", "is required: a torch.save'd dict of tensors, or a folder of them");
     train_ = open_tensor_dataset(train, fields, options.where("train") + "task.train");
@@ -198,10 +207,11 @@ class TorchScriptTask : public Task {
     for (const auto& name : inputs_) args.emplace_back(batch.fields.at(name));
     c10::IValue result;
     try {
+      torch::jit::GraphOptimizerEnabledGuard optimize(jit_optimize_);
       result = module_.forward(args);
     } catch (const std::exception& e) {
       const std::string text = "the module's forward failed on " + std::string(called_ ? "a" : "the first") +
-                               " batch (inputs: " + join(inputs_) + "): " + excerpt(e.what(), 4000);
+                               " batch (inputs: " + join(inputs_) + "): " + excerpt(error_text(e), 4000);
       if (called_) throw Error::runtime(text);
       throw Error::usage(text);
     }
@@ -223,6 +233,7 @@ class TorchScriptTask : public Task {
   std::string loss_, target_;
   std::vector<std::string> inputs_;
   int64_t eval_batch_ = 512;
+  bool jit_optimize_ = false;
   std::unique_ptr<Dataset> train_, validation_;
   std::vector<NamedTensor> params_, frozen_, buffers_;
   bool called_ = false;
@@ -243,6 +254,9 @@ std::vector<TaskOptionInfo> torchscript_options() {
        "mean loss)"},
       {"target", "string", "y", "field compared with forward's output (not with loss = \"module\")"},
       {"eval_batch_size", "int", "512", "samples per forward during validation"},
+      {"jit_optimize", "bool", "false",
+       "let TorchScript's graph executor optimise forward and backward (off: ops run as in eager PyTorch, which "
+       "measured faster for small models on CPU, see bench/own_model.sh)"},
   };
 }
 
