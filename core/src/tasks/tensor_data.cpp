@@ -3,6 +3,7 @@
 #include "tensor_data.hpp"
 
 #include <caffe2/serialize/inline_container.h>
+#include <malloc.h>
 #include <torch/csrc/jit/serialization/unpickler.h>
 
 #include <algorithm>
@@ -253,7 +254,12 @@ class ShardedDataset : public TensorFileDataset {
         return cache_.front().second;
       }
     }
-    if (cache_.size() >= 2) cache_.pop_back();  // before reading: never three in memory
+    if (cache_.size() >= 2) {
+      cache_.pop_back();  // before reading: never three in memory
+      // loom train keeps freed memory mapped for the next step's activations;
+      // a dropped shard's pages go back now, so memory stays at two shards.
+      malloc_trim(0);
+    }
     TensorDict dict = read_tensor_dict(files_[shard], role_);
     if (check_file_fields(dict, fields_, files_[shard], role_) != sizes_[shard]) {
       throw Error::runtime(role_ + ": shard '" + files_[shard] + "' changed while training");
