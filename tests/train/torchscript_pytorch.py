@@ -14,9 +14,15 @@ accumulation are supported. OUT_DIR/manifest.json holds {"params": [...],
 "buffers": [...], "losses": [...]} with param%d.bin float32 files (the
 trainable parameters) and buffer%d.bin files (the buffers in their own dtype,
 such as BatchNorm's running statistics), as teacher_pytorch.py writes."""
+import os
+
+# One BLAS thread, as `loom train` with threads = 1 sets: OpenBLAS splits a
+# matrix product differently across threads, which changes its rounding. It
+# reads this once, when torch loads it.
+os.environ["OPENBLAS_NUM_THREADS"] = "1"
+
 import argparse
 import json
-import os
 import sys
 
 import torch
@@ -62,7 +68,12 @@ def main():
     parser.add_argument("--inputs", nargs="+", default=["x"])
     parser.add_argument("--loss", default="cross_entropy", choices=["cross_entropy", "mse", "bce_with_logits", "module"])
     parser.add_argument("--target", default="y")
+    parser.add_argument("--jit-optimize", action="store_true",
+                        help="as the task's jit_optimize: TorchScript's graph optimisations on (off by default, as in Loom)")
     args = parser.parse_args()
+    # The same executor mode as the Loom run: its optimised graphs round
+    # differently, and Adam turns roundoff in near-zero gradients into steps.
+    torch._C._set_graph_executor_optimize(args.jit_optimize)
     torch.set_num_threads(1)
 
     manifest = json.load(open(os.path.join(args.dump, "manifest.json")))
