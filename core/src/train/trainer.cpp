@@ -15,9 +15,9 @@
 #include <thread>
 
 #include "dump.hpp"
-#include "nonfinite.hpp"
 #include "files.hpp"
 #include "loom/host.hpp"
+#include "nonfinite.hpp"
 #include "progress.hpp"
 #include "schedule.hpp"
 #include "state.hpp"
