@@ -14,8 +14,11 @@ namespace loom::test {
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
-std::string cached_test_data(const std::string& name, const std::function<std::string(const std::string&)>& make,
-                             std::string* why) {
+namespace {
+
+// Makes the folder (or finds it made by an earlier test process).
+std::string make_test_data(const std::string& name, const std::function<std::string(const std::string&)>& make,
+                           std::string* why) {
   const fs::path final_dir = fs::path(kTestDataDir) / name;
   std::error_code ec;
   if (fs::exists(final_dir / ".complete", ec)) return final_dir.string();
@@ -36,19 +39,28 @@ std::string cached_test_data(const std::string& name, const std::function<std::s
   return fs::exists(final_dir / ".complete", ec) ? final_dir.string() : "";
 }
 
-const std::string& exported_models(std::string* why) {
-  static std::string made, failure;
-  static bool tried = false;
-  if (!tried) {
-    tried = true;
-    made = cached_test_data("own-model", [](const std::string& dir) -> std::string {
-      const std::string script = std::string(kSourceDir) + "/examples/own-model/export.py";
-      auto r = run_process({kDebianPython, script, "--out", dir}, {}, 300s);
-      return r.exit_code == 0 ? "" : "export.py failed (exit " + std::to_string(r.exit_code) + "): " + r.out + r.err;
-    }, &failure);
+}  // namespace
+
+std::string cached_test_data(const std::string& name, const std::function<std::string(const std::string&)>& make,
+                             std::string* why) {
+  // Once per process: (folder, why it could not be made).
+  static std::map<std::string, std::pair<std::string, std::string>> made;
+  auto it = made.find(name);
+  if (it == made.end()) {
+    std::string failure;
+    std::string dir = make_test_data(name, make, &failure);
+    it = made.emplace(name, std::make_pair(dir, failure)).first;
   }
-  if (why) *why = failure;
-  return made;
+  if (why) *why = it->second.second;
+  return it->second.first;
+}
+
+std::string exported_models(std::string* why) {
+  return cached_test_data("own-model", [](const std::string& dir) -> std::string {
+    const std::string script = std::string(kSourceDir) + "/examples/own-model/export.py";
+    auto r = run_process({kDebianPython, script, "--out", dir}, {}, 300s);
+    return r.exit_code == 0 ? "" : "export.py failed (exit " + std::to_string(r.exit_code) + "): " + r.out + r.err;
+  }, why);
 }
 
 ProcessResult run_python(const std::string& code, const std::vector<std::string>& args) {

@@ -14,15 +14,15 @@
 namespace loom::test {
 
 // A folder of test data under the build tree, made once by make(folder)
-// (which returns "" or why it failed) and kept for later test processes;
-// "" with *why when it could not be made.
+// (which returns "" or why it failed) and kept for later test processes
+// (and remembered in this one); "" with *why when it could not be made.
 std::string cached_test_data(const std::string& name, const std::function<std::string(const std::string&)>& make,
                              std::string* why);
 
 // The folder export.py wrote into (digits_cnn.pt, digits_{train,val}.pt,
 // gpt.pt, gpt_{train,val}.pt), made once per build tree; empty (with the
 // reason in *why) when it could not be made.
-const std::string& exported_models(std::string* why);
+std::string exported_models(std::string* why);
 
 // Runs Python code (argv[1:] are its sys.argv[1:]) in Debian's python3.
 ProcessResult run_python(const std::string& code, const std::vector<std::string>& args = {});

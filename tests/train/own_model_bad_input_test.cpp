@@ -12,13 +12,9 @@ namespace {
 using namespace std::chrono_literals;
 
 // Every bad file of the cases below, written by one Python run.
-const std::string& bad_files(std::string* why) {
-  static std::string made, failure;
-  static bool tried = false;
-  if (!tried) {
-    tried = true;
-    made = cached_test_data("own-model-bad", [](const std::string& dir) -> std::string {
-      auto r = run_python(R"(
+std::string bad_files(std::string* why) {
+  return cached_test_data("own-model-bad", [](const std::string& dir) -> std::string {
+    auto r = run_python(R"(
 import sys, torch
 d = sys.argv[1]
 torch.jit.script(torch.nn.Linear(4, 3)).save(d + "/linear.pt")
@@ -38,11 +34,8 @@ torch.save({"x": torch.full((64, 4), float("nan")), "y": y}, d + "/all_nan.pt")
 import os; os.makedirs(d + "/empty_folder")
 with open(d + "/huge.pt", "wb") as f: f.truncate(1 << 40)  # sparse: a terabyte that takes no disk
 )", {dir});
-      return r.exit_code == 0 ? "" : "writing the bad files failed: " + r.err;
-    }, &failure);
-  }
-  *why = failure;
-  return made;
+    return r.exit_code == 0 ? "" : "writing the bad files failed: " + r.err;
+  }, why);
 }
 
 struct BadCase {
@@ -80,7 +73,7 @@ class OwnModelBadInput : public ::testing::TestWithParam<BadCase> {};
 TEST_P(OwnModelBadInput, ExitsWithAMessageNamingTheFileAndWhatIsValid) {
   const BadCase& c = GetParam();
   std::string why;
-  const std::string& files = bad_files(&why);
+  const std::string files = bad_files(&why);
   ASSERT_FALSE(files.empty()) << why;
   TempDir dir;
   const std::string cfg = write_config(
@@ -102,7 +95,7 @@ class OwnModelNonFinite : public ::testing::Test {
  protected:
   ProcessResult run(const std::string& data, const std::string& policy) {
     std::string why;
-    const std::string& files = bad_files(&why);
+    const std::string files = bad_files(&why);
     EXPECT_FALSE(files.empty()) << why;
     const std::string cfg = write_config(
         dir_ / "nan.toml", "[trainer]\ntask = \"torchscript\"\nmax_steps = 40\nbatch_size = 8\nseed = 1\n"

@@ -107,28 +107,26 @@ TEST_F(OwnModel, DigitsCnnReaches97PercentWithSingle) {
   EXPECT_GE(accuracy, 0.97);
 }
 
-TEST_F(OwnModel, DigitsCnnUnderDdpOverMpiReachesSingleAccuracyWithin1Percent) {
+// ddp over each collective: mpi under mpirun, ucx under `loom launch`.
+class OwnModelDdp : public OwnModel, public ::testing::WithParamInterface<std::string> {};
+
+TEST_P(OwnModelDdp, DigitsCnnReachesSingleAccuracyWithin1Percent) {
+  const std::string collective = GetParam();
   std::string why;
   const double single = single_accuracy(models_, &why);
   ASSERT_TRUE(why.empty()) << why;
   const std::string cfg = write_config(dir_ / "cnn.toml", digits_cnn_config(models_, cnn_recipe(dir_, "ddp", 32)) +
-                                                              "[strategy]\nname = \"ddp\"\n[collective]\nname = \"mpi\"\n");
-  auto r = run_process(mpirun_loom(2, {"train", cfg}), kNoJob, 300s);
+                                                              "[strategy]\nname = \"ddp\"\n[collective]\nname = \"" +
+                                                              collective + "\"\n");
+  auto r = collective == "mpi" ? run_process(mpirun_loom(2, {"train", cfg}), kNoJob, 300s)
+                               : run_process({kLoomBinary, "launch", "-n", "2", "--", kLoomBinary, "train", cfg}, kNoJob, 300s);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.err.find("buffers broadcast from rank 0"), std::string::npos) << r.err;
   EXPECT_NEAR(final_metric(r.out, "accuracy"), single, 0.01) << r.out;
 }
 
-TEST_F(OwnModel, DigitsCnnUnderDdpOverUcxReachesSingleAccuracyWithin1Percent) {
-  std::string why;
-  const double single = single_accuracy(models_, &why);
-  ASSERT_TRUE(why.empty()) << why;
-  const std::string cfg = write_config(dir_ / "cnn.toml", digits_cnn_config(models_, cnn_recipe(dir_, "ddp", 32)) +
-                                                              "[strategy]\nname = \"ddp\"\n[collective]\nname = \"ucx\"\n");
-  auto r = run_process({kLoomBinary, "launch", "-n", "2", "--", kLoomBinary, "train", cfg}, kNoJob, 300s);
-  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
-  EXPECT_NEAR(final_metric(r.out, "accuracy"), single, 0.01) << r.out;
-}
+INSTANTIATE_TEST_SUITE_P(Collectives, OwnModelDdp, ::testing::Values("mpi", "ucx"),
+                         [](const auto& info) { return info.param; });
 
 // LayerNorm only (no per-rank statistics): 2 ranks with batch B end exactly
 // where one process with batch 2B does.

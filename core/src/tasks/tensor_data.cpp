@@ -120,6 +120,7 @@ std::map<std::string, FieldSpec> specs_of(const TensorDict& dict, const std::vec
 // What both data sets share: the fields, their specs, and the gather.
 class TensorFileDataset : public Dataset {
  public:
+  TensorFileDataset(std::vector<std::string> fields, std::string role) : fields_(std::move(fields)), role_(std::move(role)) {}
   const std::map<std::string, FieldSpec>& specs() const { return specs_; }
 
  protected:
@@ -130,9 +131,8 @@ class TensorFileDataset : public Dataset {
 
 class InMemoryDataset : public TensorFileDataset {
  public:
-  InMemoryDataset(const std::string& path, const std::vector<std::string>& fields, const std::string& role) {
-    fields_ = fields;
-    role_ = role;
+  InMemoryDataset(const std::string& path, const std::vector<std::string>& fields, const std::string& role)
+      : TensorFileDataset(fields, role) {
     // A file larger than the machine's memory is refused before it is read.
     std::error_code ec;
     const auto bytes = fs::file_size(path, ec);
@@ -166,9 +166,8 @@ class InMemoryDataset : public TensorFileDataset {
 // adjacent shards, so peak memory is about two shards.
 class ShardedDataset : public TensorFileDataset {
  public:
-  ShardedDataset(const std::string& folder, const std::vector<std::string>& fields, const std::string& role) {
-    fields_ = fields;
-    role_ = role;
+  ShardedDataset(const std::string& folder, const std::vector<std::string>& fields, const std::string& role)
+      : TensorFileDataset(fields, role) {
     std::error_code ec;
     for (const auto& entry : fs::directory_iterator(folder, ec)) {
       if (entry.is_regular_file() && entry.path().extension() == ".pt") files_.push_back(entry.path().string());

@@ -85,6 +85,19 @@ loom_status restore_cb(void* user, const uint8_t* data, size_t len) {
   }
 }
 
+// Tensor `prefix`<i> of a state, which must have the dtype and shape of
+// `mine` (named `what` in the message).
+torch::Tensor read_fitting(torch::serialize::InputArchive& archive, const char* prefix, size_t i, const std::string& what,
+                           const torch::Tensor& mine) {
+  torch::Tensor t;
+  archive.read(prefix + std::to_string(i), t);
+  if (!t.sizes().equals(mine.sizes()) || t.scalar_type() != mine.scalar_type()) {
+    throw Error::usage(what + " is " + c10::toString(t.scalar_type()) + " " + c10::str(t.sizes()) + " in the state, " +
+                       c10::toString(mine.scalar_type()) + " " + c10::str(mine.sizes()) + " in this model");
+  }
+  return t;
+}
+
 // A zeroed 1-D tensor; on the CPU, in huge pages (plugins/common/
 // huge_pages.h): the gradient buffer is what collectives read across
 // processes and reduce into.
@@ -131,16 +144,10 @@ TrainingState::TrainingState(Task& task, const TrainerSettings& s) : task_(task)
   shapes_.reserve(params_.size());
   for (auto& p : params_) {
     if (!p.is_contiguous()) throw Error::runtime("parameter is not contiguous");
-    shapes_.push_back(p.sizes().vec());
-    auto& shape = shapes_.back();
-    DLTensor v{};
-    v.data = p.data_ptr();
-    v.device = dl_device(p);
-    v.ndim = static_cast<int32_t>(shape.size());
-    v.dtype = dl_dtype(p);
-    v.shape = shape.data();
+    shapes_.emplace_back();
+    DLTensor v = view_of(p, shapes_.back());
     param_views_.push_back(v);
-    v.data = p.grad().data_ptr();
+    v.data = p.grad().data_ptr();  // same shape and dtype
     grad_views_.push_back(v);
     grad_data_.push_back(v.data);
   }
@@ -275,13 +282,7 @@ void TrainingState::restore(const char* data, size_t len) {
                        std::to_string(params_.size()));
   }
   std::vector<torch::Tensor> loaded(params_.size());
-  for (size_t i = 0; i < params_.size(); ++i) {
-    archive.read("p" + std::to_string(i), loaded[i]);
-    if (!loaded[i].sizes().equals(params_[i].sizes())) {
-      throw Error::usage("parameter " + names_[i] + " has shape " + c10::str(loaded[i].sizes()) + " in the state, " +
-                         c10::str(params_[i].sizes()) + " in this model");
-    }
-  }
+  for (size_t i = 0; i < params_.size(); ++i) loaded[i] = read_fitting(archive, "p", i, "parameter " + names_[i], params_[i]);
   // Buffers: none in states written before they were saved (loom-state-1
   // without "buffers"), which fits only a model without any.
   c10::IValue buffer_count;
@@ -292,13 +293,7 @@ void TrainingState::restore(const char* data, size_t len) {
   }
   std::vector<torch::Tensor> loaded_buffers(buffers_.size());
   for (size_t i = 0; i < buffers_.size(); ++i) {
-    archive.read("b" + std::to_string(i), loaded_buffers[i]);
-    const torch::Tensor& mine = buffers_[i].second;
-    if (!loaded_buffers[i].sizes().equals(mine.sizes()) || loaded_buffers[i].scalar_type() != mine.scalar_type()) {
-      throw Error::usage("buffer " + buffers_[i].first + " is " + c10::toString(loaded_buffers[i].scalar_type()) + " " +
-                         c10::str(loaded_buffers[i].sizes()) + " in the state, " + c10::toString(mine.scalar_type()) +
-                         " " + c10::str(mine.sizes()) + " in this model");
-    }
+    loaded_buffers[i] = read_fitting(archive, "b", i, "buffer " + buffers_[i].first, buffers_[i].second);
   }
   torch::serialize::InputArchive opt;
   archive.read("optimizer", opt);
