@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "loom/collective.h"
+#include "loom/strategy.h"
 
 namespace loom {
 
@@ -37,6 +38,15 @@ std::string abi_string(uint32_t version) {
 
 std::vector<std::string> capability_names(loom_kind kind, uint64_t capabilities) {
   std::vector<std::string> names;
+  if (kind == LOOM_KIND_STRATEGY) {
+    if (capabilities & LOOM_CAP_HEALS_NONFINITE) names.push_back("heals-nonfinite");
+    if (uint64_t rest = capabilities & ~LOOM_CAP_HEALS_NONFINITE; rest != 0) {
+      char text[32];
+      std::snprintf(text, sizeof text, "unknown-0x%llx", static_cast<unsigned long long>(rest));
+      names.push_back(text);
+    }
+    return names;
+  }
   if (kind != LOOM_KIND_COLLECTIVE) {
     if (capabilities != 0) names.push_back("0x" + std::to_string(capabilities));
     return names;

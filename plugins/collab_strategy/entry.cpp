@@ -168,7 +168,7 @@ constexpr loom_plugin_info kInfo = {
     "collab",
     "0.1.0",
     "Collaborative training across peers that join and leave at will (DHT discovery, swarm-wide epochs).",
-    0,
+    LOOM_CAP_HEALS_NONFINITE,  // a diverged peer contributes nothing and reloads the swarm's state
     kOptions,
     kNumOptions,
 };

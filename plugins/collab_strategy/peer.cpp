@@ -24,6 +24,7 @@ int64_t wall_ms() {
 namespace {
 
 constexpr auto kRecordTtl = std::chrono::seconds(10);  // DHT expiry of a progress record
+constexpr int64_t kRecordTtlMs = 10 * 1000;             // and a peer's, unrefreshed for that long
 constexpr int64_t kRepublishMs = 1000;                 // refresh even when nothing changed
 constexpr int64_t kIntroduceMs = 2000;                 // how often known peers are checked in the DHT's table
 constexpr int64_t kForgetAddressMs = 5 * 60 * 1000;    // a peer unseen this long is not introduced again
@@ -161,6 +162,10 @@ loom_status Peer::setup(const loom_training_state_v1 &state, std::string *why) {
                     : !opt_.scaled_allreduce ? "averaged through a copy (scaled_allreduce = false)"
                                              : "the collective has no allreduce_scaled: averaged through a copy";
   detail(std::string("gradients: ") + how);
+  fingerprint_text_ = fingerprint_text(state, opt_, flat_grads_ != nullptr);
+  fingerprint_ = fingerprint_of(fingerprint_text_);
+  round_space_ = round_space(opt_.run_id, fingerprint_);
+  since_ms_ = wall_ms();
   if (opt_.average_optimizer_state &&
       (state.struct_size < LOOM_TRAINING_STATE_V1_2_SIZE || state.optimizer_state == nullptr))
     log(Level::warn, "average_optimizer_state is set, but this host lends no optimizer statistics (it predates "
@@ -204,6 +209,7 @@ loom_status Peer::setup(const loom_training_state_v1 &state, std::string *why) {
     const auto until = Clock::now() + std::chrono::milliseconds(int64_t(opt_.bootstrap_timeout * 1000));
     log(Level::info, "waiting for " + std::to_string(opt_.min_peers) + " peers (min_peers) before training");
     while (view().peers < size_t(opt_.min_peers)) {
+      if (misfit(why)) return LOOM_ERR_INVALID_ARGUMENT;
       if (Clock::now() >= until) {
         *why = "only " + std::to_string(view().peers) + " of min_peers = " + std::to_string(opt_.min_peers) +
                " peers were in the swarm after bootstrap_timeout = " + seconds_text(opt_.bootstrap_timeout) + " s";
@@ -216,8 +222,13 @@ loom_status Peer::setup(const loom_training_state_v1 &state, std::string *why) {
   // progress (each republishes at least every second), then load the state
   // of the highest epoch if that is ahead of ours.
   if (!opt_.initial_peers.empty()) {
-    const auto until = Clock::now() + std::chrono::milliseconds(2 * kRepublishMs + 500);
-    while (Clock::now() < until && view().others.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    // Long enough for every peer's record to arrive (each republishes every
+    // second) and for this peer to be sure whether it trains the swarm's
+    // model (model_check.cpp).
+    const auto until = Clock::now() + std::chrono::milliseconds(4 * kRepublishMs);
+    while (Clock::now() < until && !misfit(why) && (view().others.empty() || !checked_model_ || suspect_misfit_))
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (misfit(why)) return LOOM_ERR_INVALID_ARGUMENT;
     SwarmView v = view();
     if (v.global_epoch > epoch_) {
       std::string reason;
@@ -267,6 +278,8 @@ ProgressRecord Peer::own_record() const {
   r.flags = flags_.load() | (server_ && server_->active() > 0 ? ProgressRecord::kServing : 0);
   r.state_host = announce_host_;
   r.state_port = server_ ? server_->port() : 0;
+  r.fingerprint = fingerprint_;
+  r.since_ms = since_ms_;
   return r;
 }
 
@@ -282,6 +295,11 @@ void Peer::wake_background() {
 }
 
 void Peer::refresh() {
+  const int64_t start = wall_ms();
+  for (auto it = foreign_.begin(); it != foreign_.end();) {  // peers of another model that left or expired
+    const bool gone = (it->second.flags & ProgressRecord::kLeft) || start - it->second.time_ms > kRecordTtlMs;
+    it = gone ? foreign_.erase(it) : std::next(it);
+  }
   for (const auto &raw : dht_->get(progress_key(opt_.run_id), std::chrono::milliseconds(500))) {
     std::string reason;
     auto r = decode_progress(run_, raw.data(), raw.size(), &reason);
@@ -293,7 +311,19 @@ void Peer::refresh() {
         log(Level::warn, "rejected a progress record: " + reason + " (more of this kind are dropped silently)");
       continue;
     }
-    if (r->peer_id != id_ && r->state_port != 0 && !r->state_host.empty()) {
+    if (r->peer_id == id_) continue;
+    if (r->fingerprint != fingerprint_) {
+      // Another model under this run id: never counted, grouped or loaded
+      // from; said once a minute (check_model decides who must go).
+      auto &seen = foreign_[r->peer_id];
+      if (r->time_ms >= seen.time_ms) seen = *r;
+      if (!(r->flags & ProgressRecord::kLeft))
+        log_limited(Level::warn, "foreign model",
+                    "peer " + std::to_string(r->peer_id) + " announces run '" + opt_.run_id +
+                        "' but trains another model (its fingerprint differs); it is ignored");
+      continue;
+    }
+    if (r->state_port != 0 && !r->state_host.empty()) {
       if (r->flags & ProgressRecord::kLeft) addresses_.erase(r->peer_id);
       else addresses_[r->peer_id] = {r->state_host, r->state_port, wall_ms()};
     }
@@ -316,6 +346,10 @@ void Peer::refresh() {
     }
     dht_->introduce(peers);
   }
+  std::vector<ProgressRecord> foreign;
+  for (const auto &[id, r] : foreign_)
+    if (!(r.flags & ProgressRecord::kLeft)) foreign.push_back(r);
+  check_model(foreign);
 }
 
 void Peer::publish(bool force) {
@@ -345,6 +379,7 @@ void Peer::background() {
     if (stop_) break;
     try {
       publish(forced);
+      publish_fingerprint();
       refresh();
     } catch (const std::exception &e) {
       log(Level::warn, std::string("swarm background update failed: ") + e.what());
@@ -386,6 +421,7 @@ bool Peer::load_state(int64_t min_epoch, std::string *why) {
   // until it expires, and asking it again at once only spins.
   std::map<uint64_t, Clock::time_point> resting;
   constexpr auto kRest = std::chrono::seconds(2);
+  bool restored_bad = false;  // this peer's state was overwritten by one that is not finite
   while (!got && Clock::now() < deadline) {
     std::vector<Donor> donors;
     {
@@ -409,21 +445,35 @@ bool Peer::load_state(int64_t min_epoch, std::string *why) {
     if (!got) {
       reasons = reason;
       for (const auto &d : donors) resting[d.peer_id] = Clock::now() + kRest;
+      continue;
     }
+    if (state_.restore(state_.user, got->bytes.data(), got->bytes.size()) != LOOM_OK) {
+      reasons = "the state from peer " + std::to_string(got->donor) + " does not fit this model";
+      log(Level::warn, reasons + "; trying the next donor");
+    } else if (!state_finite()) {
+      // A donor that diverged (or a state damaged on its way) must not
+      // spread: the next donor's state replaces it.
+      restored_bad = true;
+      reasons = "the state of epoch " + std::to_string(got->epoch) + " from peer " + std::to_string(got->donor) +
+                " is not finite (nan or inf)";
+      log(Level::warn, reasons + "; trying the next donor");
+    } else {
+      break;
+    }
+    resting[got->donor] = deadline;  // not again in this load
+    got.reset();
   }
   flags_ &= ~ProgressRecord::kLoading;
   if (!got) {
     *why = reasons.empty() ? "no donor at epoch " + std::to_string(min_epoch) + " or later was found within " +
                                  seconds_text(opt_.load_state_timeout) + " s"
                            : reasons;
+    if (restored_bad) mark_unhealthy("the state loaded from the swarm is not finite");
     wake_background();
     return false;
   }
-  if (state_.restore(state_.user, got->bytes.data(), got->bytes.size()) != LOOM_OK) {
-    *why = "the state from peer " + std::to_string(got->donor) + " does not fit this model (is it the same task?)";
-    wake_background();
-    return false;
-  }
+  unhealthy_ = false;
+  flags_ &= ~ProgressRecord::kUnhealthy;
   zero_grads();
   epoch_ = got->epoch;
   epoch_start_ms_ = wall_ms();

@@ -17,7 +17,9 @@
 #include <vector>
 
 #include "dht.h"
+#include "fingerprint.h"
 #include "group_comm.h"
+#include "health.h"
 #include "log.h"
 #include "loom/strategy.h"
 #include "options.h"
@@ -49,6 +51,24 @@ struct Prematch {
   Clock::time_point matched{}, connected{};
 };
 
+// A round that fell short of target_batch_size: its group stays together
+// while each member accumulates its share of the deficit, then meets again.
+struct Pending {
+  GroupRecord group;
+  std::unique_ptr<GroupComm> comm;
+  uint64_t until_samples = 0;      // this peer's samples when it may meet again
+  Clock::time_point until_time{};  // and not before (a member with no share waits as long as the others)
+};
+
+// How a round ended for this peer.
+enum class RoundEnd {
+  averaged,         // the gradients hold the group's weighted mean
+  alone,            // no group: the gradients hold this peer's own mean
+  moved_on,         // the swarm finished the epoch without this peer
+  short_of_target,  // the members' summed weights fell short: pending_ holds the group
+  discarded,        // nothing usable came out (no finite contribution, or a non-finite result)
+};
+
 class Peer {
  public:
   // collective: the opened collective plugin (vtable and instance).
@@ -71,6 +91,9 @@ class Peer {
 
  private:
   void log(Level level, const std::string &message) const;
+  // Logs the first time, then at most once a minute per key with how many
+  // were held back: a broken peer or a misfit must not flood anyone's log.
+  void log_limited(Level level, const std::string &key, const std::string &message) const;
   void detail(const std::string &message) const;  // info when verbose, else debug
 
   // Background thread: reads the swarm's progress, publishes this peer's.
@@ -101,18 +124,38 @@ class Peer {
   loom_status finish_window(loom_step_decision *decision);
   // The first attempt at or after `from` whose group has not closed yet.
   uint32_t first_open_attempt(int64_t epoch, uint32_t from);
-  // Averages the gradients; false when the peer stepped alone (gradients
-  // made local means). Sets *moved_on when the swarm left this epoch behind.
-  bool average_gradients(bool *moved_on);
+  // Averages the gradients, weighted by samples, over a group (see RoundEnd).
+  // weight: this peer's samples, 0 when it must not contribute; norm: of its
+  // mean gradient (not finite when the gradients are not).
+  RoundEnd average_gradients(double weight, double norm);
+  // Every member's weight and norm, exchanged over comm before any data
+  // moves; false (with *why) when the allreduce failed.
+  bool exchange_weights(GroupComm &comm, double weight, double norm, Clock::time_point deadline, MemberWeights *out,
+                        std::string *why);
   void average_parameters(const char *why);
-  // Replaces each view's data by its mean over comm_'s members (false, with
-  // *why, when the allreduce failed; the data is then unchanged).
-  bool average_views(std::vector<FloatView> &views, Clock::time_point deadline, std::string *why);
+  // Replaces each view's data by the weighted mean over comm_'s members
+  // (mine: this peer's weight, total: the members'); false, with *why, when
+  // the allreduce failed (the data is then unchanged).
+  bool average_views(std::vector<FloatView> &views, double mine, double total, Clock::time_point deadline,
+                     std::string *why);
   // Adds views of the host's float32 buffers (ABI 1.4) to *views; returns
   // how many.
   size_t append_buffer_views(std::vector<FloatView> *views);
   // With average_optimizer_state: the optimizer's statistics, over comm_.
-  void average_optimizer_state(const char *why, Clock::time_point deadline);
+  void average_optimizer_state(const char *why, double mine, double total, Clock::time_point deadline);
+
+  // Health: a peer that saw a non-finite loss or gradient since it last
+  // loaded the swarm's state contributes nothing and reloads the state.
+  void mark_unhealthy(const std::string &why);
+  void heal();
+  bool views_finite(const std::vector<FloatView> &views) const;
+  bool state_finite();  // parameters and buffers
+
+  // One model per swarm (fingerprint.h). Background thread: publishes this
+  // peer's description and decides whether this peer is the odd one out.
+  void publish_fingerprint();
+  void check_model(const std::vector<ProgressRecord> &foreign);
+  bool misfit(std::string *why) const;
 
   std::string join_hint() const;
 
@@ -174,7 +217,33 @@ class Peer {
   std::vector<float, loom_plugin_common::HugePageAllocator<float>> buffer_, scratch_;
   int64_t last_resync_try_ms_ = 0;
   std::string last_local_reason_;  // why the last epoch stepped alone, if it did
+  std::unique_ptr<Pending> pending_;
+  std::vector<float, loom_plugin_common::HugePageAllocator<float>> zeros_;  // what a member counting 0 sends
+  int64_t last_heal_try_ms_ = 0;
   bool set_up_ = false;
+
+  // Health (set on the training thread, read by the background's records).
+  std::atomic<bool> unhealthy_{false};
+
+  // The fingerprint: fixed at setup.
+  std::string fingerprint_text_;
+  uint64_t fingerprint_ = 0;
+  std::string round_space_;  // DHT namespace of this model's rounds
+  int64_t since_ms_ = 0;
+  // Background thread only: live peers of this run training another model.
+  std::map<uint64_t, ProgressRecord> foreign_;
+  int64_t misfit_seen_ms_ = 0;  // when this peer first looked like the odd one out (0: it does not)
+  std::atomic<bool> suspect_misfit_{false};  // misfit_seen_ms_ != 0, for the training thread
+  int64_t last_fingerprint_publish_ms_ = 0;
+  mutable std::mutex misfit_mutex_;
+  std::string misfit_;  // why this peer must not train in this swarm; empty while it may
+  std::atomic<bool> checked_model_{false};  // the background compared models at least once with others seen
+  struct Limited {
+    int64_t last_ms = 0;
+    uint64_t held = 0;
+  };
+  mutable std::mutex limited_mutex_;
+  mutable std::map<std::string, Limited> limited_;
   mutable std::string status_;
 };
 

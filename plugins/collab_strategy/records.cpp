@@ -1,4 +1,5 @@
-// Wire format of the swarm's records (version 1):
+// Wire format of the swarm's records (version 2: progress records carry the
+// fingerprint and start time, group records the fingerprint):
 //
 //   magic "LMSW" | version u8 | kind u8 | run u64 | payload length u32 | payload | crc32 u32
 //
@@ -20,14 +21,14 @@ namespace loom_collab {
 namespace {
 
 constexpr uint8_t kMagic[4] = {'L', 'M', 'S', 'W'};
-constexpr uint8_t kVersion = 1;
+constexpr uint8_t kVersion = 2;
 constexpr size_t kHeaderSize = 4 + 1 + 1 + 8 + 4;  // up to and including the payload length
 constexpr size_t kFrameSize = kHeaderSize + 4;     // header plus the trailing CRC
 constexpr size_t kMaxPayload = 64 * 1024;          // OpenDHT's own value limit
 constexpr size_t kMaxString = 255;
 constexpr size_t kMaxMembers = 4096;
 
-enum Kind : uint8_t { kProgress = 1, kJoin = 2, kGroup = 3, kOob = 4 };
+enum Kind : uint8_t { kProgress = 1, kJoin = 2, kGroup = 3, kOob = 4, kFingerprint = 5 };
 
 const char *kind_name(uint8_t k) {
   switch (k) {
@@ -35,6 +36,7 @@ const char *kind_name(uint8_t k) {
     case kJoin: return "join";
     case kGroup: return "group";
     case kOob: return "oob";
+    case kFingerprint: return "fingerprint";
     default: return nullptr;
   }
 }
@@ -288,6 +290,7 @@ uint64_t GroupRecord::group_hash() const {
     for (int i = 0; i < width; ++i) buf[i] = static_cast<uint8_t>(v >> (8 * i));
     h = fnv1a(h, buf, static_cast<size_t>(width));
   };
+  mix_in(fingerprint, 8);
   mix_in(static_cast<uint64_t>(epoch), 8);
   mix_in(attempt, 4);
   mix_in(members.size(), 4);
@@ -314,6 +317,8 @@ Bytes encode(uint64_t run, const ProgressRecord &r) {
   w.str(r.state_host);
   w.u8(static_cast<uint8_t>(r.state_port));
   w.u8(static_cast<uint8_t>(r.state_port >> 8));
+  w.u64(r.fingerprint);
+  w.i64(r.since_ms);
   return w.finish();
 }
 
@@ -330,6 +335,7 @@ Bytes encode(uint64_t run, const JoinRecord &r) {
 Bytes encode(uint64_t run, const GroupRecord &r) {
   require(r.epoch >= 0, "negative epoch");
   Writer w(run, kGroup);
+  w.u64(r.fingerprint);
   w.u64(r.leader);
   w.i64(r.epoch);
   w.u32(r.attempt);
@@ -350,6 +356,16 @@ Bytes encode(uint64_t run, const OobRecord &r) {
   return w.finish();
 }
 
+Bytes encode(uint64_t run, const FingerprintRecord &r) {
+  require(r.text.size() <= kMaxFingerprintText, "fingerprint text of " + std::to_string(r.text.size()) +
+                                                    " bytes, above " + std::to_string(kMaxFingerprintText));
+  Writer w(run, kFingerprint);
+  w.u64(r.fingerprint);
+  w.u8(r.truncated ? 1 : 0);
+  w.bytes(Bytes(r.text.begin(), r.text.end()));
+  return w.finish();
+}
+
 std::optional<ProgressRecord> decode_progress(uint64_t run, const uint8_t *data, size_t len, std::string *why) {
   Reader r(nullptr, 0);
   if (!open_frame(run, kProgress, data, len, &r, why)) return std::nullopt;
@@ -357,7 +373,8 @@ std::optional<ProgressRecord> decode_progress(uint64_t run, const uint8_t *data,
   uint8_t port_lo = 0, port_hi = 0;
   if (r.u64(&p.peer_id) && r.i64(&p.epoch) && check_epoch(r, p.epoch) && r.u64(&p.samples) &&
       r.f64(&p.samples_per_second) && r.i64(&p.time_ms) && r.u32(&p.flags) &&
-      read_string(r, &p.state_host, "state_host") && r.u8(&port_lo) && r.u8(&port_hi)) {
+      read_string(r, &p.state_host, "state_host") && r.u8(&port_lo) && r.u8(&port_hi) && r.u64(&p.fingerprint) &&
+      r.i64(&p.since_ms)) {
     if (!std::isfinite(p.samples_per_second) || p.samples_per_second < 0) {
       r.fail("samples_per_second " + std::to_string(p.samples_per_second) + " is not a finite rate >= 0");
     }
@@ -381,7 +398,7 @@ std::optional<GroupRecord> decode_group(uint64_t run, const uint8_t *data, size_
   if (!open_frame(run, kGroup, data, len, &r, why)) return std::nullopt;
   GroupRecord g;
   uint32_t count = 0;
-  if (r.u64(&g.leader) && r.i64(&g.epoch) && check_epoch(r, g.epoch) && r.u32(&g.attempt) && r.u32(&count)) {
+  if (r.u64(&g.fingerprint) && r.u64(&g.leader) && r.i64(&g.epoch) && check_epoch(r, g.epoch) && r.u32(&g.attempt) && r.u32(&count)) {
     if (count == 0) {
       r.fail("group has no members");
     } else if (count > kMaxMembers) {
@@ -425,6 +442,27 @@ std::optional<OobRecord> decode_oob(uint64_t run, const uint8_t *data, size_t le
   return o;
 }
 
+std::optional<FingerprintRecord> decode_fingerprint(uint64_t run, const uint8_t *data, size_t len, std::string *why) {
+  Reader r(nullptr, 0);
+  if (!open_frame(run, kFingerprint, data, len, &r, why)) return std::nullopt;
+  FingerprintRecord f;
+  uint8_t truncated = 0;
+  uint32_t n = 0;
+  if (r.u64(&f.fingerprint) && r.u8(&truncated) && r.u32(&n)) {
+    const uint8_t *at;
+    if (truncated > 1) {
+      r.fail("truncated flag " + std::to_string(truncated) + " is neither 0 nor 1");
+    } else if (n > kMaxFingerprintText) {
+      r.fail("fingerprint text of " + std::to_string(n) + " bytes, above " + std::to_string(kMaxFingerprintText));
+    } else if (r.raw(n, &at)) {
+      f.text.assign(reinterpret_cast<const char *>(at), n);
+      f.truncated = truncated == 1;
+    }
+  }
+  if (!close_payload(r, why)) return std::nullopt;
+  return f;
+}
+
 std::string progress_key(const std::string &run_id) { return "loom/" + run_id + "/progress"; }
 
 std::string join_key(const std::string &run_id, int64_t epoch, uint32_t attempt) {
@@ -437,6 +475,14 @@ std::string group_key(const std::string &run_id, int64_t epoch, uint32_t attempt
 
 std::string oob_key(const std::string &run_id, uint64_t group_hash) {
   return "loom/" + run_id + "/oob/" + hex64(group_hash).substr(2);
+}
+
+std::string fingerprint_key(const std::string &run_id, uint64_t fingerprint) {
+  return "loom/" + run_id + "/fingerprint/" + hex64(fingerprint).substr(2);
+}
+
+std::string round_space(const std::string &run_id, uint64_t fingerprint) {
+  return run_id + "/model-" + hex64(fingerprint).substr(2);
 }
 
 }  // namespace loom_collab

@@ -24,6 +24,9 @@ struct ProgressRecord {
   static constexpr uint32_t kLeft = 1;     // goodbye: the peer exited cleanly
   static constexpr uint32_t kLoading = 2;  // downloading state: not a donor, not counted
   static constexpr uint32_t kServing = 4;  // its state server is sending to someone now
+  // Saw a non-finite loss or gradient since it last loaded the swarm's state:
+  // not a donor until it has healed.
+  static constexpr uint32_t kUnhealthy = 8;
 
   uint64_t peer_id = 0;
   int64_t epoch = 0;
@@ -33,6 +36,8 @@ struct ProgressRecord {
   uint32_t flags = 0;
   std::string state_host;  // where its state server listens (reachable address)
   uint16_t state_port = 0;
+  uint64_t fingerprint = 0;  // hash of what it trains (fingerprint.h); peers that differ never mix
+  int64_t since_ms = 0;      // the sender's wall clock when it started: the older side of a tie is the swarm
 };
 
 // "I am ready to average at (epoch, attempt)": matchmaking's declaration.
@@ -45,11 +50,12 @@ struct JoinRecord {
 
 // The group a leader closed for (epoch, attempt); members sorted ascending.
 struct GroupRecord {
+  uint64_t fingerprint = 0;  // what its members train; part of the group's hash
   uint64_t leader = 0;
   int64_t epoch = 0;
   uint32_t attempt = 0;
   std::vector<uint64_t> members;
-  // Hash of (epoch, attempt, members): equal on every member that agrees.
+  // Hash of (fingerprint, epoch, attempt, members): equal on every member that agrees.
   uint64_t group_hash() const;
 };
 
@@ -62,6 +68,15 @@ struct OobRecord {
 };
 constexpr size_t kMaxOobPayload = 48 * 1024;
 
+// The text a fingerprint hashes (what a peer trains, fingerprint.h), for a
+// peer whose own differs to name the first difference.
+struct FingerprintRecord {
+  uint64_t fingerprint = 0;
+  std::string text;  // at most kMaxFingerprintText bytes (longer: cut, truncated set)
+  bool truncated = false;
+};
+constexpr size_t kMaxFingerprintText = 60 * 1024;
+
 // Each throws std::invalid_argument when a field is outside what decode
 // accepts (negative epoch, string over 255 bytes, member list empty, unsorted
 // or over 4096, rank >= size, oob payload over kMaxOobPayload, rate NaN,
@@ -70,6 +85,7 @@ Bytes encode(uint64_t run, const ProgressRecord &r);
 Bytes encode(uint64_t run, const JoinRecord &r);
 Bytes encode(uint64_t run, const GroupRecord &r);
 Bytes encode(uint64_t run, const OobRecord &r);
+Bytes encode(uint64_t run, const FingerprintRecord &r);
 
 // Each returns nullopt and sets *why (what is wrong, e.g. "record of another
 // run", "truncated: 12 of 40 bytes", "bad checksum", "not a progress
@@ -78,12 +94,17 @@ std::optional<ProgressRecord> decode_progress(uint64_t run, const uint8_t *data,
 std::optional<JoinRecord> decode_join(uint64_t run, const uint8_t *data, size_t len, std::string *why);
 std::optional<GroupRecord> decode_group(uint64_t run, const uint8_t *data, size_t len, std::string *why);
 std::optional<OobRecord> decode_oob(uint64_t run, const uint8_t *data, size_t len, std::string *why);
+std::optional<FingerprintRecord> decode_fingerprint(uint64_t run, const uint8_t *data, size_t len, std::string *why);
 
-// DHT keys, namespaced by run id.
+// DHT keys, namespaced by run id. Rounds (join, group, oob) are namespaced
+// by run id and fingerprint together (round_space), so that peers training
+// different models never meet in one.
 std::string progress_key(const std::string &run_id);
 std::string join_key(const std::string &run_id, int64_t epoch, uint32_t attempt);
 std::string group_key(const std::string &run_id, int64_t epoch, uint32_t attempt);
 std::string oob_key(const std::string &run_id, uint64_t group_hash);
+std::string fingerprint_key(const std::string &run_id, uint64_t fingerprint);
+std::string round_space(const std::string &run_id, uint64_t fingerprint);
 
 }  // namespace loom_collab
 

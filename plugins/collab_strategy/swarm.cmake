@@ -8,7 +8,8 @@ find_package(ZLIB REQUIRED)
 find_package(Threads REQUIRED)
 
 set(_loom_swarm_dir ${CMAKE_CURRENT_LIST_DIR})
-set(_loom_swarm_sources ${_loom_swarm_dir}/records.cpp ${_loom_swarm_dir}/dht.cpp ${_loom_swarm_dir}/tracker.cpp)
+set(_loom_swarm_sources ${_loom_swarm_dir}/records.cpp ${_loom_swarm_dir}/dht.cpp ${_loom_swarm_dir}/tracker.cpp
+    ${_loom_swarm_dir}/fingerprint.cpp ${_loom_swarm_dir}/health.cpp)
 # Written separately; the library builds with or without it.
 if(EXISTS ${_loom_swarm_dir}/state_transfer.cpp)
   list(APPEND _loom_swarm_sources ${_loom_swarm_dir}/state_transfer.cpp)
@@ -22,4 +23,4 @@ target_include_directories(loom_collab_swarm PUBLIC ${_loom_swarm_dir})
 target_compile_options(loom_collab_swarm PRIVATE -Wall -Wextra)
 # OpenDHT stays PRIVATE to the sources, but a static library's consumers must
 # still link it: CMake carries PRIVATE link dependencies of static libraries.
-target_link_libraries(loom_collab_swarm PRIVATE PkgConfig::OPENDHT PUBLIC ZLIB::ZLIB Threads::Threads)
+target_link_libraries(loom_collab_swarm PRIVATE PkgConfig::OPENDHT PUBLIC ZLIB::ZLIB Threads::Threads loom_sdk)

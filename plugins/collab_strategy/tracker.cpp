@@ -44,7 +44,8 @@ SwarmView Tracker::view(uint64_t me, int64_t my_epoch, uint64_t my_samples, doub
     v.rate = my_rate;
   }
   for (const auto &r : v.others) {
-    if (r.flags & ProgressRecord::kLoading) continue;
+    // A loading peer has nothing yet; a diverged one's samples count 0.
+    if (r.flags & (ProgressRecord::kLoading | ProgressRecord::kUnhealthy)) continue;
     if (r.epoch == v.global_epoch - 1 && my_epoch == v.global_epoch && epoch_start_ms > 0) {
       // One behind in our view is most often a record that has not caught
       // up with a round we finished together: count what that peer has
@@ -68,7 +69,7 @@ SwarmView Tracker::view(uint64_t me, int64_t my_epoch, uint64_t my_samples, doub
 std::vector<Donor> Tracker::donors(uint64_t me, int64_t min_epoch, int64_t now_ms) const {
   std::vector<const ProgressRecord *> picks;
   for (const auto &[id, r] : peers_) {
-    if (id == me || !live(r, now_ms) || (r.flags & ProgressRecord::kLoading)) continue;
+    if (id == me || !live(r, now_ms) || (r.flags & (ProgressRecord::kLoading | ProgressRecord::kUnhealthy))) continue;
     if (r.epoch < min_epoch || r.state_port == 0 || r.state_host.empty()) continue;
     picks.push_back(&r);
   }

@@ -37,7 +37,7 @@ struct Frame {
   }
 };
 
-Bytes frame(uint8_t kind, const Bytes &payload, uint64_t run = kRun, uint8_t version = 1) {
+Bytes frame(uint8_t kind, const Bytes &payload, uint64_t run = kRun, uint8_t version = 2) {
   Frame f;
   for (char c : std::string("LMSW")) f.u8(static_cast<uint8_t>(c));
   f.u8(version);
@@ -59,11 +59,14 @@ ProgressRecord sample_progress() {
   p.flags = ProgressRecord::kLoading | ProgressRecord::kServing;
   p.state_host = "203.0.113.5";
   p.state_port = 31337;
+  p.fingerprint = 0xfeedfacecafebeefULL;
+  p.since_ms = 1699999999000;
   return p;
 }
 
 GroupRecord sample_group() {
   GroupRecord g;
+  g.fingerprint = 0xabcdef;
   g.leader = 7;
   g.epoch = 3;
   g.attempt = 2;
@@ -99,6 +102,8 @@ std::vector<Kind> all_kinds() {
        [](const Bytes &b, std::string *w) { return decode_group(kRun, b.data(), b.size(), w).has_value(); }},
       {"oob", encode(kRun, sample_oob()),
        [](const Bytes &b, std::string *w) { return decode_oob(kRun, b.data(), b.size(), w).has_value(); }},
+      {"fingerprint", encode(kRun, FingerprintRecord{0x1234, "parameter 'w': Float [2]\n", false}),
+       [](const Bytes &b, std::string *w) { return decode_fingerprint(kRun, b.data(), b.size(), w).has_value(); }},
   };
 }
 
@@ -132,6 +137,8 @@ TEST(Records, ProgressRoundTrip) {
   EXPECT_EQ(back->flags, p.flags);
   EXPECT_EQ(back->state_host, p.state_host);
   EXPECT_EQ(back->state_port, p.state_port);
+  EXPECT_EQ(back->fingerprint, p.fingerprint);
+  EXPECT_EQ(back->since_ms, p.since_ms);
 }
 
 TEST(Records, ProgressIsLittleEndianOnTheWire) {
@@ -140,7 +147,7 @@ TEST(Records, ProgressIsLittleEndianOnTheWire) {
   const Bytes b = encode(kRun, p);
   ASSERT_GE(b.size(), 26u);
   EXPECT_EQ(std::string(b.begin(), b.begin() + 4), "LMSW");
-  EXPECT_EQ(b[4], 1);  // format version
+  EXPECT_EQ(b[4], 2);  // format version
   for (int i = 0; i < 8; ++i) EXPECT_EQ(b[18 + i], i + 1);
 }
 
@@ -255,7 +262,7 @@ TEST(Records, RejectsBadMagicVersionAndChecksum) {
   EXPECT_NE(rejection(k, Bytes{'{', '"'}).find("bad magic"), std::string::npos);
 
   Bytes payload(k.valid.begin() + 18, k.valid.end() - 4);
-  EXPECT_NE(rejection(k, frame(1, payload, kRun, 2)).find("unknown record format version 2 (this build reads 1)"),
+  EXPECT_NE(rejection(k, frame(1, payload, kRun, 1)).find("unknown record format version 1 (this build reads 2)"),
             std::string::npos);
 
   b = k.valid;
@@ -297,7 +304,7 @@ TEST(Records, RejectsAnotherRun) {
 TEST(Records, RejectsAnOversizedPayloadLengthBeforeReadingIt) {
   Frame f;
   for (char c : std::string("LMSW")) f.u8(static_cast<uint8_t>(c));
-  f.u8(1);
+  f.u8(2);
   f.u8(1);
   f.u64(kRun);
   f.u32(0xffffffffu);
@@ -317,6 +324,8 @@ Bytes progress_payload(const std::string &host, double rate, int64_t epoch = 1, 
   f.u16(static_cast<uint16_t>(host.size()));
   f.b.insert(f.b.end(), host.begin(), host.end());
   f.u16(80);
+  f.u64(0);  // fingerprint
+  f.u64(0);  // since_ms
   f.b.resize(f.b.size() + extra);
   return f.b;
 }
@@ -338,12 +347,13 @@ TEST(Records, RejectsOutOfRangeProgressFields) {
   EXPECT_EQ(bad(progress_payload("h", 1.0, -1)), "epoch -1 is negative");
   EXPECT_EQ(bad(progress_payload("h", 1.0, 1, 3)), "3 unread bytes at the end of the payload");
   Bytes short_host = progress_payload("hostname", 1.0);
-  short_host.resize(short_host.size() - 5);  // the string's length runs past the payload
+  short_host.resize(short_host.size() - 21);  // the string's length runs past the payload
   EXPECT_NE(bad(short_host).find("payload ends inside data"), std::string::npos);
 }
 
 Bytes group_payload(const std::vector<uint64_t> &members, uint32_t count) {
   Frame f;
+  f.u64(0);  // fingerprint
   f.u64(members.empty() ? 0 : members[0]);
   f.u64(1);
   f.u32(0);
@@ -424,6 +434,30 @@ TEST(Records, EncodeRefusesWhatDecodeWouldReject) {
   o = sample_oob();
   o.payload.resize(kMaxOobPayload + 1);
   EXPECT_THROW(encode(kRun, o), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace loom_collab
+
+namespace loom_collab {
+namespace {
+
+TEST(Records, FingerprintRoundTripAndLimits) {
+  FingerprintRecord f{0x42, std::string(kMaxFingerprintText, 'x'), true};
+  const Bytes b = encode(kRun, f);
+  std::string why;
+  auto back = decode_fingerprint(kRun, b.data(), b.size(), &why);
+  ASSERT_TRUE(back) << why;
+  EXPECT_EQ(back->fingerprint, 0x42u);
+  EXPECT_EQ(back->text, f.text);
+  EXPECT_TRUE(back->truncated);
+  f.text += 'x';
+  EXPECT_THROW(encode(kRun, f), std::invalid_argument);
+  // A group's hash covers what its members train.
+  GroupRecord g = sample_group(), other = sample_group();
+  other.fingerprint ^= 1;
+  EXPECT_NE(g.group_hash(), other.group_hash());
+  EXPECT_NE(round_space("run", 1), round_space("run", 2));
 }
 
 }  // namespace

@@ -162,6 +162,29 @@ TrainingState::TrainingState(Task& task, const TrainerSettings& s) : task_(task)
   view_.max_steps = s.max_steps;
   view_.optimizer_state = lend_views_cb<&TrainingState::optimizer_views>;
   view_.buffers = lend_views_cb<&TrainingState::buffer_views>;
+  description_ = describe_training(task.name(), names_, params_, buffers_, s);
+  view_.description = description_.c_str();
+}
+
+std::string describe_training(const std::string& task, const std::vector<std::string>& param_names,
+                              const std::vector<torch::Tensor>& params, const std::vector<NamedTensor>& buffers,
+                              const TrainerSettings& s) {
+  auto shape = [](const torch::Tensor& t) {
+    std::string out = "[";
+    for (int64_t d = 0; d < t.dim(); ++d) out += (d ? ", " : "") + std::to_string(t.size(d));
+    return out + "]";
+  };
+  std::string out = "task " + task + "\n";
+  for (size_t i = 0; i < params.size(); ++i)
+    out += "parameter '" + param_names[i] + "': " + c10::toString(params[i].scalar_type()) + " " + shape(params[i]) + "\n";
+  for (const auto& [name, t] : buffers)
+    out += "buffer '" + name + "': " + c10::toString(t.scalar_type()) + " " + shape(t) + "\n";
+  // The statistics the optimizer keeps per parameter: what state averaging
+  // and snapshots carry. Learning rates and decay may differ between
+  // processes; the layout may not.
+  std::string layout = s.optimizer == "sgd" ? (s.momentum != 0 ? "momentum_buffer" : "none") : "exp_avg, exp_avg_sq";
+  out += "optimizer: " + s.optimizer + " (state per parameter: " + layout + ")\n";
+  return out;
 }
 
 const std::vector<DLTensor>& TrainingState::buffer_views() {

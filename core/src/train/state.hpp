@@ -71,6 +71,14 @@ class TrainingState {
   std::vector<std::vector<int64_t>> buffer_shapes_;
   std::vector<DLTensor> buffer_views_;
   mutable std::string last_snapshot_;
+  std::string description_;  // what view_.description points to (ABI 1.5)
 };
+
+// What is trained, as lent to strategies (loom_training_state_v1.description):
+// the task, each parameter and buffer with dtype and shape, and the
+// optimizer with its state's layout, one per line.
+std::string describe_training(const std::string& task, const std::vector<std::string>& param_names,
+                              const std::vector<torch::Tensor>& params, const std::vector<NamedTensor>& buffers,
+                              const TrainerSettings& settings);
 
 }  // namespace loom::train

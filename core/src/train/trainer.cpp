@@ -25,8 +25,12 @@
 namespace loom::train {
 namespace {
 
+// A plugin that calls its input invalid (a swarm peer whose model is not the
+// swarm's, an address it cannot listen on) is a configuration error: exit 2.
 void check_status(const Status& s) {
-  if (!s.is_ok()) throw Error::runtime(s.to_string());
+  if (s.is_ok()) return;
+  if (s.code() == LOOM_ERR_INVALID_ARGUMENT) throw Error::usage(s.to_string());
+  throw Error::runtime(s.to_string());
 }
 
 // Mean over the processes training together.
@@ -185,6 +189,14 @@ TrainResult run_training(const TrainConfig& config, const TrainRequest& request)
   task->set_training(true);
   int64_t step = strategy->global_step();
   NonFinitePolicy nonfinite(s.on_nonfinite);
+  // A strategy that heals non-finite losses itself (a swarm peer reloads the
+  // swarm's state) is handed them; the host then judges only the gradients
+  // the strategy returns for a step.
+  const bool heals = (strategy->descriptor().capabilities & LOOM_CAP_HEALS_NONFINITE) != 0;
+  if (heals && zero)
+    spdlog::info("strategy {} heals a non-finite loss itself (it reloads the swarm's state); trainer.on_nonfinite = "
+                 "\"{}\" applies to the gradients it hands back",
+                 strategy->descriptor().name, s.on_nonfinite);
   double window_loss = 0;  // summed since the last step: non-finite once any loss was
   while (step < s.max_steps && !strategy->should_stop()) {
     for (int64_t a = 0; a < s.accumulate; ++a, ++micro) {
@@ -208,7 +220,7 @@ TrainResult run_training(const TrainConfig& config, const TrainRequest& request)
     }
     // Checked after the strategy averaged the gradients, so every rank of a
     // job sees the same and decides alike.
-    const bool finite = std::isfinite(window_loss) && state.grads_finite();
+    const bool finite = (heals || std::isfinite(window_loss)) && state.grads_finite();
     window_loss = 0;
     const double lr = lr_at(s, step);
     if (nonfinite.apply(finite, step + 1)) {

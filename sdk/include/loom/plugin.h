@@ -47,13 +47,15 @@ extern "C" {
  *   1.2  loom_training_state_v1.optimizer_state (strategy.h)
  *   1.3  loom_collective_v1.allreduce_scaled and LOOM_CAP_SCALED_ALLREDUCE
  *        (collective.h)
- *   1.4  loom_training_state_v1.buffers (strategy.h) */
+ *   1.4  loom_training_state_v1.buffers (strategy.h)
+ *   1.5  loom_training_state_v1.description and LOOM_CAP_HEALS_NONFINITE
+ *        (strategy.h) */
 #define LOOM_ABI_MAKE(major, minor) ((((uint32_t)(major)) << 16) | ((uint32_t)(minor) & 0xffffu))
 #define LOOM_ABI_MAJOR_OF(v) ((uint32_t)(v) >> 16)
 #define LOOM_ABI_MINOR_OF(v) ((uint32_t)(v) & 0xffffu)
 
 #define LOOM_ABI_MAJOR 1
-#define LOOM_ABI_MINOR 4
+#define LOOM_ABI_MINOR 5
 #define LOOM_ABI_VERSION LOOM_ABI_MAKE(LOOM_ABI_MAJOR, LOOM_ABI_MINOR)
 /* The oldest version of this major that hosts and plugins still accept. */
 #define LOOM_ABI_VERSION_MIN LOOM_ABI_MAKE(LOOM_ABI_MAJOR, 0)

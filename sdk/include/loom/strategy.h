@@ -104,6 +104,15 @@ typedef struct loom_training_state_v1 {
    * restore or call. The strategy may write the data, never shapes or
    * dtypes. */
   loom_status (*buffers)(void *user, const DLTensor **tensors, uint32_t *count);
+  /* ABI 1.5 (present when struct_size >= LOOM_TRAINING_STATE_V1_5_SIZE; may
+   * be NULL): what is trained, as text that is equal in every process that
+   * trains the same model with the same optimizer and differs otherwise. One
+   * item per line, in a fixed order: the task, each parameter ("param NAME
+   * DTYPE [d0, d1]"), each buffer ("buffer NAME DTYPE [d0]") and the
+   * optimizer with its state's layout. A strategy that joins processes which
+   * start apart (a swarm) compares it to refuse mixing different models, and
+   * names the first line that differs. Lives until teardown. */
+  const char *description;
 } loom_training_state_v1;
 
 typedef struct loom_strategy_v1 {
@@ -176,12 +185,23 @@ typedef struct loom_strategy_v1 {
 #define LOOM_TRAINING_STATE_V1_2_SIZE 80u
 /* Sizes with the members ABI 1.4 appended. */
 #define LOOM_TRAINING_STATE_V1_4_SIZE 88u
+/* Sizes with the members ABI 1.5 appended. */
+#define LOOM_TRAINING_STATE_V1_5_SIZE 96u
+
+/* Strategy capability bits (loom_plugin_info.capabilities), ABI 1.5. */
+/* The strategy finds a non-finite loss in the gradients it is given (NaN or
+ * inf in any of them), keeps them out of what it averages, and recovers the
+ * process's state itself (a swarm peer reloads the swarm's state). The host
+ * then checks only the gradients the strategy hands back for a step, not the
+ * local loss, before it applies trainer.on_nonfinite. */
+#define LOOM_CAP_HEALS_NONFINITE ((uint64_t)1 << 0)
 
 #define LOOM_STRATEGY_ENTRY loom_strategy_plugin_v1
 #define LOOM_STRATEGY_ENTRY_NAME "loom_strategy_plugin_v1"
 
 #if UINTPTR_MAX == 0xffffffffffffffffu
-LOOM_STATIC_ASSERT(sizeof(loom_training_state_v1) == LOOM_TRAINING_STATE_V1_4_SIZE, "loom_training_state_v1 layout is frozen");
+LOOM_STATIC_ASSERT(sizeof(loom_training_state_v1) == LOOM_TRAINING_STATE_V1_5_SIZE, "loom_training_state_v1 layout is frozen");
+LOOM_STATIC_ASSERT(offsetof(loom_training_state_v1, description) == LOOM_TRAINING_STATE_V1_4_SIZE, "1.5 appends after 1.4");
 LOOM_STATIC_ASSERT(offsetof(loom_training_state_v1, max_steps) == LOOM_TRAINING_STATE_V1_0_SIZE, "1.1 appends after 1.0");
 LOOM_STATIC_ASSERT(offsetof(loom_training_state_v1, optimizer_state) == LOOM_TRAINING_STATE_V1_1_SIZE, "1.2 appends after 1.1");
 LOOM_STATIC_ASSERT(offsetof(loom_training_state_v1, buffers) == LOOM_TRAINING_STATE_V1_2_SIZE, "1.4 appends after 1.2");

@@ -1,0 +1,414 @@
+// A round's averaging: the members first exchange their weights (samples)
+// and norms, so that every member decides alike who counts and whether the
+// round reached target_batch_size; then the gradients (weighted by samples)
+// or the parameters (weighted by health) move in one allreduce, and a last
+// tiny one confirms every member finished with a finite result.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "peer.h"
+
+namespace loom_collab {
+namespace {
+
+// out = in * k, and out = in / d: a round's passes over the gradients
+// besides the allreduce (one with allreduce_scaled, two without). In fixed
+// blocks, like plugins/common/average.h, because GCC's -O2 vectoriser takes
+// only loops of a known trip count; the pointers never overlap (the round's
+// buffer and the host's gradients).
+constexpr uint64_t kBlock = 16;
+void scale_into(float *__restrict out, const float *__restrict in, uint64_t n, float k) {
+  uint64_t i = 0;
+  for (; i + kBlock <= n; i += kBlock)
+    for (uint64_t j = 0; j < kBlock; ++j) out[i + j] = in[i + j] * k;
+  for (; i < n; ++i) out[i] = in[i] * k;
+}
+void divide_into(float *__restrict out, const float *__restrict in, uint64_t n, float d) {
+  uint64_t i = 0;
+  for (; i + kBlock <= n; i += kBlock)
+    for (uint64_t j = 0; j < kBlock; ++j) out[i + j] = in[i + j] / d;
+  for (; i < n; ++i) out[i] = in[i] / d;
+}
+
+std::string group_text(const GroupRecord &g) {
+  return std::to_string(g.members.size()) + " peers (epoch " + std::to_string(g.epoch) + ", attempt " +
+         std::to_string(g.attempt) + ")";
+}
+
+std::string number(double v) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.3g", v);
+  return text;
+}
+
+}  // namespace
+
+bool Peer::exchange_weights(GroupComm &comm, double weight, double norm, Clock::time_point deadline,
+                            MemberWeights *out, std::string *why) {
+  // One slot per member for each value, the others' zero: a sum is then an
+  // allgather. A norm that is not finite travels as -1 (nan would spread).
+  const size_t n = size_t(comm.size()), r = size_t(comm.rank());
+  std::vector<double> x(2 * n, 0.0);
+  x[r] = weight;
+  x[n + r] = std::isfinite(norm) ? norm : -1.0;
+  if (comm.allreduce(x.data(), x.size(), LOOM_DTYPE_F64, LOOM_REDUCE_SUM, deadline, why) != LOOM_OK) return false;
+  std::vector<double> norms(x.begin() + n, x.end());
+  *out = member_weights(std::vector<double>(x.begin(), x.begin() + n), norms);
+  for (size_t i : out->outliers) {
+    if (i == r) {
+      mark_unhealthy("this peer's norm " + number(norms[i]) + " is over " + number(kOutlierFactor) +
+                     " times its group's median");
+    } else {
+      log_limited(Level::warn, "outlier", "a member of this peer's group (rank " + std::to_string(i) +
+                                              ") brought values of norm " + number(norms[i]) + ", over " +
+                                              number(kOutlierFactor) + " times the group's median: it counts 0");
+    }
+  }
+  return true;
+}
+
+RoundEnd Peer::average_gradients(double weight, double norm) {
+  const int64_t epoch = epoch_.load();
+  const double windows = double(std::max<uint64_t>(1, windows_));
+  // Each member contributes weight x (its mean gradient); the sum over the
+  // group times 1 / (the summed weights) is the sample-weighted mean.
+  // direct (the collective offers allreduce_scaled and the gradients are one
+  // vector): one allreduce_scaled from buffer_ writes the mean straight into
+  // the gradients; buffer_ is only read, so a retry starts from it again.
+  // Otherwise the sum runs in place on buffer_ and is divided into the
+  // gradients: one more pass over them. Every member of a swarm takes the
+  // same path (it is part of the fingerprint).
+  const bool direct = flat_grads_ != nullptr;
+  buffer_.resize(numel_);
+  bool filled = false;
+  bool grads_written = false;  // a failed direct round may leave partial sums in the gradients
+  const float contribution = float(weight / windows);
+  // After a failed direct round: the gradients from the weighted copy,
+  // times factor (buffer_ holds the accumulated gradients x contribution).
+  auto restore_grads = [&](double factor) {
+    if (weight > 0) scale_into(flat_grads_, buffer_.data(), numel_, float(factor));
+    else std::memset(flat_grads_, 0, numel_ * sizeof(float));  // nothing of this peer's counts
+    grads_written = false;
+  };
+  auto fill = [&] {
+    if (filled) return;
+    if (direct) {
+      scale_into(buffer_.data(), flat_grads_, numel_, contribution);
+    } else {
+      size_t at = 0;
+      for (const auto &g : grads_) {
+        scale_into(buffer_.data() + at, g.data, g.numel, contribution);
+        at += g.numel;
+      }
+    }
+    filled = true;
+  };
+  const auto start = Clock::now();
+  const auto deadline = start + std::chrono::milliseconds(int64_t(opt_.averaging_timeout * 1000));
+  std::string last_failure;
+  auto ms = [](Clock::duration d) { return std::to_string(int64_t(std::chrono::duration<double, std::milli>(d).count())); };
+
+  // One round over an open group. waited: how long the training thread
+  // waited for the group; setup: how long building its communicator took
+  // (ahead: on the prematch thread, while this peer still trained). nullopt:
+  // the round failed (logged); retry among the survivors.
+  auto reduce = [&](const GroupRecord &group, std::unique_ptr<GroupComm> comm, Clock::duration waited,
+                    Clock::duration setup, bool ahead) -> std::optional<RoundEnd> {
+    std::string why;
+    auto failed = [&] {
+      log_limited(Level::warn, "round failed",
+                  "averaging with " + group_text(group) + " failed: " + why + "; retrying among the survivors");
+      last_failure = why;
+      return std::nullopt;
+    };
+    // Members that formed the group ahead of the target (and those that
+    // matched it at the target) wait for the last of them here, so that the
+    // allreduce's time is its own.
+    MemberWeights members;
+    if (!exchange_weights(*comm, weight, norm, deadline, &members, &why)) return failed();
+    if (ahead) waited = Clock::now() - start;
+    const double mine = members.weight[size_t(comm->rank())];
+    const double total = members.total;
+    if (total <= 0) {
+      log_limited(Level::warn, "round empty", "epoch " + std::to_string(epoch) + ": no member of " + group_text(group) +
+                                                  " brought finite gradients; the round is discarded on every member");
+      return RoundEnd::discarded;
+    }
+    if (total < double(opt_.target_batch_size)) {
+      // The estimate that sent us here counted more than the members had: an
+      // epoch steps only on what is averaged. Each member accumulates its
+      // share of the deficit and the group meets again.
+      const uint64_t batch = std::max<uint64_t>(1, opt_.batch_size ? opt_.batch_size : state_.batch_size);
+      const uint64_t share = top_up_share(opt_.target_batch_size, total, mine, batch);
+      auto p = std::make_unique<Pending>();
+      p->group = group;
+      p->comm = std::move(comm);
+      p->until_samples = samples_.load() + share;
+      // A member with no share trains on for as long as the others need.
+      const double seconds = std::max(0.0, double(wall_ms() - epoch_start_ms_.load()) / 1000.0) *
+                             (double(opt_.target_batch_size) - total) / total;
+      p->until_time = share > 0 ? Clock::now() : Clock::now() + std::chrono::milliseconds(int64_t(seconds * 1000));
+      detail("epoch " + std::to_string(epoch) + ": " + group_text(group) + " brought " + std::to_string(uint64_t(total)) +
+             " of " + std::to_string(opt_.target_batch_size) + " samples; this peer adds " + std::to_string(share) +
+             " before the group meets again");
+      pending_ = std::move(p);
+      return RoundEnd::short_of_target;
+    }
+    // A member that counts 0 (diverged, or an outlier) sends zeros.
+    const float *send = buffer_.data();
+    if (mine > 0) {
+      fill();
+    } else if (direct) {
+      zeros_.assign(numel_, 0.0f);
+      send = zeros_.data();
+    } else {
+      std::fill(buffer_.begin(), buffer_.end(), 0.0f);
+      filled = false;
+    }
+    const auto posted = Clock::now();
+    if (direct) {
+      grads_written = true;
+      // Every member divides by the same summed weights (bit for bit: one
+      // allreduce's result), as allreduce_scaled requires.
+      if (comm->allreduce_scaled(send, flat_grads_, numel_, 1.0 / total, deadline, &why) != LOOM_OK) return failed();
+    } else {
+      filled = false;  // from here buffer_ holds (part of) a sum
+      if (comm->allreduce_sum(buffer_.data(), numel_, deadline, &why) != LOOM_OK) return failed();
+    }
+    // The result counts only once every member has finished the allreduce,
+    // and only if it is finite everywhere. A member that failed it (its own
+    // deadline came first) may rewrite its buffers at once, while a
+    // neighbour on this host still reads them by cross-memory attach and
+    // could finish with that data. Such a member never comes here, so this
+    // step fails for the others too, and they start again from their
+    // weighted copies.
+    const float *result = direct ? flat_grads_ : buffer_.data();
+    double finished[2] = {1, std::isfinite(sum_of_squares(result, numel_)) ? 0.0 : 1.0};
+    if (comm->allreduce(finished, 2, LOOM_DTYPE_F64, LOOM_REDUCE_SUM, deadline, &why) != LOOM_OK) return failed();
+    if (finished[1] > 0) {
+      log_limited(Level::warn, "round not finite",
+                  "epoch " + std::to_string(epoch) + ": the averaged gradients of " + group_text(group) +
+                      " are not finite; the round is discarded on every member (no step)");
+      return RoundEnd::discarded;
+    }
+    if (!direct) {
+      size_t at = 0;
+      for (auto &g : grads_) {
+        divide_into(g.data, buffer_.data() + at, g.numel, float(total));
+        at += g.numel;
+      }
+    }
+    const auto reduced = Clock::now() - posted;
+    detail("epoch " + std::to_string(epoch) + ": averaged gradients of " + std::to_string(uint64_t(total)) +
+           " samples with " + group_text(group) + " (matchmaking " + ms(waited) + " ms" +
+           (ahead ? ", group and communicator prepared ahead" : "") + ", averaging " + ms(setup + reduced) +
+           " ms: communicator " + ms(setup) + " ms, allreduce " + ms(reduced) + " ms" +
+           (direct ? ", scaled into the gradients" : "") + ")");
+    comm_ = std::move(comm);
+    last_local_reason_.clear();
+    return RoundEnd::averaged;
+  };
+
+  uint32_t first_attempt = 0;
+  if (pending_) {
+    // The group whose round fell short meets again.
+    std::unique_ptr<Pending> p = std::move(pending_);
+    first_attempt = p->group.attempt + 1;
+    if (auto end = reduce(p->group, std::move(p->comm), Clock::now() - start, Clock::duration{}, true)) return *end;
+  } else if (prematch_ && prematch_->epoch == epoch) {
+    // The group was being formed while this peer accumulated: wait for it
+    // (matchmaking is bounded) and average over it if it came together.
+    if (prematch_->thread.joinable()) prematch_->thread.join();
+    std::unique_ptr<Prematch> p = std::move(prematch_);
+    if (p->group) first_attempt = p->group->attempt;
+    if (p->comm) {
+      if (auto end = reduce(*p->group, std::move(p->comm), Clock::now() - start, p->connected - p->matched, true))
+        return *end;
+      ++first_attempt;
+    } else if (p->group && p->group->members.size() > 1) {
+      detail("epoch " + std::to_string(epoch) + ": the group prepared ahead did not come together (" + p->why +
+             "); matchmaking again");
+    }
+  } else {
+    drop_prematch();  // of an epoch this peer left
+  }
+  for (uint32_t attempt = first_attempt; Clock::now() < deadline; ++attempt) {
+    if (view().global_epoch > epoch) {
+      // They go on accumulating at the next epoch, as they were (to within
+      // a rounding: restored as buffer_ / contribution).
+      if (grads_written) restore_grads(windows / weight);
+      detail("the swarm finished epoch " + std::to_string(epoch) + " without this peer");
+      return RoundEnd::moved_on;
+    }
+    // Join the attempt the others are at: attempts whose group already
+    // closed are over (a peer that comes late to attempt 0 would otherwise
+    // wait alone while the others retry at attempt 1).
+    attempt = first_open_attempt(epoch, attempt);
+    std::optional<GroupRecord> group = matchmake(epoch, attempt, deadline);
+    if (!group) {
+      last_failure = "no group formed";
+      continue;
+    }
+    if (int64_t(group->members.size()) < opt_.min_group_size) {
+      last_failure = group->members.size() == 1 ? "no other peer was ready" : "the group was smaller than min_group_size";
+      // Peers still training at this epoch will be ready soon (the swarm's
+      // count said so): wait for them rather than step alone.
+      if (!view().accumulating_at(epoch).empty()) continue;
+      break;
+    }
+    auto comm = std::make_unique<GroupComm>(collective_, collective_instance_, dht_.get(), round_space_, run_);
+    std::string why;
+    const auto matched = Clock::now();
+    // Building the communicator waits for every member's address: a member
+    // that died after joining must cost a few seconds, not the whole round,
+    // so that the survivors still have time to retry without it.
+    const auto setup_deadline =
+        std::min(deadline, matched + std::chrono::milliseconds(int64_t(opt_.matchmaking_time * 1000) + 2000));
+    if (comm->open(*group, id_, setup_deadline, &why) != LOOM_OK) {
+      log_limited(Level::warn, "round open", "averaging with " + group_text(*group) + " could not start: " + why + "; retrying");
+      last_failure = why;
+      continue;
+    }
+    if (auto end = reduce(*group, std::move(comm), matched - start, Clock::now() - matched, false)) return *end;
+  }
+  if (last_failure.empty()) last_failure = "averaging_timeout passed";
+  // Said once per streak at info: a peer alone for hours must not flood the log.
+  const std::string line = "epoch " + std::to_string(epoch) + ": " + last_failure +
+                           "; proceeding with local gradients (" + std::to_string(samples_.load()) + " samples)";
+  if (last_failure != last_local_reason_) log(Level::info, line + " (said once until it changes)");
+  else detail(line);
+  last_local_reason_ = last_failure;
+  if (grads_written) {
+    // A direct round failed after writing into the gradients: the local
+    // mean is buffer_ / weight.
+    restore_grads(1.0 / weight);
+    return RoundEnd::alone;
+  }
+  const float inv = float(1.0 / windows);
+  for (auto &g : grads_)
+    for (uint64_t i = 0; i < g.numel; ++i) g.data[i] *= inv;
+  return RoundEnd::alone;
+}
+
+bool Peer::average_views(std::vector<FloatView> &views, double mine, double total, Clock::time_point deadline,
+                         std::string *why) {
+  uint64_t numel = 0;
+  for (const auto &v : views) numel += v.numel;
+  scratch_.resize(numel);
+  size_t at = 0;
+  for (const auto &v : views) {
+    if (mine > 0) scale_into(scratch_.data() + at, v.data, v.numel, float(mine));
+    else std::fill(scratch_.begin() + at, scratch_.begin() + at + v.numel, 0.0f);
+    at += v.numel;
+  }
+  if (comm_->allreduce_sum(scratch_.data(), numel, deadline, why) != LOOM_OK) return false;
+  at = 0;
+  for (auto &v : views) {
+    divide_into(v.data, scratch_.data() + at, v.numel, float(total));
+    at += v.numel;
+  }
+  return true;
+}
+
+void Peer::average_parameters(const char *reason) {
+  const auto deadline = Clock::now() + std::chrono::milliseconds(int64_t(opt_.averaging_timeout * 1000));
+  std::string why;
+  // The model's buffers (BatchNorm statistics, ABI 1.4) go with the
+  // parameters in the same allreduce.
+  std::vector<FloatView> views = params_;
+  const size_t buffers = append_buffer_views(&views);
+  // Each member counts 1, or 0 when it diverged since it last loaded the
+  // swarm's state (its parameters may be finite but huge) or its norm is an
+  // outlier; those take the others' mean.
+  double squares = 0;
+  for (const auto &v : views) squares += sum_of_squares(v.data, v.numel);
+  MemberWeights members;
+  if (!exchange_weights(*comm_, unhealthy_ ? 0.0 : 1.0, std::isfinite(squares) ? std::sqrt(squares) : -1.0, deadline,
+                        &members, &why)) {
+    log_limited(Level::warn, "state averaging", std::string(reason) + ": parameter averaging failed (" + why +
+                                                    "); keeping this peer's");
+    return;
+  }
+  const double mine = members.weight[size_t(comm_->rank())];
+  if (members.total <= 0) {
+    log_limited(Level::warn, "state averaging empty",
+                std::string(reason) + ": no member's parameters were healthy; each keeps its own");
+    return;
+  }
+  if (!average_views(views, mine, members.total, deadline, &why)) {
+    log_limited(Level::warn, "state averaging", std::string(reason) + ": parameter averaging failed (" + why +
+                                                    "); keeping this peer's");
+    return;
+  }
+  detail(std::string(reason) + ": averaged the parameters" + (buffers ? " and " + std::to_string(buffers) + " buffers" : "") +
+         " with " + std::to_string(comm_->size()) + " peers" +
+         (mine > 0 ? "" : " (this peer's own counted 0: it took the others' mean)"));
+  if (opt_.average_optimizer_state) average_optimizer_state(reason, mine, members.total, deadline);
+}
+
+size_t Peer::append_buffer_views(std::vector<FloatView> *views) {
+  if (state_.struct_size < LOOM_TRAINING_STATE_V1_4_SIZE || state_.buffers == nullptr) return 0;
+  const DLTensor *tensors = nullptr;
+  uint32_t count = 0;
+  if (state_.buffers(state_.user, &tensors, &count) != LOOM_OK) {
+    log_limited(Level::warn, "buffers", "the host could not lend the model's buffers; they are not averaged");
+    return 0;
+  }
+  size_t added = 0;
+  for (uint32_t i = 0; i < count; ++i) {
+    FloatView v;
+    if (!float_view(tensors[i], &v)) {
+      log_limited(Level::warn, "buffer " + std::to_string(i),
+                  "buffer " + std::to_string(i) + " is not a compact float32 CPU tensor; it is not averaged");
+      continue;
+    }
+    views->push_back(v);
+    ++added;
+  }
+  return added;
+}
+
+void Peer::average_optimizer_state(const char *reason, double mine, double total, Clock::time_point deadline) {
+  if (state_.struct_size < LOOM_TRAINING_STATE_V1_2_SIZE || state_.optimizer_state == nullptr) return;  // said at setup
+  const DLTensor *tensors = nullptr;
+  uint32_t count = 0;
+  if (state_.optimizer_state(state_.user, &tensors, &count) != LOOM_OK) {
+    log_limited(Level::warn, "optimizer state", std::string(reason) + ": the host could not lend the optimizer's statistics; not averaged");
+    return;
+  }
+  std::vector<FloatView> views(count);
+  uint64_t numel = 0;
+  for (uint32_t i = 0; i < count; ++i) {
+    if (!float_view(tensors[i], &views[i])) {
+      log_limited(Level::warn, "optimizer state", std::string(reason) + ": optimizer statistic " + std::to_string(i) +
+                                                      " is not a compact float32 CPU tensor; the optimizer's statistics are not averaged");
+      return;
+    }
+    numel += views[i].numel;
+  }
+  // The members must agree on the layout before summing: a peer whose
+  // optimizer has not stepped yet has none. max(n) and max(-n) in one call.
+  double extent[2] = {double(numel), -double(numel)};
+  std::string why;
+  if (comm_->allreduce(extent, 2, LOOM_DTYPE_F64, LOOM_REDUCE_MAX, deadline, &why) != LOOM_OK) {
+    log_limited(Level::warn, "optimizer state", std::string(reason) + ": averaging the optimizer's statistics failed (" + why + ")");
+    return;
+  }
+  if (extent[0] != -extent[1]) {
+    log_limited(Level::warn, "optimizer state size",
+                std::string(reason) + ": the group's optimizer statistics differ in size (" +
+                    std::to_string(uint64_t(-extent[1])) + " to " + std::to_string(uint64_t(extent[0])) +
+                    " values); not averaged");
+    return;
+  }
+  if (numel == 0) return;
+  if (!average_views(views, mine, total, deadline, &why)) {
+    log_limited(Level::warn, "optimizer state", std::string(reason) + ": averaging the optimizer's statistics failed (" + why + "); keeping this peer's");
+    return;
+  }
+  detail(std::string(reason) + ": averaged the optimizer's statistics (" + std::to_string(count) + " tensors) with " +
+         std::to_string(comm_->size()) + " peers");
+}
+
+}  // namespace loom_collab

@@ -1,0 +1,44 @@
+// Which members of a round count, decided alike on every member from what
+// they exchanged before any data moved: each member's weight (its samples;
+// 0 from a peer whose gradients are not finite or that has not healed since
+// it saw a non-finite loss) and the norm of what it brings. A member whose
+// norm is not finite, or more than kOutlierFactor times the group's median,
+// counts 0: a peer that diverged brings finite but huge numbers for a step
+// or two before they overflow, and one such member would ruin everyone's
+// parameters. Pure functions, tested on their own.
+#ifndef LOOM_COLLAB_HEALTH_H
+#define LOOM_COLLAB_HEALTH_H
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace loom_collab {
+
+// Far above what honest members differ by (gradients of one sample against
+// the mean of thousands differ by ~sqrt(batch)), far below a diverged peer.
+constexpr double kOutlierFactor = 1000;
+
+struct MemberWeights {
+  std::vector<double> weight;  // per member (rank), after exclusions
+  double total = 0;            // their sum
+  std::vector<size_t> outliers;  // ranks excluded for their norm
+};
+
+// weights[i], norms[i]: what member i announced (norm < 0 or not finite: its
+// data is not finite). Members announcing weight 0 are not part of the
+// median.
+MemberWeights member_weights(const std::vector<double> &weights, const std::vector<double> &norms);
+
+// Sum of squares in double: not finite when any value is not (inf, nan), and
+// no float overflow for finite values up to FLT_MAX.
+double sum_of_squares(const float *data, uint64_t n);
+
+// Samples member `mine` accumulates before the group meets again, when the
+// round's total fell short of target: its share of the deficit in proportion
+// to its weight, rounded up to whole batches. 0 for a member that counts 0.
+uint64_t top_up_share(uint64_t target, double total, double mine, uint64_t batch);
+
+}  // namespace loom_collab
+
+#endif

@@ -1,0 +1,110 @@
+// The pure parts of "one model per swarm" (fingerprint.h) and of who counts
+// in a round (health.h).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "fingerprint.h"
+#include "health.h"
+
+namespace loom_collab {
+namespace {
+
+const std::string kSwarm =
+    "task digits\nparameter '0.weight': Float [128, 64]\nparameter '0.bias': Float [128]\noptimizer: adam\n";
+const std::string kNarrow =
+    "task digits\nparameter '0.weight': Float [64, 64]\nparameter '0.bias': Float [64]\noptimizer: adam\n";
+
+TEST(Fingerprint, NamesTheFirstDifference) {
+  EXPECT_EQ(first_difference(kNarrow, kSwarm, 3),
+            "parameter '0.weight': Float [64, 64] here, Float [128, 64] in the swarm (3 peers)");
+  EXPECT_EQ(first_difference(kSwarm + "buffer 'x': Float [1]\n", kSwarm, 1),
+            "buffer 'x': Float [1] here, absent in the swarm (1 peer)");
+  EXPECT_EQ(first_difference(kSwarm, kSwarm + "buffer 'x': Float [1]\n", 2),
+            "absent here, buffer 'x': Float [1] in the swarm (2 peers)");
+  EXPECT_EQ(first_difference("task digits\n", "task teacher\n", 2), "'task digits' here, 'task teacher' in the swarm (2 peers)");
+  EXPECT_NE(first_difference(kSwarm + "more\n", kSwarm, 2, true).find("cut to fit"), std::string::npos);
+  EXPECT_NE(fingerprint_of(kSwarm), fingerprint_of(kNarrow));
+}
+
+TEST(Fingerprint, TextCoversTheOptionsMembersMustShare) {
+  float data[2] = {0, 0};
+  int64_t shape[1] = {2};
+  DLTensor t{};
+  t.data = data;
+  t.device = {kDLCPU, 0};
+  t.ndim = 1;
+  t.dtype = {kDLFloat, 32, 1};
+  t.shape = shape;
+  loom_training_state_v1 old_host{};
+  old_host.struct_size = LOOM_TRAINING_STATE_V1_4_SIZE;  // no description: positions and shapes
+  old_host.num_params = 1;
+  old_host.params = &t;
+  Options o;
+  o.collective = "ucx";
+  o.target_batch_size = 256;
+  const std::string direct = fingerprint_text(old_host, o, true);
+  EXPECT_NE(direct.find("parameter #0: float32 [2]"), std::string::npos) << direct;
+  EXPECT_NE(direct, fingerprint_text(old_host, o, false));
+  Options averaging = o;
+  averaging.average_state_every = 5;
+  EXPECT_NE(direct, fingerprint_text(old_host, averaging, true));
+  loom_training_state_v1 host = old_host;
+  host.struct_size = LOOM_TRAINING_STATE_V1_5_SIZE;
+  host.description = kSwarm.c_str();
+  EXPECT_EQ(fingerprint_text(host, o, true).rfind(kSwarm, 0), 0u);
+}
+
+TEST(Fingerprint, TheSwarmIsTheMajorityAndTiesGoToTheOldest) {
+  EXPECT_EQ(swarm_model({{1, 500}, {1, 600}, {2, 100}}).fingerprint, 1u);
+  EXPECT_EQ(swarm_model({{1, 500}, {1, 600}, {2, 100}}).peers, 2u);
+  EXPECT_EQ(swarm_model({{1, 500}, {2, 100}}).fingerprint, 2u);
+  EXPECT_EQ(swarm_model({{7, 5}}).fingerprint, 7u);
+}
+
+TEST(Health, MembersWithNonFiniteOrOutlyingNormsCountZero) {
+  const double inf = std::numeric_limits<double>::infinity();
+  MemberWeights w = member_weights({32, 32, 32}, {1.0, 2.0, 1e29});
+  EXPECT_EQ(w.weight, (std::vector<double>{32, 32, 0}));
+  EXPECT_EQ(w.total, 64);
+  EXPECT_EQ(w.outliers, (std::vector<size_t>{2}));
+  // Two members: the smaller norm is the reference.
+  w = member_weights({32, 32}, {1.0, 1e30});
+  EXPECT_EQ(w.total, 32);
+  // A member that said its data is not finite (-1), or counted itself 0.
+  w = member_weights({32, 0, 16}, {-1, 5.0, inf});
+  EXPECT_EQ(w.total, 0);
+  EXPECT_TRUE(w.outliers.empty());
+  // Honest spread (a few times apart) all counts.
+  w = member_weights({8, 256, 64}, {9.0, 0.5, 1.5});
+  EXPECT_EQ(w.total, 328);
+}
+
+TEST(Health, SumOfSquaresSeesNanAndInfAndDoesNotOverflowFloats) {
+  std::vector<float> v(37, 1.0f);
+  EXPECT_EQ(sum_of_squares(v.data(), v.size()), 37.0);
+  v[36] = 3e38f;
+  EXPECT_TRUE(std::isfinite(sum_of_squares(v.data(), v.size())));
+  v[5] = std::nanf("");
+  EXPECT_FALSE(std::isfinite(sum_of_squares(v.data(), v.size())));
+  v[5] = std::numeric_limits<float>::infinity();
+  EXPECT_FALSE(std::isfinite(sum_of_squares(v.data(), v.size())));
+}
+
+TEST(Health, TopUpSharesCoverTheDeficitInWholeBatches) {
+  // 4 members of 256 samples each against a target of 2048: each adds its
+  // quarter of the 1024 missing, in batches of 64.
+  EXPECT_EQ(top_up_share(2048, 1024, 256, 64), 256u);
+  EXPECT_EQ(top_up_share(2048, 1000, 250, 64), 320u);  // 262 rounded up to whole batches
+  EXPECT_EQ(top_up_share(2048, 2048, 256, 64), 0u);
+  EXPECT_EQ(top_up_share(2048, 1024, 0, 64), 0u);  // a member that counts 0 adds nothing
+  // Every member rounding up covers the deficit and overshoots by less than a batch each.
+  uint64_t added = 0;
+  for (double w : {100.0, 300.0, 600.0}) added += top_up_share(4096, 1000, w, 32);
+  EXPECT_GE(1000 + added, 4096u);
+  EXPECT_LT(1000 + added, 4096u + 3 * 32);
+}
+
+}  // namespace
+}  // namespace loom_collab
