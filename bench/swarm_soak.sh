@@ -5,7 +5,9 @@
 # takes junk UDP datagrams the whole time. At the end it prints, per peer,
 # the RSS growth in MiB per minute over the first and the second half of the
 # run: a leak keeps growing in the second half, allocator retention and DHT
-# storage level off.
+# storage level off (DHT storage within a minute: values live 60 s; OpenDHT's
+# searches only after 62 minutes, so a shorter run cannot tell those from a
+# leak: count them, see dht.cpp).
 #
 # Usage: bench/swarm_soak.sh [build-or-install-dir]     (default: build)
 #        bench/swarm_soak.sh --report rss.csv             (figures of a CSV again)
