@@ -16,6 +16,7 @@ build_pkgs=(
 )
 test_pkgs=(
   libgtest-dev libgmock-dev abigail-tools python3-torch procps
+  iproute2  # ss: the tests that check where sockets listen
 )
 
 want=("${build_pkgs[@]}")

@@ -145,6 +145,12 @@ Host::OpenedInstance Host::open_instance(loom_kind kind, const std::string& name
   std::map<std::string, std::string> sources;
   if (auto it = config_.option_sources.find({kind, name}); it != config_.option_sources.end()) sources = it->second;
   apply_environment(kind, opened.plugin.descriptor, &configured, &sources);
+  for (const auto& [key, value] : InheritedOptions::current()) {
+    if (kind != LOOM_KIND_COLLECTIVE || opened.plugin.descriptor.find_option(key) == nullptr || configured.count(key))
+      continue;
+    configured[key] = value;
+    sources[key] = "the strategy's option " + key;
+  }
   if (kind == LOOM_KIND_STRATEGY) resolve_collective_option(opened.plugin.descriptor, &configured, &sources);
   opened.services = make_host_context(this, opened.plugin.candidate, opened.plugin.descriptor, configured, job_.rank,
                                       job_.world_size, job_.local_rank, &sources);

@@ -99,6 +99,11 @@ loom_status host_open_plugin(void* host_ctx, loom_kind kind, const char* name, c
   if (ctx->host == nullptr) return LOOM_ERR_UNAVAILABLE;
   if (kind != LOOM_KIND_COLLECTIVE) return LOOM_ERR_UNSUPPORTED;  // strategies are opened by the trainer only
   try {
+    // The strategy's `listen` reaches the collective it opens, so one setting
+    // confines every socket of a peer (the collective's listeners included).
+    std::map<std::string, std::string> inherited;
+    if (auto it = ctx->values.find("listen"); it != ctx->values.end()) inherited["listen"] = it->second;
+    InheritedOptions scope(std::move(inherited));
     auto collective = ctx->host->open_collective(name);
     *vtable = &collective->vtable();
     *instance = collective->ctx();
@@ -140,6 +145,22 @@ bool parse_full(const std::string& text, bool is_int) {
 }
 
 }  // namespace
+
+namespace {
+thread_local const InheritedOptions* t_inherited = nullptr;
+}  // namespace
+
+InheritedOptions::InheritedOptions(std::map<std::string, std::string> values)
+    : values_(std::move(values)), outer_(t_inherited) {
+  t_inherited = this;
+}
+
+InheritedOptions::~InheritedOptions() { t_inherited = outer_; }
+
+const std::map<std::string, std::string>& InheritedOptions::current() {
+  static const std::map<std::string, std::string> kNone;
+  return t_inherited ? t_inherited->values_ : kNone;
+}
 
 std::string check_option_value(const OptionInfo& option, const std::string& value) {
   switch (option.type) {

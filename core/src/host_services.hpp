@@ -34,6 +34,24 @@ std::unique_ptr<PluginHostContext> make_host_context(Host* host, const PluginCan
                                                      int32_t rank, int32_t world_size, int32_t local_rank,
                                                      const std::map<std::string, std::string>* sources = nullptr);
 
+// Options a strategy passes down to the collective it opens through
+// open_plugin (its `listen`, so one setting confines every socket of a
+// peer): while an instance lives, Host::open_collective on the same thread
+// uses them for options the collective declares and the config leaves unset.
+// A scope rather than a parameter keeps Host's public interface as it is.
+class InheritedOptions {
+ public:
+  explicit InheritedOptions(std::map<std::string, std::string> values);
+  ~InheritedOptions();
+  InheritedOptions(const InheritedOptions&) = delete;
+  InheritedOptions& operator=(const InheritedOptions&) = delete;
+  static const std::map<std::string, std::string>& current();  // empty outside any scope
+
+ private:
+  std::map<std::string, std::string> values_;
+  const InheritedOptions* outer_;
+};
+
 // Checks one option value against its declared type; empty string when fine,
 // else what would be valid.
 std::string check_option_value(const OptionInfo& option, const std::string& value);

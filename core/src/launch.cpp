@@ -16,6 +16,7 @@
 #include <iostream>
 #include <random>
 
+#include "listen_address.h"
 #include "loom/status.hpp"
 
 namespace loom {
@@ -187,6 +188,15 @@ LaunchResult launch(const LaunchOptions& o) {
   if (o.command.empty()) throw Error::usage("no command to launch: give it after --, as in: loom launch -n 2 -- CMD ARGS");
   if (!on_path(o.command[0])) {
     throw Error::usage("cannot find the command '" + excerpt(o.command[0]) + "' (not executable or not on PATH)");
+  }
+  // Rank 0 runs here and serves the store at this address: a typo or another
+  // machine's address is a usage error now, not a rank's failed bind later.
+  loom_net::ListenAddress addr;
+  std::string why;
+  if (!loom_net::resolve_listen_address(o.master_addr, AF_UNSPEC, std::chrono::seconds(5), &addr, &why)) {
+    throw Error::usage("--master-addr '" + excerpt(o.master_addr) + "' is not valid: " + why +
+                       "; use an address of this machine that the ranks reach the rendezvous store by (default "
+                       "127.0.0.1) or a name that resolves to one");
   }
   const int port = o.master_port > 0 ? o.master_port : pick_free_port();
 

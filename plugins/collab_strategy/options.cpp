@@ -1,9 +1,12 @@
 #include "options.h"
 
 #include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <sstream>
+
+#include "../common/listen_address.h"
 
 namespace loom_collab {
 
@@ -17,7 +20,9 @@ const loom_option_decl kOptions[kNumOptions] = {
     {sizeof(loom_option_decl), LOOM_OPTION_STRING_LIST, "initial_peers", "",
      "host:port of peers already in the swarm to join through (also LOOM_INITIAL_PEERS); empty starts a new swarm."},
     {sizeof(loom_option_decl), LOOM_OPTION_STRING, "listen", "0.0.0.0",
-     "IPv4 address this peer's DHT node (UDP) and state server (TCP) bind."},
+     "IPv4 address (or a name resolving to one) of this machine that every socket of this peer binds: its DHT node "
+     "(UDP), its state server (TCP) and, through the collective's own listen option, the collective's listeners "
+     "(UCX's TCP transport). 0.0.0.0 binds every interface; 127.0.0.1 keeps a swarm on this machine."},
     {sizeof(loom_option_decl), LOOM_OPTION_INT, "port", "0",
      "Port of the DHT node and the state server; 0 picks a free one."},
     {sizeof(loom_option_decl), LOOM_OPTION_STRING, "announce", "",
@@ -161,6 +166,25 @@ bool read_options(const loom_host_v1 *host, Options *o, std::string *why) {
     }
   }
   if (!r.text(kOptListen, &o->listen)) return false;
+  // Checked here, in init, so a bad address is a configuration error (exit 2)
+  // rather than a failed bind once training has started; IPv4 only, because
+  // the DHT node binds IPv4. The numeric form is kept so every socket binds
+  // exactly what was checked.
+  loom_net::ListenAddress listen;
+  std::string reason;
+  in6_addr v6{};
+  if (inet_pton(AF_INET6, o->listen.c_str(), &v6) == 1) {
+    *why = "option listen = '" + o->listen + "' is not valid: it is an IPv6 address and the DHT node binds IPv4 "
+           "only; use an IPv4 address of this machine (127.0.0.1: this machine only; 0.0.0.0: every interface)";
+    return false;
+  }
+  if (!loom_net::resolve_listen_address(o->listen, AF_INET, std::chrono::seconds(5), &listen, &reason)) {
+    *why = "option listen = '" + o->listen + "' is not valid: " + reason +
+           "; use an IPv4 address of this machine (127.0.0.1: this machine only; 0.0.0.0: every interface) or a "
+           "name that resolves to one";
+    return false;
+  }
+  o->listen = listen.text;
   if (!r.integer(kOptPort, 0, 65535, &i)) return false;
   o->port = static_cast<uint16_t>(i);
   if (!r.text(kOptAnnounce, &o->announce)) return false;

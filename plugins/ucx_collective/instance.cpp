@@ -13,6 +13,7 @@
 #include <memory>
 #include <string>
 
+#include "../common/listen_address.h"
 #include "backoff.h"
 #include "comm.h"
 #include "error.h"
@@ -109,6 +110,29 @@ std::string string_option(const loom_collective_ctx &c, const loom_option_decl &
   return decl.default_value ? decl.default_value : "";
 }
 
+// The network device listen names, or "" when UCX may use every one. UCX's
+// TCP transport opens a listening socket on the address of each device it
+// uses (checked with ss on UCX 1.13), so confining the devices is what keeps
+// it off the other interfaces.
+loom_status read_listen_device(const loom_collective_ctx &c, std::string *device) {
+  const std::string text = string_option(c, kOptions[kOptListen]);
+  device->clear();
+  if (text.empty()) return LOOM_OK;
+  loom_net::ListenAddress a;
+  std::string why;
+  if (!loom_net::resolve_listen_address(text, AF_UNSPEC, std::chrono::seconds(5), &a, &why))
+    return fail(LOOM_ERR_INVALID_ARGUMENT,
+                "option listen = '%s' is not valid: %s; use an address of this machine (e.g. 127.0.0.1), a name "
+                "that resolves to one, a wildcard (0.0.0.0) or empty",
+                text.c_str(), why.c_str());
+  if (loom_net::is_wildcard(a)) return LOOM_OK;
+  *device = loom_net::interface_of(a);
+  if (device->empty())
+    return fail(LOOM_ERR_INVALID_ARGUMENT, "option listen = '%s': no network interface holds %s", text.c_str(),
+                a.text.c_str());
+  return LOOM_OK;
+}
+
 loom_status read_options(loom_collective_ctx &c, std::string *transports, int64_t *keepalive_ms) {
   LOOM_UCX_TRY(read_int_option(c, kOptions[kOptTimeoutMs], 1, &c.default_timeout_ms));
   LOOM_UCX_TRY(read_int_option(c, kOptions[kOptRingThreshold], 0, &c.tuning.ring_threshold));
@@ -128,7 +152,8 @@ loom_status read_options(loom_collective_ctx &c, std::string *transports, int64_
   return LOOM_OK;
 }
 
-loom_status start_ucx(loom_collective_ctx &c, const std::string &transports, int64_t keepalive_ms) {
+loom_status start_ucx(loom_collective_ctx &c, const std::string &transports, int64_t keepalive_ms,
+                      const std::string &device) {
   ucp_config_t *config = nullptr;
   ucs_status_t s = ucp_config_read(nullptr, nullptr, &config);
   if (s != UCS_OK) return fail(LOOM_ERR_UNAVAILABLE, "ucp_config_read failed: %s", ucs_status_string(s));
@@ -138,6 +163,11 @@ loom_status start_ucx(loom_collective_ctx &c, const std::string &transports, int
   ucp_config_modify(config, "MM_ERROR_HANDLING", "y");
   const std::string keepalive = std::to_string(keepalive_ms) + "ms";
   ucp_config_modify(config, "KEEPALIVE_INTERVAL", keepalive.c_str());
+  if (!device.empty() && (s = ucp_config_modify(config, "NET_DEVICES", device.c_str())) != UCS_OK) {
+    ucp_config_release(config);
+    return fail(LOOM_ERR_INVALID_ARGUMENT, "option listen: UCX refused network device \"%s\": %s", device.c_str(),
+                ucs_status_string(s));
+  }
   if (!transports.empty() && (s = ucp_config_modify(config, "TLS", transports.c_str())) != UCS_OK) {
     ucp_config_release(config);
     return fail(LOOM_ERR_INVALID_ARGUMENT, "option transports = \"%s\" was refused by UCX: %s", transports.c_str(),
@@ -217,9 +247,11 @@ loom_status init_impl(const loom_host_v1 *host, loom_collective_ctx **out) {
   std::string transports;
   int64_t keepalive_ms = 0;
   LOOM_UCX_TRY(read_options(*c, &transports, &keepalive_ms));
+  std::string device;
+  LOOM_UCX_TRY(read_listen_device(*c, &device));
   c->cma = cma_self();
   register_instance(c.get());  // UCX may log while starting
-  loom_status s = start_ucx(*c, transports, keepalive_ms);
+  loom_status s = start_ucx(*c, transports, keepalive_ms, device);
   if (s == LOOM_OK) release_worker(c.get(), c->workers.back().get());  // made now so init reports trouble
   if (s != LOOM_OK) {
     stop_ucx(*c);
@@ -227,9 +259,10 @@ loom_status init_impl(const loom_host_v1 *host, loom_collective_ctx **out) {
     return s;
   }
   host_log(c.get(), LOOM_LOG_DEBUG,
-           "UCX %s ready: worker address %zu bytes, transports \"%s\", ring from %lld B, tree pipeline from %lld B, "
+           "UCX %s ready: worker address %zu bytes, transports \"%s\", network devices \"%s\", ring from %lld B, tree pipeline from %lld B, "
            "chunk %lld B x %lld, cross-memory attach from %lld B%s",
            ucp_get_version_string(), c->workers.back()->address.size(), transports.empty() ? "(UCX's choice)" : transports.c_str(),
+           device.empty() ? "(UCX's choice)" : device.c_str(),
            static_cast<long long>(c->tuning.ring_threshold), static_cast<long long>(c->tuning.tree_pipeline_threshold),
            static_cast<long long>(c->tuning.chunk_bytes), static_cast<long long>(c->tuning.pipeline_depth),
            static_cast<long long>(c->tuning.cma_threshold), c->cma.pid ? "" : " (not available here)");

@@ -44,6 +44,7 @@ enum OptionIndex {
   kOptKeepaliveMs,
   kOptSpinUs,
   kOptYieldUs,
+  kOptListen,
   kNumOptions
 };
 
@@ -81,6 +82,11 @@ inline constexpr loom_option_decl kOptions[kNumOptions] = {
     {sizeof(loom_option_decl), LOOM_OPTION_INT, "yield_us", "5000",
      "Microseconds a wait then polls while yielding the core before it starts sleeping between polls; keep it "
      "high when ranks oversubscribe the cores."},
+    {sizeof(loom_option_decl), LOOM_OPTION_STRING, "listen", "",
+     "Address (or name) of this machine whose network interface UCX's network transports may use, so UCX's TCP "
+     "listener binds only that interface's address (it sets UCX_NET_DEVICES); empty or a wildcard (0.0.0.0, ::) "
+     "leaves the choice to UCX, which listens on every interface's address. A collab strategy passes its own "
+     "listen here unless [collective.options] sets it."},
 };
 
 // The table's order must follow OptionIndex: a swapped pair compiles and
@@ -96,7 +102,8 @@ static_assert(same_name(kOptions[kOptTransports].name, "transports") &&
                   same_name(kOptions[kOptCmaWholeBlocks].name, "cma_whole_blocks") &&
                   same_name(kOptions[kOptCmaOnlyOversubscribed].name, "cma_only_oversubscribed") &&
                   same_name(kOptions[kOptKeepaliveMs].name, "keepalive_ms") &&
-                  same_name(kOptions[kOptSpinUs].name, "spin_us") && same_name(kOptions[kOptYieldUs].name, "yield_us"),
+                  same_name(kOptions[kOptSpinUs].name, "spin_us") && same_name(kOptions[kOptYieldUs].name, "yield_us") &&
+                  same_name(kOptions[kOptListen].name, "listen"),
               "kOptions is out of step with OptionIndex");
 
 }  // namespace loom_ucx
