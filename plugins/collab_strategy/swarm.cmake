@@ -9,7 +9,7 @@ find_package(Threads REQUIRED)
 
 set(_loom_swarm_dir ${CMAKE_CURRENT_LIST_DIR})
 set(_loom_swarm_sources ${_loom_swarm_dir}/records.cpp ${_loom_swarm_dir}/dht.cpp ${_loom_swarm_dir}/tracker.cpp
-    ${_loom_swarm_dir}/state_wire.cpp ${_loom_swarm_dir}/state_server.cpp
+    ${_loom_swarm_dir}/state_wire.cpp ${_loom_swarm_dir}/state_server.cpp ${_loom_swarm_dir}/serve_guard.cpp
     ${_loom_swarm_dir}/state_download.cpp)
 
 add_library(loom_collab_swarm STATIC ${_loom_swarm_sources})
