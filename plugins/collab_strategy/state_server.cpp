@@ -367,28 +367,35 @@ void StateServer::Impl::answer(int fd, StateStatus status) {
 
 void StateServer::Impl::admit(Fd fd, const std::string &peer, const std::string &addr, const uint8_t *req,
                               Clock::time_point now) {
-  if (get32(req) != kStateRequestMagic)
-    return guard.reject(addr, Rejection::garbage, peer + " sent something that is not a state request (bad magic)",
-                        now);
-  if (get16(req + 4) != kStateWireVersion) {
-    answer(fd.get(), StateStatus::bad_request);
-    return guard.reject(addr, Rejection::wrong_request,
-                        peer + " speaks version " + std::to_string(get16(req + 4)) + ", this server " +
-                            std::to_string(kStateWireVersion),
-                        now);
+  // Each refusal is logged (or counted) before the client hears it, so the log is in order.
+  if (get32(req) != kStateRequestMagic) {
+    guard.reject(addr, Rejection::garbage, peer + " sent something that is not a state request (bad magic)", now);
+    return;
   }
-  if (get32(req + 24) != crc(req, 24))
-    return guard.reject(addr, Rejection::garbage, "request from " + peer + " has a bad checksum", now);
+  if (get16(req + 4) != kStateWireVersion) {
+    guard.reject(addr, Rejection::wrong_request,
+                 peer + " speaks version " + std::to_string(get16(req + 4)) + ", this server " +
+                     std::to_string(kStateWireVersion),
+                 now);
+    answer(fd.get(), StateStatus::bad_request);
+    return;
+  }
+  if (get32(req + 24) != crc(req, 24)) {
+    guard.reject(addr, Rejection::garbage, "request from " + peer + " has a bad checksum", now);
+    return;
+  }
   if (get64(req + 8) != run) {
+    guard.reject(addr, Rejection::wrong_request, peer + " asked for another run's state", now);
     answer(fd.get(), StateStatus::other_run);
-    return guard.reject(addr, Rejection::wrong_request, peer + " asked for another run's state", now);
+    return;
   }
   if (!guard.take(addr, now)) {
+    guard.reject(addr, Rejection::rate,
+                 peer + " is over " + std::to_string(limits.requests_per_minute) + " requests per minute from " +
+                     addr + " (serve_requests_per_minute)",
+                 now);
     answer(fd.get(), StateStatus::busy);
-    return guard.reject(addr, Rejection::rate,
-                        peer + " is over " + std::to_string(limits.requests_per_minute) +
-                            " requests per minute from " + addr + " (serve_requests_per_minute)",
-                        now);
+    return;
   }
   // A slot: a free one, or one a stalled or slow transfer gives up. Threads
   // stay within 2 * max_transfers: those serving plus those being ended.
@@ -398,10 +405,10 @@ void StateServer::Impl::admit(Fd fd, const std::string &peer, const std::string 
   Transfer *v = room && serving >= size_t(limits.max_transfers) ? victim(now) : nullptr;
   if (!room || (serving >= size_t(limits.max_transfers) && v == nullptr)) {
     guard.give_back(addr, 0, now);
+    guard.reject(addr, Rejection::busy,
+                 peer + " was answered busy: " + std::to_string(serving) + " transfers under way, none stalled", now);
     answer(fd.get(), StateStatus::busy);
-    return guard.reject(addr, Rejection::busy,
-                        peer + " was answered busy: " + std::to_string(serving) + " transfers under way, none stalled",
-                        now);
+    return;
   }
   if (v) {
     v->cancel = true;
