@@ -51,6 +51,19 @@ const loom_option_decl kOptions[kNumOptions] = {
      "value: groups that mix them fail their rounds as mismatched operations."},
     {sizeof(loom_option_decl), LOOM_OPTION_BOOL, "verbose", "false",
      "Log matchmaking and averaging details at info level instead of debug."},
+    // The state server's limits (ServeLimits in state_transfer.h says how they work together).
+    {sizeof(loom_option_decl), LOOM_OPTION_INT, "serve_max_transfers", "16",
+     "State transfers this peer serves at once; when all are taken a new request replaces a stalled or slow one "
+     "(moving nothing for 1 s, or under 64 KiB/s), else it is answered busy."},
+    {sizeof(loom_option_decl), LOOM_OPTION_INT, "serve_max_per_address", "8",
+     "Connections one address may hold open at the state server before sending its whole request; a newer one "
+     "closes that address's oldest, so idle connections cannot crowd out a joiner that asks at once."},
+    {sizeof(loom_option_decl), LOOM_OPTION_FLOAT, "serve_requests_per_minute", "60",
+     "State requests one address may have served per minute; over it they are answered busy. A request that "
+     "ended with little of the state sent (dropped, stalled) counts only for what was sent."},
+    {sizeof(loom_option_decl), LOOM_OPTION_FLOAT, "serve_idle_timeout", "5.0",
+     "Seconds a state-server connection may take to send its whole request, or go without reading any of the "
+     "reply, before it is dropped (slowloris, stalled readers)."},
 };
 
 namespace {
@@ -202,6 +215,14 @@ bool read_options(const loom_host_v1 *host, Options *o, std::string *why) {
   o->average_optimizer_state = t == "true";
   if (!r.text(kOptScaledAllreduce, &t)) return false;
   o->scaled_allreduce = t == "true";
+  if (!r.integer(kOptServeMaxTransfers, 1, 1024, &i)) return false;
+  o->serve.max_transfers = int(i);
+  if (!r.integer(kOptServeMaxPerAddress, 1, 1024, &i)) return false;
+  o->serve.max_pending_per_address = int(i);
+  if (!r.number(kOptServeRequestsPerMinute, 1, 1e6, &o->serve.requests_per_minute)) return false;
+  double idle = 0;
+  if (!r.number(kOptServeIdleTimeout, 0.1, 3600, &idle)) return false;
+  o->serve.idle_timeout = std::chrono::milliseconds(int64_t(idle * 1000));
   return true;
 }
 

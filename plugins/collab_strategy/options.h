@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "loom/plugin.h"
+#include "state_transfer.h"
 
 namespace loom_collab {
 
@@ -30,6 +31,10 @@ enum OptionIndex {
   kOptCollective,
   kOptScaledAllreduce,
   kOptVerbose,
+  kOptServeMaxTransfers,
+  kOptServeMaxPerAddress,
+  kOptServeRequestsPerMinute,
+  kOptServeIdleTimeout,
   kNumOptions
 };
 
@@ -54,6 +59,7 @@ struct Options {
   std::string collective;
   bool scaled_allreduce = true;
   bool verbose = false;
+  ServeLimits serve;  // the state server's serve_* limits
 };
 
 // Reads and validates every option through host->get_option. On a bad value

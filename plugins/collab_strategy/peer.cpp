@@ -180,7 +180,7 @@ loom_status Peer::setup(const loom_training_state_v1 &state, std::string *why) {
     config.log = logfn_;
     dht_ = std::make_unique<SwarmDht>(config);
     port_ = dht_->port();
-    server_ = std::make_unique<StateServer>(opt_.listen, port_, run_, logfn_);
+    server_ = std::make_unique<StateServer>(opt_.listen, port_, run_, logfn_, opt_.serve);
     server_->set_wait_for_publish(std::chrono::seconds(2));
   } catch (const std::exception &e) {
     *why = std::string("could not start the swarm node: ") + e.what();

@@ -2,6 +2,8 @@
 // fetches the whole state (a snapshot's bytes) from a donor, in chunks, each
 // with a CRC-32, plus a CRC-32 of the whole, and moves on to the next donor
 // if one dies, stalls, sends a bad checksum or is behind min_epoch.
+// state_server.cpp holds the donor's side, state_download.cpp the joiner's,
+// state_wire.{h,cpp} what both share.
 #ifndef LOOM_COLLAB_STATE_TRANSFER_H
 #define LOOM_COLLAB_STATE_TRANSFER_H
 
@@ -44,18 +46,48 @@ enum class StateStatus : uint16_t {
   not_ready = 1,    // nothing published within wait_for_publish
   other_run = 2,    // the request's run hash is not the server's
   behind = 3,       // published epoch < min_epoch (the reply carries it)
-  busy = 4,         // too many transfers under way; try another donor
+  busy = 4,         // too many transfers under way, or over the request rate; try another donor
   bad_request = 5,  // e.g. a version the server does not speak
 };
 const char *to_string(StateStatus s);
 
-// Serves the latest published snapshot from a background thread, so serving
+// What a state server lets its clients hold, so that a few addresses or a
+// flood of junk connections can never keep an honest joiner out. An honest
+// joiner sends its 28-byte request as soon as it connects and then reads at
+// full speed; the limits drop whoever does neither, and they judge
+// behaviour rather than address alone, because many honest peers may share
+// one address (NAT; on loopback every peer is 127.0.0.1):
+//  - A connection has idle_timeout to send its whole request. Those still
+//    sending are held without a thread or buffer beyond their 28 bytes; one
+//    address may hold max_pending_per_address of them (128 in all), and a
+//    newer connection takes its oldest one's place, so a newcomer that asks
+//    at once is always read.
+//  - At most max_transfers are served at once. When all are taken, a new
+//    request takes the slot of a transfer that has moved nothing for a
+//    second or averages under 64 KiB/s (the longest stalled first), else it
+//    is answered busy; a transfer that moves nothing for idle_timeout is
+//    reset. Threads: at most 2 * max_transfers (serving, and being ended).
+//  - One address may be served requests_per_minute requests a minute (a
+//    token bucket); a request that ended with little of the state sent gives
+//    its token back in proportion, so being dropped costs an address nothing.
+// Rejections are logged at most once a minute per address, with counts.
+// The collab strategy's serve_* options set these (options.cpp).
+struct ServeLimits {
+  int max_transfers = 16;
+  int max_pending_per_address = 8;
+  double requests_per_minute = 60;
+  std::chrono::milliseconds idle_timeout{5000};
+};
+
+// Serves the latest published snapshot from background threads, so serving
 // never runs on (or waits for) the training thread. Thread-safe.
 class StateServer {
  public:
   // Binds TCP host:port (port 0: any; if port is taken, any) and starts
-  // serving. Throws std::runtime_error naming the address on failure.
-  StateServer(const std::string &host, uint16_t port, uint64_t run, LogFn log);
+  // serving. Throws std::runtime_error naming the address on failure, and
+  // std::invalid_argument for limits out of range (each must be positive).
+  StateServer(const std::string &host, uint16_t port, uint64_t run, LogFn log,
+              const ServeLimits &limits = ServeLimits());
   ~StateServer();  // stops accepting, ends transfers, joins threads
   StateServer(const StateServer &) = delete;
   StateServer &operator=(const StateServer &) = delete;
@@ -72,6 +104,8 @@ class StateServer {
   bool wanted() const;
   // Transfers in progress (a donor with none is idle).
   int active() const;
+  // Connections that have not yet sent their whole request.
+  int pending() const;
 
   void set_wait_for_publish(std::chrono::milliseconds ms);
 

@@ -10,6 +10,9 @@
 //     with a state whose chunk checksum is wrong; once it has served one, it
 //     says goodbye (a record flagged as left) and exits. Prints "rogue dht
 //     127.0.0.1:PORT" once its DHT node listens, so peers can join through it.
+//   loom_swarm_rogue [--run RUN_ID] [--idle N] [--slowloris N] [--slow-readers N]
+//                    [--garbage N] HOST:PORT SECONDS
+//     floods one donor's state server with junk connections (rogue_flood.cpp).
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -185,10 +188,15 @@ int run_records(const std::string &run_id, const std::string &bootstrap, int sec
 
 }  // namespace
 
+int flood_main(int argc, char **argv);  // rogue_flood.cpp
+
 int main(int argc, char **argv) {
+  if (argc > 1 && std::strncmp(argv[1], "--", 2) == 0 && std::strcmp(argv[1], "--donor") != 0)
+    return flood_main(argc, argv);
   const bool donor = argc == 5 && std::strcmp(argv[1], "--donor") == 0;
   if (argc != 4 && !donor) {
-    std::fprintf(stderr, "usage: %s [--donor] RUN_ID HOST:PORT SECONDS\n", argv[0]);
+    std::fprintf(stderr, "usage: %s [--donor] RUN_ID HOST:PORT SECONDS\n       %s [--run RUN_ID] [--idle N] [--slowloris N] "
+                 "[--slow-readers N] [--garbage N] HOST:PORT SECONDS\n", argv[0], argv[0]);
     return 2;
   }
   char **args = argv + (donor ? 2 : 1);

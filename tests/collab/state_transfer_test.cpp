@@ -678,27 +678,9 @@ TEST(StateTransfer, ServerIgnoresGarbageAndTruncatedRequests) {
   std::string why;
   auto got = download_state({donor(1, server.port())}, kRun, 1, milliseconds(5000), milliseconds(2000), log.fn(), &why);
   ASSERT_TRUE(got) << why;
+  // Only the first rejection from an address is logged at once (the rest are
+  // counted for a report a minute later; serve_limits_test.cpp checks that).
   EXPECT_TRUE(log.has(Level::warn, {"state server", "not a state request"})) << log.text();
-  EXPECT_TRUE(log.has(Level::warn, {"state server", "speaks version 9"})) << log.text();
-}
-
-TEST(StateTransfer, BusyServerSaysSo) {
-  LogSink log;
-  StateServer server("127.0.0.1", 0, kRun, log.fn());
-  server.publish(1, pattern(1000, 1));
-  std::vector<int> idle;
-  for (int i = 0; i < 16; ++i) idle.push_back(connect_to(server.port()));  // connected, never ask
-  std::this_thread::sleep_for(milliseconds(300));                          // all accepted
-  std::string why;
-  auto got = download_state({donor(1, server.port())}, kRun, 1, milliseconds(3000), milliseconds(1000), log.fn(), &why);
-  EXPECT_FALSE(got);
-  EXPECT_NE(why.find("busy"), std::string::npos) << why;
-  for (int fd : idle) ::close(fd);
-  // Once they leave, it serves again.
-  auto t0 = Clock::now();
-  while (!got && seconds_since(t0) < 3)
-    got = download_state({donor(1, server.port())}, kRun, 1, milliseconds(3000), milliseconds(1000), log.fn(), &why);
-  EXPECT_TRUE(got) << why;
 }
 
 TEST(StateTransfer, DestructorReturnsPromptlyMidTransfer) {

@@ -56,8 +56,8 @@ class Peer {
   const std::string& output_dir() const { return output_dir_; }
   const std::string& final_dir() const { return final_dir_; }
   Clock::time_point started() const { return started_; }
-  bool running() { return child_->running(); }
   int pid() const { return child_->pid(); }
+  bool running() { return child_->running(); }
   void kill();  // SIGKILL, then reap
   void signal(int signo);  // e.g. SIGSTOP / SIGCONT; no reaping
   // The exit code; -1 if it did not exit within timeout (it is then killed),

@@ -1,0 +1,576 @@
+// StateServer: the donor side of a state download. One front thread accepts
+// connections and reads their requests (a poll loop: no thread or buffer per
+// connection that has not yet asked); each valid request gets a transfer
+// thread. The limits (ServeLimits, state_transfer.h) decide who is dropped.
+#include <fcntl.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <functional>
+#include <list>
+#include <mutex>
+#include <stdexcept>
+#include <system_error>
+#include <thread>
+#include <vector>
+
+#include "serve_guard.h"
+#include "state_transfer.h"
+#include "state_wire.h"
+
+namespace loom_collab {
+
+using namespace wire;
+
+namespace {
+
+constexpr milliseconds kResolveTimeout{5000};  // host name lookup at start
+// Connections still sending their request, all addresses together; past it
+// a new one takes the oldest one's place.
+constexpr size_t kMaxPending = 128;
+constexpr int kAcceptBurst = 64;  // accepts per wake, so pending requests are read in between
+// A transfer may be preempted by a new request (when every slot is taken)
+// once it is this old and has moved nothing for this long, or moves slower
+// than kSlowBytesPerSecond on average: an honest joiner reads at once and
+// fast, so it is the flooder's transfers that make room.
+constexpr milliseconds kPreemptAfter{1000};
+constexpr double kSlowBytesPerSecond = 64 * 1024;
+
+// A published snapshot. Its chunk CRCs are computed once, off the training
+// thread: by the server's checksum thread right after publish(), or by the
+// first transfer that needs them, whichever gets there first; others wait.
+// The work stops between chunks when `stop` says so (shutdown, or a newer
+// snapshot made this one moot), so nobody waits long for an abandoned sum.
+struct Snapshot {
+  int64_t epoch = 0;
+  Bytes bytes;
+
+  // True once chunk_crcs and total_crc are valid; false if stop() said so first.
+  bool ensure_sums(const std::function<bool()> &stop) {
+    std::unique_lock<std::mutex> g(mu_);
+    for (;;) {
+      if (state_ == kDone) return true;
+      if (stop()) return false;
+      if (state_ == kBusy) {  // someone else is computing: wait for it
+        cv_.wait_for(g, kTick);
+        continue;
+      }
+      state_ = kBusy;
+      g.unlock();
+      std::vector<uint32_t> crcs;
+      crcs.reserve(bytes.size() / kChunkSize + 1);
+      uint32_t total = uint32_t(crc32_z(0, nullptr, 0));
+      bool complete = true;
+      for (size_t off = 0; off < bytes.size(); off += kChunkSize) {
+        if (stop()) {
+          complete = false;
+          break;
+        }
+        size_t n = std::min<size_t>(kChunkSize, bytes.size() - off);
+        uint32_t c = crc(bytes.data() + off, n);
+        crcs.push_back(c);
+        total = uint32_t(crc32_combine(total, c, z_off_t(n)));
+      }
+      g.lock();
+      if (complete) {
+        chunk_crcs = std::move(crcs);
+        total_crc = total;
+      }
+      state_ = complete ? kDone : kIdle;
+      cv_.notify_all();
+    }
+  }
+  // Valid after ensure_sums returned true (never written again after that).
+  std::vector<uint32_t> chunk_crcs;
+  uint32_t total_crc = 0;
+
+ private:
+  enum { kIdle, kBusy, kDone };
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int state_ = kIdle;
+};
+
+}  // namespace
+
+struct StateServer::Impl {
+  ServeLimits limits;
+  uint64_t run = 0;
+  LogFn log;
+  Fd listener;
+  Fd stop_read, stop_write;  // a pipe: written once at shutdown, wakes every poll
+  uint16_t port = 0;
+  std::atomic<bool> stopping{false};
+  std::atomic<bool> wanted{false};
+  std::atomic<int> active{0};
+  std::atomic<int> pending_count{0};
+  std::atomic<int64_t> wait_ms{2000};
+
+  std::mutex m;
+  std::condition_variable published;
+  std::shared_ptr<Snapshot> snapshot;   // guarded by m
+  std::atomic<uint64_t> generation{0};  // bumped by publish(); guarded by m for the summer's wait
+  std::thread front;
+  std::thread summer;  // checksums each new snapshot ahead of requests
+
+  // A connection that has not yet sent its whole request: only bytes here.
+  struct Pending {
+    Fd fd;
+    std::string peer, addr;
+    Clock::time_point since;
+    size_t got = 0;
+    uint8_t buf[kStateRequestSize];
+  };
+  std::list<Pending> pending;  // oldest first; the front thread's alone
+
+  // How a transfer ended, for the token given back and the rejection log.
+  enum class End { running, sent, no_data, stalled, cancelled, went_away };
+  struct Transfer {
+    Fd fd;  // closed by the front thread after the join, so a preempting thread never touches a reused fd
+    std::string peer, addr;
+    int64_t min_epoch = 0;
+    Clock::time_point started, moved;  // moved: when the front thread last saw `sent` change
+    uint64_t seen = 0;
+    std::atomic<uint64_t> sent{0}, total{0};
+    std::atomic<bool> cancel{false}, done{false};
+    std::atomic<End> end{End::running};
+    std::thread thread;
+  };
+  std::list<Transfer> transfers;  // the front thread's (and the destructor's) alone
+
+  ServeGuard guard;
+
+  explicit Impl(const ServeLimits &l, LogFn lg) : limits(l), log(std::move(lg)), guard(l.requests_per_minute, log) {}
+
+  void sum_loop();
+  void front_loop();
+  void accept_some(Clock::time_point now);
+  bool read_request(Pending &p, Clock::time_point now);  // true when p is finished with
+  void make_room(const std::string &addr, Clock::time_point now);
+  void admit(Fd fd, const std::string &peer, const std::string &addr, const uint8_t *req, Clock::time_point now);
+  Transfer *victim(Clock::time_point now);
+  void watch_transfers(bool all, Clock::time_point now);
+  void answer(int fd, StateStatus status);
+  void serve(Transfer &t);
+};
+
+StateServer::StateServer(const std::string &host, uint16_t port, uint64_t run, LogFn log, const ServeLimits &limits)
+    : impl_(std::make_unique<Impl>(limits, std::move(log))) {
+  if (limits.max_transfers < 1 || limits.max_pending_per_address < 1 || !(limits.requests_per_minute > 0) ||
+      limits.idle_timeout.count() < 1)
+    throw std::invalid_argument("state server limits must be positive");
+  Impl &s = *impl_;
+  s.run = run;
+  const std::string where = host + ":" + std::to_string(port);
+  sockaddr_storage addr{};
+  socklen_t len = 0;
+  std::string why;
+  if (!resolve(host, port, true, kResolveTimeout, &addr, &len, &why))
+    throw std::runtime_error("state server on " + where + ": " + why);
+  s.listener = Fd(::socket(addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (s.listener.get() < 0) throw std::runtime_error("state server on " + where + ": socket: " + errno_text(errno));
+  set_int_opt(s.listener.get(), SOL_SOCKET, SO_REUSEADDR, 1);
+  if (::bind(s.listener.get(), reinterpret_cast<sockaddr *>(&addr), len) != 0) {
+    int e = errno;
+    if (e != EADDRINUSE || port == 0)
+      throw std::runtime_error("state server cannot bind " + where + ": " + errno_text(e));
+    // The port is taken: any port will do, the address is published anyway.
+    if (addr.ss_family == AF_INET)
+      reinterpret_cast<sockaddr_in *>(&addr)->sin_port = 0;
+    else
+      reinterpret_cast<sockaddr_in6 *>(&addr)->sin6_port = 0;
+    if (::bind(s.listener.get(), reinterpret_cast<sockaddr *>(&addr), len) != 0)
+      throw std::runtime_error("state server cannot bind " + host + " (port " + std::to_string(port) +
+                               " taken, any port): " + errno_text(errno));
+  }
+  if (::listen(s.listener.get(), 64) != 0)
+    throw std::runtime_error("state server cannot listen on " + where + ": " + errno_text(errno));
+  set_nonblocking(s.listener.get());
+  sockaddr_storage bound{};
+  socklen_t blen = sizeof bound;
+  ::getsockname(s.listener.get(), reinterpret_cast<sockaddr *>(&bound), &blen);
+  s.port = bound.ss_family == AF_INET ? ntohs(reinterpret_cast<sockaddr_in *>(&bound)->sin_port)
+                                      : ntohs(reinterpret_cast<sockaddr_in6 *>(&bound)->sin6_port);
+  int p[2];
+  if (::pipe2(p, O_CLOEXEC | O_NONBLOCK) != 0)
+    throw std::runtime_error("state server on " + where + ": pipe: " + errno_text(errno));
+  s.stop_read = Fd(p[0]);
+  s.stop_write = Fd(p[1]);
+  s.front = std::thread([&s] { s.front_loop(); });
+  try {
+    s.summer = std::thread([&s] { s.sum_loop(); });
+  } catch (const std::system_error &e) {  // stop the front thread before Impl goes (a joinable thread would terminate)
+    s.stopping = true;
+    uint8_t one = 1;
+    (void)!::write(s.stop_write.get(), &one, 1);
+    s.front.join();
+    throw std::runtime_error("state server on " + where + ": cannot start a thread: " + e.what());
+  }
+  emit(s.log, Level::debug, "state server listening on " + address_text(reinterpret_cast<sockaddr *>(&bound)));
+}
+
+StateServer::~StateServer() {
+  Impl &s = *impl_;
+  {
+    // Under the lock, so a transfer about to wait for publish() sees it.
+    std::lock_guard<std::mutex> g(s.m);
+    s.stopping = true;
+  }
+  uint8_t one = 1;
+  (void)!::write(s.stop_write.get(), &one, 1);
+  s.published.notify_all();
+  if (s.front.joinable()) s.front.join();
+  if (s.summer.joinable()) s.summer.join();
+  s.watch_transfers(true, Clock::now());
+}
+
+uint16_t StateServer::port() const { return impl_->port; }
+
+void StateServer::publish(int64_t epoch, Bytes bytes) {
+  auto snap = std::make_shared<Snapshot>();
+  snap->epoch = epoch;
+  snap->bytes = std::move(bytes);
+  {
+    std::lock_guard<std::mutex> g(impl_->m);
+    impl_->snapshot = std::move(snap);
+    impl_->generation.fetch_add(1);
+    impl_->wanted = false;
+  }
+  impl_->published.notify_all();
+}
+
+bool StateServer::wanted() const { return impl_->wanted.load(); }
+int StateServer::active() const { return impl_->active.load(); }
+int StateServer::pending() const { return impl_->pending_count.load(); }
+void StateServer::set_wait_for_publish(std::chrono::milliseconds ms) { impl_->wait_ms = ms.count(); }
+
+void StateServer::Impl::sum_loop() {
+  uint64_t done_gen = 0;
+  for (;;) {
+    std::shared_ptr<Snapshot> snap;
+    uint64_t gen = 0;
+    {
+      std::unique_lock<std::mutex> g(m);
+      published.wait(g, [&] { return stopping.load() || generation.load() != done_gen; });
+      if (stopping) return;
+      snap = snapshot;
+      gen = done_gen = generation.load();
+    }
+    if (snap) snap->ensure_sums([&] { return stopping.load() || generation.load() != gen; });
+  }
+}
+
+void StateServer::Impl::front_loop() {
+  std::vector<pollfd> fds;
+  std::vector<std::list<Pending>::iterator> of;
+  while (!stopping) {
+    fds.assign({{listener.get(), POLLIN, 0}, {stop_read.get(), POLLIN, 0}});
+    of.clear();
+    for (auto it = pending.begin(); it != pending.end(); ++it) {
+      fds.push_back({it->fd.get(), POLLIN, 0});
+      of.push_back(it);
+    }
+    int n = ::poll(fds.data(), fds.size(), int(kTick.count()));
+    if (n < 0 && errno != EINTR) break;
+    const auto now = Clock::now();
+    if (fds[1].revents & POLLIN) break;
+    watch_transfers(false, now);  // first, so that slots and tokens freed are there for the requests below
+    for (size_t i = 0; i < of.size(); ++i)
+      if (fds[i + 2].revents && read_request(*of[i], now)) pending.erase(of[i]);
+    if (fds[0].revents & POLLIN) accept_some(now);
+    // Whoever has not asked within the idle timeout is dropped: an honest
+    // client sends its 28 bytes at once.
+    while (!pending.empty() && now - pending.front().since >= limits.idle_timeout) {
+      Pending &p = pending.front();
+      guard.reject(p.addr, p.got ? Rejection::slow_request : Rejection::idle,
+                   p.peer + " sent " + std::to_string(p.got) + " of " + std::to_string(kStateRequestSize) +
+                       " request bytes in " + std::to_string(limits.idle_timeout.count()) + " ms",
+                   now);
+      pending.pop_front();
+    }
+    pending_count = int(pending.size());
+    guard.flush(now);
+  }
+}
+
+void StateServer::Impl::accept_some(Clock::time_point now) {
+  for (int i = 0; i < kAcceptBurst; ++i) {
+    sockaddr_storage addr{};
+    socklen_t len = sizeof addr;
+    int fd = ::accept4(listener.get(), reinterpret_cast<sockaddr *>(&addr), &len, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0) {
+      // Out of fds or memory: the listener stays readable, so pause a tick
+      // rather than spin. (EAGAIN or a connection reset before accept: go on.)
+      if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED) {
+        pollfd st{stop_read.get(), POLLIN, 0};
+        ::poll(&st, 1, int(kTick.count()));
+      }
+      return;
+    }
+    Pending p;
+    p.fd = Fd(fd);
+    p.peer = address_text(reinterpret_cast<sockaddr *>(&addr));
+    p.addr = address_key(reinterpret_cast<sockaddr *>(&addr));
+    p.since = now;
+    set_int_opt(fd, IPPROTO_TCP, TCP_NODELAY, 1);
+    if (read_request(p, now)) continue;  // the request came with the connection (the usual case)
+    make_room(p.addr, now);
+    pending.push_back(std::move(p));
+  }
+}
+
+// Per address at most max_pending_per_address, in all kMaxPending: the
+// oldest goes, so a flood from one address only churns its own connections,
+// and a newcomer that sends its request at once is always read.
+void StateServer::Impl::make_room(const std::string &addr, Clock::time_point now) {
+  size_t same = 0;
+  for (const auto &p : pending) same += p.addr == addr;
+  auto oldest = pending.end();
+  if (same >= size_t(limits.max_pending_per_address))
+    oldest = std::find_if(pending.begin(), pending.end(), [&](const Pending &p) { return p.addr == addr; });
+  else if (pending.size() >= kMaxPending)
+    oldest = pending.begin();
+  if (oldest == pending.end()) return;
+  guard.reject(oldest->addr, oldest->got ? Rejection::slow_request : Rejection::idle,
+               oldest->peer + " was dropped after sending " + std::to_string(oldest->got) + " of " +
+                   std::to_string(kStateRequestSize) + " request bytes, to make room for a newer connection",
+               now);
+  pending.erase(oldest);
+}
+
+bool StateServer::Impl::read_request(Pending &p, Clock::time_point now) {
+  ssize_t r = ::recv(p.fd.get(), p.buf + p.got, sizeof p.buf - p.got, MSG_DONTWAIT);
+  if (r > 0) p.got += size_t(r);
+  if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+    emit(log, Level::debug,
+         "state server: " + p.peer + " sent " + std::to_string(p.got) + " of " + std::to_string(kStateRequestSize) +
+             " request bytes, then left");
+    return true;
+  }
+  if (p.got < sizeof p.buf) return false;
+  admit(std::move(p.fd), p.peer, p.addr, p.buf, now);
+  return true;
+}
+
+// A reply that is all the client gets (36 bytes fit a fresh socket's buffer;
+// if not, the client was not reading anyway).
+void StateServer::Impl::answer(int fd, StateStatus status) {
+  ReplyHeader h;
+  h.status = status;
+  uint8_t b[kStateReplySize];
+  encode_reply(b, h);
+  (void)!::send(fd, b, sizeof b, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+void StateServer::Impl::admit(Fd fd, const std::string &peer, const std::string &addr, const uint8_t *req,
+                              Clock::time_point now) {
+  // Each refusal is logged (or counted) before the client hears it, so the log is in order.
+  if (get32(req) != kStateRequestMagic) {
+    guard.reject(addr, Rejection::garbage, peer + " sent something that is not a state request (bad magic)", now);
+    return;
+  }
+  if (get16(req + 4) != kStateWireVersion) {
+    guard.reject(addr, Rejection::wrong_request,
+                 peer + " speaks version " + std::to_string(get16(req + 4)) + ", this server " +
+                     std::to_string(kStateWireVersion),
+                 now);
+    answer(fd.get(), StateStatus::bad_request);
+    return;
+  }
+  if (get32(req + 24) != crc(req, 24)) {
+    guard.reject(addr, Rejection::garbage, "request from " + peer + " has a bad checksum", now);
+    return;
+  }
+  if (get64(req + 8) != run) {
+    guard.reject(addr, Rejection::wrong_request, peer + " asked for another run's state", now);
+    answer(fd.get(), StateStatus::other_run);
+    return;
+  }
+  if (!guard.take(addr, now)) {
+    guard.reject(addr, Rejection::rate,
+                 peer + " is over " + std::to_string(limits.requests_per_minute) + " requests per minute from " +
+                     addr + " (serve_requests_per_minute)",
+                 now);
+    answer(fd.get(), StateStatus::busy);
+    return;
+  }
+  // A slot: a free one, or one a stalled or slow transfer gives up. Threads
+  // stay within 2 * max_transfers: those serving plus those being ended.
+  size_t serving = 0;
+  for (const auto &t : transfers) serving += !t.cancel && !t.done;
+  const bool room = transfers.size() < 2 * size_t(limits.max_transfers);
+  Transfer *v = room && serving >= size_t(limits.max_transfers) ? victim(now) : nullptr;
+  if (!room || (serving >= size_t(limits.max_transfers) && v == nullptr)) {
+    guard.give_back(addr, 0, now);
+    guard.reject(addr, Rejection::busy,
+                 peer + " was answered busy: " + std::to_string(serving) + " transfers under way, none stalled", now);
+    answer(fd.get(), StateStatus::busy);
+    return;
+  }
+  if (v) {
+    v->cancel = true;
+    published.notify_all();  // in case it waits for a publish
+    guard.reject(v->addr, Rejection::preempted,
+                 "transfer to " + v->peer + " (" + std::to_string(v->sent.load()) + " bytes sent) was ended for " +
+                     peer + "'s request: it was stalled or slow and every slot was taken",
+                 now);
+  }
+  Transfer &t = transfers.emplace_back();
+  t.fd = std::move(fd);
+  t.peer = peer;
+  t.addr = addr;
+  t.min_epoch = int64_t(get64(req + 16));
+  t.started = t.moved = now;
+  try {
+    t.thread = std::thread([this, &t] {
+      serve(t);
+      t.done = true;
+    });
+  } catch (const std::system_error &) {  // no thread to be had: turn the client away
+    answer(t.fd.get(), StateStatus::busy);
+    guard.give_back(addr, 0, now);
+    transfers.pop_back();
+  }
+}
+
+// The transfer that gives up its slot: the longest stalled, among those old
+// enough that either moved nothing for kPreemptAfter or average below
+// kSlowBytesPerSecond; nullptr when every transfer is moving well.
+StateServer::Impl::Transfer *StateServer::Impl::victim(Clock::time_point now) {
+  Transfer *worst = nullptr;
+  for (auto &t : transfers) {
+    if (t.cancel || t.done || now - t.started < kPreemptAfter) continue;
+    const double age = std::chrono::duration<double>(now - t.started).count();
+    const bool slow = now - t.moved >= kPreemptAfter || double(t.sent.load()) / age < kSlowBytesPerSecond;
+    if (slow && (worst == nullptr || t.moved < worst->moved)) worst = &t;
+  }
+  return worst;
+}
+
+// Notes progress, and joins and closes finished transfers (all: at shutdown).
+void StateServer::Impl::watch_transfers(bool all, Clock::time_point now) {
+  for (auto it = transfers.begin(); it != transfers.end();) {
+    Transfer &t = *it;
+    if (all) t.cancel = true;
+    const uint64_t sent = t.sent.load();
+    if (sent != t.seen) {
+      t.seen = sent;
+      t.moved = now;
+    }
+    if (!all && !t.done) {
+      ++it;
+      continue;
+    }
+    if (t.thread.joinable()) t.thread.join();
+    const uint64_t total = t.total.load();
+    const End end = t.end.load();
+    guard.give_back(t.addr, total ? double(sent) / double(total) : 0, now);
+    if (end == End::stalled)
+      guard.reject(t.addr, Rejection::stalled,
+                   "transfer to " + t.peer + " ended after " + std::to_string(sent) + " of " + std::to_string(total) +
+                       " bytes: it read nothing for " + std::to_string(limits.idle_timeout.count()) + " ms",
+                   now);
+    if (end == End::stalled || end == End::cancelled) {
+      // Reset rather than close: the kernel drops what the client never read at once.
+      ::linger hard{1, 0};
+      ::setsockopt(t.fd.get(), SOL_SOCKET, SO_LINGER, &hard, sizeof hard);
+    }
+    it = transfers.erase(it);
+  }
+}
+
+// On the transfer's own thread: wait for a fresh enough snapshot, then send it.
+void StateServer::Impl::serve(Transfer &t) {
+  const int fd = t.fd.get();
+  const std::string &peer = t.peer;
+  std::shared_ptr<Snapshot> snap;
+  {
+    std::unique_lock<std::mutex> g(m);
+    auto fresh = [&] { return snapshot && snapshot->epoch >= t.min_epoch; };
+    if (!fresh()) {
+      // Ask the training thread for a snapshot; it publishes at its next safe point.
+      wanted = true;
+      published.wait_for(g, milliseconds(wait_ms.load()),
+                         [&] { return fresh() || stopping.load() || t.cancel.load(); });
+    }
+    snap = snapshot;
+  }
+  t.end = End::cancelled;
+  if (stopping || t.cancel) return;
+  int err = 0;
+  IoLimits lim{limits.idle_timeout, Clock::time_point::max(), &t.cancel, stop_read.get(), &t.sent};
+  ReplyHeader h;
+  if (!snap || snap->epoch < t.min_epoch) {
+    h.status = snap ? StateStatus::behind : StateStatus::not_ready;
+    h.epoch = snap ? snap->epoch : 0;
+    emit(log, Level::info,
+         "state server: " + peer + " asked for epoch >= " + std::to_string(t.min_epoch) + ": " +
+             (snap ? "have only " + std::to_string(snap->epoch) : std::string("nothing published")));
+    uint8_t b[kStateReplySize];
+    encode_reply(b, h);
+    iovec iov{b, sizeof b};
+    lim.progress = nullptr;  // a refusal sends none of the state
+    t.end = write_all(fd, &iov, 1, lim, &err) == Io::ok ? End::no_data : End::went_away;
+    return;
+  }
+
+  active.fetch_add(1);
+  struct Done {
+    std::atomic<int> &a;
+    ~Done() { a.fetch_sub(1); }
+  } done{active};
+  if (!snap->ensure_sums([&] { return stopping.load() || t.cancel.load(); })) return;
+  h.status = StateStatus::ok;
+  h.epoch = snap->epoch;
+  h.total = snap->bytes.size();
+  h.chunk = kChunkSize;
+  h.total_crc = snap->total_crc;
+  // The header and chunk headers count as sent bytes too: `total` is what a
+  // complete transfer moves, so the fraction sent is exact.
+  t.total = h.total + kStateReplySize + kStateChunkHeaderSize * ((h.total + kChunkSize - 1) / kChunkSize);
+  uint8_t hb[kStateReplySize];
+  encode_reply(hb, h);
+  auto t0 = Clock::now();
+  // The header rides with the first chunk (one send); chunks are sent from the
+  // shared snapshot itself, never copied.
+  size_t off = 0;
+  bool first = true;
+  size_t index = 0;
+  do {
+    if (stopping || t.cancel) return;  // a fast reader never lets poll() see the stop pipe
+    size_t n = std::min<size_t>(kChunkSize, snap->bytes.size() - off);
+    uint8_t ch[kStateChunkHeaderSize];
+    iovec iov[3];
+    int cnt = 0;
+    if (first) iov[cnt++] = {hb, sizeof hb};
+    if (n > 0) {
+      put32(ch, uint32_t(n));
+      put32(ch + 4, snap->chunk_crcs[index]);
+      iov[cnt++] = {ch, sizeof ch};
+      iov[cnt++] = {const_cast<uint8_t *>(snap->bytes.data() + off), n};
+    }
+    Io r = write_all(fd, iov, cnt, lim, &err);
+    if (r != Io::ok) {
+      t.end = r == Io::timeout ? End::stalled : r == Io::cancelled ? End::cancelled : End::went_away;
+      if (r != Io::timeout && r != Io::cancelled)
+        emit(log, Level::info,
+             "state server: transfer of epoch " + std::to_string(snap->epoch) + " to " + peer + " ended after " +
+                 std::to_string(off) + " of " + std::to_string(h.total) + " bytes: it went away" +
+                 (err ? std::string(" (") + errno_text(err) + ")" : ""));
+      return;
+    }
+    first = false;
+    off += n;
+    ++index;
+  } while (off < snap->bytes.size());
+  t.end = End::sent;
+  double s = std::chrono::duration<double>(Clock::now() - t0).count();
+  emit(log, Level::info,
+       "state server: sent epoch " + std::to_string(snap->epoch) + " (" + std::to_string(h.total) + " bytes) to " +
+           peer + " in " + std::to_string(int64_t(s * 1000)) + " ms");
+}
+
+}  // namespace loom_collab

@@ -1,0 +1,226 @@
+// The state transfer's shared internals (state_wire.h): encoding, address
+// lookup and bounded socket I/O.
+#include "state_wire.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <poll.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <condition_variable>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+namespace loom_collab {
+
+const char *to_string(StateStatus s) {
+  switch (s) {
+    case StateStatus::ok:
+      return "ok";
+    case StateStatus::not_ready:
+      return "not ready (nothing published in time)";
+    case StateStatus::other_run:
+      return "donor belongs to another run";
+    case StateStatus::behind:
+      return "donor is behind";
+    case StateStatus::busy:
+      return "donor is busy";
+    case StateStatus::bad_request:
+      return "donor refused the request";
+  }
+  return "unknown status";
+}
+
+namespace wire {
+
+uint32_t crc(const uint8_t *p, size_t n) { return uint32_t(crc32_z(0, p, n)); }
+
+std::string hex(uint32_t v) {
+  char b[16];
+  std::snprintf(b, sizeof b, "0x%08x", v);
+  return b;
+}
+
+std::string errno_text(int e) { return std::strerror(e); }
+
+void set_nonblocking(int fd) { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK); }
+void set_int_opt(int fd, int level, int opt, int v) { ::setsockopt(fd, level, opt, &v, sizeof v); }
+
+// getaddrinfo has no timeout: numeric addresses resolve at once; names are
+// looked up on a helper thread we stop waiting for (it frees its own result).
+bool resolve(const std::string &host, uint16_t port, bool passive, milliseconds timeout, sockaddr_storage *out,
+             socklen_t *out_len, std::string *why) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV | (passive ? AI_PASSIVE : 0);
+  const std::string service = std::to_string(port);
+  const char *node = host.empty() ? nullptr : host.c_str();
+  addrinfo *res = nullptr;
+  int rc = ::getaddrinfo(node, service.c_str(), &hints, &res);
+  if (rc == 0) {
+    std::memcpy(out, res->ai_addr, res->ai_addrlen);
+    *out_len = res->ai_addrlen;
+    ::freeaddrinfo(res);
+    return true;
+  }
+  if (rc != EAI_NONAME) {
+    *why = "cannot resolve " + host + ": " + ::gai_strerror(rc);
+    return false;
+  }
+  struct Lookup {
+    std::mutex m;
+    std::condition_variable cv;
+    bool done = false;
+    int rc = 0;
+    sockaddr_storage addr{};
+    socklen_t len = 0;
+  };
+  auto lk = std::make_shared<Lookup>();
+  hints.ai_flags &= ~AI_NUMERICHOST;
+  std::thread([lk, host, service, hints] {
+    addrinfo *r = nullptr;
+    int c = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &r);
+    std::lock_guard<std::mutex> g(lk->m);
+    lk->rc = c;
+    if (c == 0) {
+      std::memcpy(&lk->addr, r->ai_addr, r->ai_addrlen);
+      lk->len = r->ai_addrlen;
+      ::freeaddrinfo(r);
+    }
+    lk->done = true;
+    lk->cv.notify_all();
+  }).detach();
+  std::unique_lock<std::mutex> g(lk->m);
+  if (!lk->cv.wait_for(g, timeout, [&] { return lk->done; })) {
+    *why = "cannot resolve " + host + ": no answer within " + std::to_string(timeout.count()) + " ms";
+    return false;
+  }
+  if (lk->rc != 0) {
+    *why = "cannot resolve " + host + ": " + ::gai_strerror(lk->rc);
+    return false;
+  }
+  *out = lk->addr;
+  *out_len = lk->len;
+  return true;
+}
+
+std::string address_text(const sockaddr *sa) {
+  char host[INET6_ADDRSTRLEN] = "?";
+  uint16_t port = 0;
+  if (sa->sa_family == AF_INET) {
+    auto *a = reinterpret_cast<const sockaddr_in *>(sa);
+    ::inet_ntop(AF_INET, &a->sin_addr, host, sizeof host);
+    port = ntohs(a->sin_port);
+    return std::string(host) + ":" + std::to_string(port);
+  }
+  if (sa->sa_family == AF_INET6) {
+    auto *a = reinterpret_cast<const sockaddr_in6 *>(sa);
+    ::inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof host);
+    port = ntohs(a->sin6_port);
+    return "[" + std::string(host) + "]:" + std::to_string(port);
+  }
+  return "?";
+}
+Io wait_ready(int fd, short events, const IoLimits &lim, Clock::time_point last_progress) {
+  for (;;) {
+    if (lim.cancel && lim.cancel->load()) return Io::cancelled;
+    auto now = Clock::now();
+    auto until = std::min(lim.deadline, last_progress + lim.stall);
+    if (now >= until) return Io::timeout;
+    auto wait = std::min(std::chrono::duration_cast<milliseconds>(until - now) + milliseconds(1), kTick);
+    pollfd p[2] = {{fd, events, 0}, {lim.stop_fd, POLLIN, 0}};
+    int n = ::poll(p, lim.stop_fd >= 0 ? 2 : 1, int(wait.count()));
+    if (n < 0 && errno != EINTR) return Io::reset;
+    if (n <= 0) continue;
+    if (lim.stop_fd >= 0 && (p[1].revents & POLLIN)) return Io::cancelled;
+    if (p[0].revents) return Io::ok;  // readable, writable, or an error the next call reports
+  }
+}
+
+Io read_all(int fd, uint8_t *buf, size_t n, const IoLimits &lim, size_t *got, int *err) {
+  *got = 0;
+  auto last = Clock::now();
+  while (*got < n) {
+    ssize_t r = ::recv(fd, buf + *got, n - *got, MSG_DONTWAIT);
+    if (r > 0) {
+      *got += size_t(r);
+      last = Clock::now();
+      // While bytes keep coming poll() is never reached: look at the limits here too.
+      if (lim.cancel && lim.cancel->load()) return Io::cancelled;
+      if (last >= lim.deadline && *got < n) return Io::timeout;
+      continue;
+    }
+    if (r == 0) return Io::closed;
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN && errno != EWOULDBLOCK) {
+      *err = errno;
+      return Io::reset;
+    }
+    Io w = wait_ready(fd, POLLIN, lim, last);
+    if (w != Io::ok) return w;
+  }
+  return Io::ok;
+}
+
+Io write_all(int fd, iovec *iov, int iovcnt, const IoLimits &lim, int *err) {
+  auto last = Clock::now();
+  while (iovcnt > 0) {
+    msghdr mh{};
+    mh.msg_iov = iov;
+    mh.msg_iovlen = size_t(iovcnt);
+    ssize_t r = ::sendmsg(fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (r >= 0) {
+      size_t left = size_t(r);
+      while (iovcnt > 0 && left >= iov->iov_len) {
+        left -= iov->iov_len;
+        ++iov;
+        --iovcnt;
+      }
+      if (iovcnt > 0) {
+        iov->iov_base = static_cast<uint8_t *>(iov->iov_base) + left;
+        iov->iov_len -= left;
+      }
+      if (r > 0) {
+        last = Clock::now();
+        if (lim.progress) lim.progress->fetch_add(uint64_t(r));
+      }
+      continue;
+    }
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN && errno != EWOULDBLOCK) {
+      *err = errno;
+      return Io::reset;
+    }
+    Io w = wait_ready(fd, POLLOUT, lim, last);
+    if (w != Io::ok) return w;
+  }
+  return Io::ok;
+}
+void encode_request(uint8_t *b, uint64_t run, int64_t min_epoch) {
+  put32(b, kStateRequestMagic);
+  put16(b + 4, kStateWireVersion);
+  put16(b + 6, 0);
+  put64(b + 8, run);
+  put64(b + 16, uint64_t(min_epoch));
+  put32(b + 24, crc(b, 24));
+}
+
+void encode_reply(uint8_t *b, const ReplyHeader &h) {
+  put32(b, kStateReplyMagic);
+  put16(b + 4, kStateWireVersion);
+  put16(b + 6, uint16_t(h.status));
+  put64(b + 8, uint64_t(h.epoch));
+  put64(b + 16, h.total);
+  put32(b + 24, h.chunk);
+  put32(b + 28, h.total_crc);
+  put32(b + 32, crc(b, 32));
+}
+
+}  // namespace wire
+}  // namespace loom_collab
