@@ -43,6 +43,18 @@ void Peer::heal() {
   if (!unhealthy_) return;
   const int64_t now = wall_ms();
   if (now - last_heal_try_ms_ < kHealEveryMs) return;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (tracker_.donors(id_, epoch_.load(), now).empty()) {
+      // Nobody to heal from now (alone, every other peer diverged too, or
+      // their records have not caught up with the round just finished):
+      // waiting load_state_timeout for one would only stall this peer. The
+      // next window tries again.
+      log_limited(Level::info, "no donor", "no healthy peer at epoch " + std::to_string(epoch_.load()) +
+                                               " or later to reload the state from yet; this peer contributes nothing meanwhile");
+      return;
+    }
+  }
   last_heal_try_ms_ = now;
   drop_prematch();
   std::string why;

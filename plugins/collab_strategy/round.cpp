@@ -12,6 +12,13 @@ namespace loom_collab {
 namespace {
 
 constexpr auto kPoll = std::chrono::milliseconds(10);
+// The share of target_batch_size the swarm's estimate must reach before a
+// peer starts a round without a group formed ahead. Below the target on
+// purpose: the estimate comes from records that lag (it runs behind on busy
+// machines), and a round that starts short only tops up to the target,
+// while one that starts late overshoots it by whatever the members
+// accumulated meanwhile.
+constexpr double kEnterFraction = 0.75;
 
 }  // namespace
 
@@ -35,6 +42,10 @@ loom_status Peer::after_backward(uint64_t local_samples, loom_step_decision *dec
   window_start_ = tick;
   window_started_ = true;
 
+  if (unhealthy_ && !pending_) {
+    heal();  // at most every few seconds; a loaded state restarts the window
+    if (!unhealthy_) return LOOM_OK;
+  }
   if (pending_) {
     // The group of a round that fell short waits for this peer's share.
     if (samples_ >= pending_->until_samples && tick >= pending_->until_time) return finish_window(decision);
@@ -68,7 +79,32 @@ loom_status Peer::after_backward(uint64_t local_samples, loom_step_decision *dec
     wake_background();
     v = view();
   }
-  if (v.samples < opt_.target_batch_size) {
+  // A group formed ahead meets as soon as it is connected: the members then
+  // learn what they really hold together and top up the rest exactly
+  // (average_gradients), rather than each running on until its own estimate,
+  // built from records that lag, says the target is reached.
+  if (prematch_ && prematch_->epoch == epoch_ && prematch_->done && prematch_->comm) return finish_window(decision);
+  // Nor does a peer run on past its own share of the target (by its part of
+  // the swarm's rate, or an equal part before rates are known) while the
+  // others catch up or the group forms: what members bring beyond the target
+  // cannot be taken back, what they lack is topped up.
+  if (v.peers > 1) {
+    // Rates count once every peer training here has one; a first window's
+    // rate is noise, so no share exceeds two equal ones.
+    const double my_rate = rate_.load();
+    bool rated = my_rate > 0 && v.rate > 0;
+    for (const auto &r : v.others)
+      if (r.epoch == epoch_ && !(r.flags & (ProgressRecord::kLoading | ProgressRecord::kUnhealthy)) &&
+          r.samples_per_second <= 0)
+        rated = false;
+    // Below the share, like the estimate's threshold: a round short of the
+    // target tops up exactly, one past it cannot give samples back.
+    const double equal = kEnterFraction * double(opt_.target_batch_size) / double(v.peers);
+    const double share =
+        rated ? std::min(2 * equal, kEnterFraction * double(opt_.target_batch_size) * my_rate / v.rate) : equal;
+    if (double(samples_.load()) >= share) return finish_window(decision);
+  }
+  if (double(v.samples) < kEnterFraction * double(opt_.target_batch_size)) {
     maybe_prematch(v);
     wake_background();
     return LOOM_OK;
@@ -245,7 +281,7 @@ void Peer::maybe_prematch(const SwarmView &v) {
   const int64_t epoch = epoch_.load();
   if (prematch_ && prematch_->epoch == epoch) return;
   if (pending_ || opt_.matchmaking_time <= 0 || v.rate <= 0 || v.peers < 2) return;
-  const double eta = double(opt_.target_batch_size - v.samples) / v.rate;
+  const double eta = (kEnterFraction * double(opt_.target_batch_size) - double(v.samples)) / v.rate;
   if (eta > opt_.matchmaking_time) return;
   drop_prematch();
   auto p = std::make_unique<Prematch>();

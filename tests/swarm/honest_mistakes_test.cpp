@@ -26,9 +26,10 @@ std::vector<std::string> common_sets(const std::string& tag, int min_peers) {
 // Two honest peers, and the third (if any) started after them with extra sets.
 // Fills *third_log with the third's log once it exited (or was killed).
 void run_swarm(const Scratch& scratch, const std::string& tag, const std::vector<std::string>& third_sets,
-               Outcome* out, std::string* third_log = nullptr, int* third_exit = nullptr) {
+               Outcome* out, std::string* third_log = nullptr, int* third_exit = nullptr, int64_t steps = 100) {
   const bool with_third = third_log != nullptr;
-  const auto sets = common_sets(tag, 2);
+  auto sets = common_sets(tag, 2);
+  sets.push_back("trainer.max_steps=" + std::to_string(steps));
   const auto start = Clock::now();
   Peer a(scratch, tag + "-a", digits_config(), sets);
   ASSERT_TRUE(wait_until([&] { return !a.address().empty(); }, seconds(30))) << a.tail();
@@ -41,10 +42,10 @@ void run_swarm(const Scratch& scratch, const std::string& tag, const std::vector
                                    std::map<std::string, std::string>{{"LOOM_INITIAL_PEERS", a.address()}});
   }
   for (Peer* p : {&a, &b}) {
-    ASSERT_EQ(p->wait_exit(seconds(150)), 0) << p->tail();
+    ASSERT_EQ(p->wait_exit(seconds(steps + 50)), 0) << p->tail();
     auto final = final_result(p->log());
     ASSERT_TRUE(final) << p->tail();
-    EXPECT_EQ(final->steps, 100) << p->name();  // max_steps of digits-collab.toml
+    EXPECT_EQ(final->steps, steps) << p->name();
     out->accuracy.push_back(final->accuracy);
   }
   out->seconds = std::chrono::duration<double>(Clock::now() - start).count();
@@ -81,7 +82,7 @@ TEST(HonestMistakes, DivergingPeerHealsAndSparesTheOthers) {
   ASSERT_FALSE(HasFatalFailure());
   std::string diverging_log;
   int code = 0;
-  run_swarm(scratch, "diverging", {"trainer.lr=1e30"}, &with_diverging, &diverging_log, &code);
+  run_swarm(scratch, "diverging", {"trainer.lr=1000"}, &with_diverging, &diverging_log, &code);
   ASSERT_FALSE(HasFatalFailure());
   expect_spared(alone, with_diverging, diverging_log);
   EXPECT_NE(code, -1) << "the diverging peer did not exit";
@@ -121,13 +122,15 @@ INSTANTIATE_TEST_SUITE_P(Modes, RoguePeer,
 
 TEST(HonestMistakes, PeerWithAnotherModelExits2AndTheOthersTrainOn) {
   Scratch scratch;
+  // 300 epochs, as in the issue that found this: long enough that the
+  // misfit's start-up (it shares this machine's cores) is not the measure.
   Outcome alone, with_misfit;
-  run_swarm(scratch, "alone", {}, &alone);
+  run_swarm(scratch, "alone", {}, &alone, nullptr, nullptr, 300);
   ASSERT_FALSE(HasFatalFailure());
   std::string misfit_log;
   int code = 0;
   run_swarm(scratch, "misfit", {"task.hidden=64", "strategy.options.bootstrap_timeout=10"}, &with_misfit, &misfit_log,
-            &code);
+            &code, 300);
   ASSERT_FALSE(HasFatalFailure());
   EXPECT_EQ(code, 2) << misfit_log;
   EXPECT_NE(misfit_log.find("trains another model than the swarm"), std::string::npos) << misfit_log;
