@@ -126,8 +126,12 @@ class Daemon {
     for (size_t i = 0; i < polled; ++i) {
       Conn& c = *conns_[i];
       if (!c.dropped.empty()) continue;
-      if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) receive(c, now);
-      if (c.dropped.empty() && (fds[i].revents & POLLOUT)) send(c, now);
+      try {
+        if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) receive(c, now);
+        if (c.dropped.empty() && (fds[i].revents & POLLOUT)) send(c, now);
+      } catch (const std::exception& e) {  // out of memory, say: that connection goes, the launcher stays
+        drop(c, std::string("its query failed: ") + e.what());
+      }
     }
     for (auto& c : conns_) {
       if (!c->dropped.empty()) continue;
