@@ -18,6 +18,7 @@
 
 #include "listen_address.h"
 #include "loom/status.hpp"
+#include "store_server.hpp"
 
 namespace loom {
 namespace {
@@ -96,6 +97,7 @@ void start_rank(Rank* r, const LaunchOptions& o, int port) {
     setenv("LOCAL_WORLD_SIZE", std::to_string(o.nproc).c_str(), 1);
     setenv("MASTER_ADDR", o.master_addr.c_str(), 1);
     setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+    setenv("LOOM_STORE_HOSTED", "1", 1);  // the launcher serves the store: every rank is a client
     std::vector<char*> argv;
     for (const auto& a : o.command) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
@@ -189,8 +191,8 @@ LaunchResult launch(const LaunchOptions& o) {
   if (!on_path(o.command[0])) {
     throw Error::usage("cannot find the command '" + excerpt(o.command[0]) + "' (not executable or not on PATH)");
   }
-  // Rank 0 runs here and serves the store at this address: a typo or another
-  // machine's address is a usage error now, not a rank's failed bind later.
+  // The launcher serves the store at this address: a typo or another
+  // machine's address is a usage error now, not a failed bind later.
   loom_net::ListenAddress addr;
   std::string why;
   if (!loom_net::resolve_listen_address(o.master_addr, AF_UNSPEC, std::chrono::seconds(5), &addr, &why)) {
@@ -198,7 +200,23 @@ LaunchResult launch(const LaunchOptions& o) {
                        "; use an address of this machine that the ranks reach the rendezvous store by (default "
                        "127.0.0.1) or a name that resolves to one");
   }
-  const int port = o.master_port > 0 ? o.master_port : pick_free_port();
+  // The store listens only on that address (c10d 1.13's own server would
+  // take every interface); the ranks connect to it as clients. A port picked
+  // here may be taken before the bind: then another is picked.
+  std::unique_ptr<StoreServer> store;
+  for (int attempt = 0; !store; ++attempt) {
+    const int port = o.master_port > 0 ? o.master_port : pick_free_port();
+    try {
+      StoreServer::Limits limits;
+      limits.max_connections = 2 * static_cast<size_t>(o.nproc) + 32;  // two per c10d client, and room to spare
+      store = std::make_unique<StoreServer>(reinterpret_cast<const sockaddr*>(&addr.addr), addr.len, port, limits);
+    } catch (const Error& e) {
+      if (o.master_port > 0 || attempt >= 5) {
+        throw Error::runtime(std::string(e.what()) + " (--master-addr " + addr.text + ")");
+      }
+    }
+  }
+  const int port = store->port();
 
   struct sigaction stop {}, old_int {}, old_term {};
   stop.sa_handler = on_stop_signal;
@@ -223,6 +241,7 @@ LaunchResult launch(const LaunchOptions& o) {
       throw;
     }
   }
+  store->start();  // after the forks: no thread of ours runs in a child before its exec
   const auto started = Clock::now();
   Clock::time_point kill_at = Clock::time_point::max();  // SIGKILL deadline once stopping
   bool stopping = false;

@@ -2,6 +2,8 @@
 // that includes LibTorch headers (they cost ~25 s of compile time each).
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include <cstdlib>
+#include <cstring>
 #include <thread>
 
 #include "loom/job.hpp"
@@ -74,7 +76,11 @@ std::unique_ptr<Store> make_tcp_store(const std::string& host, int port, bool is
 
 std::unique_ptr<Store> make_job_store(const JobInfo& job, std::chrono::milliseconds timeout) {
   if (!job.master_addr.empty()) {
-    return make_tcp_store(job.master_addr, job.master_port, job.rank == 0, job.world_size, timeout);
+    // LOOM_STORE_HOSTED=1 (set by `loom launch`, which serves the store
+    // itself, bound to MASTER_ADDR only): rank 0 is a client like the rest.
+    const char* hosted = std::getenv("LOOM_STORE_HOSTED");
+    const bool serve = job.rank == 0 && !(hosted != nullptr && std::strcmp(hosted, "1") == 0);
+    return make_tcp_store(job.master_addr, job.master_port, serve, job.world_size, timeout);
   }
   if (job.world_size == 1) return make_memory_store();
   return nullptr;

@@ -6,7 +6,13 @@
 
 #include <signal.h>
 
+#include <arpa/inet.h>
 #include <dirent.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -16,6 +22,7 @@
 #include <thread>
 
 #include "../support/listening.hpp"
+#include "loom/launch.hpp"
 #include "../support/subprocess.hpp"
 #include "test_paths.hpp"
 #include "../train/train_support.hpp"
@@ -55,10 +62,69 @@ TEST(Launch, AMasterAddrThatIsNoAddressOfThisMachineExitsWithCode2) {
   }
 }
 
-// Disabled: rank 0's rendezvous store is LibTorch 1.13's c10d::TCPStore,
-// whose server always listens on every interface (TCPStoreOptions has no
-// address); it fails here on "*:PORT" until the store binds MASTER_ADDR.
-TEST(Launch, DISABLED_AUcxJobOnLoopbackListensOnlyOnLoopback) {
+// A connection to 127.0.0.1:port, or -1.
+int connect_loopback(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) return fd;
+  ::close(fd);
+  return -1;
+}
+
+// Sends junk on a fresh connection: whether the server closed it within 10 s.
+bool junk_is_dropped(int port, const std::string& junk) {
+  const int fd = connect_loopback(port);
+  if (fd < 0) return false;
+  ::send(fd, junk.data(), junk.size(), MSG_NOSIGNAL);
+  pollfd p{fd, POLLIN, 0};
+  char byte;
+  const bool closed = ::poll(&p, 1, 10000) == 1 && ::recv(fd, &byte, 1, 0) <= 0;
+  ::close(fd);
+  return closed;
+}
+
+// The launcher's store is reachable by anyone on its address: junk sent to
+// it drops that connection only, and the job trains on to its end.
+TEST(Launch, TheStoreDropsJunkClientsAndTheJobStillTrains) {
+  TempDir dir;
+  const std::string cfg = (dir.path / "t.toml").string();
+  std::ofstream(cfg) << "[trainer]\ntask = \"teacher\"\nmax_steps = 20\nthreads = 1\nlog_every = 10\n"
+                        "output_dir = \"" << (dir.path / "run").string()
+                     << "\"\n[task]\nsamples = 512\nhidden = 8\n[strategy]\nname = \"ddp\"\n[collective]\nname = "
+                        "\"ucx\"\n[collective.options]\nlisten = \"127.0.0.1\"\n";
+  const std::string log = (dir.path / "launch.log").string();
+  const int port = pick_free_port();
+  Child launcher({kLoomBinary, "launch", "-n", "2", "--master-port", std::to_string(port), "--", kLoomBinary, "train", cfg},
+                 kNoJob, log);
+  int idle = -1;  // held open all along, as a stray client might
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (idle < 0 && std::chrono::steady_clock::now() < deadline) {
+    idle = connect_loopback(port);
+    if (idle < 0) std::this_thread::sleep_for(20ms);
+  }
+  ASSERT_GE(idle, 0) << "the launcher's store never accepted a connection";
+  const std::string u64_max(8, '\xff');
+  EXPECT_TRUE(junk_is_dropped(port, "GET / HTTP/1.1\r\nHost: x\r\n\r\n"));       // no query type
+  EXPECT_TRUE(junk_is_dropped(port, std::string(1, '\0') + u64_max));              // SET with a 16 EiB key
+  EXPECT_TRUE(junk_is_dropped(port, std::string(1, '\5') + u64_max));              // WAIT on 2^64 keys
+  std::string random(4096, '\0');
+  for (size_t i = 0; i < random.size(); ++i) random[i] = static_cast<char>((i * 2654435761u) >> 13);
+  EXPECT_TRUE(junk_is_dropped(port, random));
+  const int status = launcher.wait(120s);
+  ::close(idle);
+  const std::string out = run_process({"/bin/cat", log}).out;
+  ASSERT_NE(status, -1) << "the job did not end:\n" << out;
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out;
+  EXPECT_NE(out.find("rendezvous store: dropped a connection"), std::string::npos) << out;
+}
+
+// The rendezvous store is served by the launcher itself (c10d 1.13's own
+// server, in rank 0, would listen on every interface): it must be on
+// 127.0.0.1 too, and the ranks hold only UCX's listeners.
+TEST(Launch, AUcxJobOnLoopbackListensOnlyOnLoopback) {
   TempDir dir;
   const std::string cfg = (dir.path / "t.toml").string();
   std::ofstream(cfg) << "[trainer]\ntask = \"teacher\"\nmax_steps = 1000000\nthreads = 1\nlog_every = 1000\n"
@@ -67,22 +133,25 @@ TEST(Launch, DISABLED_AUcxJobOnLoopbackListensOnlyOnLoopback) {
                         "\"ucx\"\n[collective.options]\nlisten = \"127.0.0.1\"\n";
   const std::string log = (dir.path / "launch.log").string();
   Child launcher({kLoomBinary, "launch", "-n", "2", "--", kLoomBinary, "train", cfg}, kNoJob, log);
-  // Sample the sockets while the job runs, until the store (rank 0) and
-  // UCX's listener (every rank) have shown up: rank 0 holds two at least.
+  // Sample the sockets while the job runs, until the store (the launcher)
+  // and UCX's listener (every rank) have shown up.
   std::vector<ListeningSocket> seen;
   std::vector<int> ranks;
   std::map<int, std::set<std::string>> per_rank;
   const auto deadline = std::chrono::steady_clock::now() + 90s;  // ranks take ~30 s to start on a loaded machine
   while (std::chrono::steady_clock::now() < deadline && launcher.running()) {
     if (ranks.size() < 2) ranks = children_of(launcher.pid());
+    std::vector<int> pids = ranks;
+    pids.push_back(launcher.pid());
     std::string why;
-    for (const auto& s : listening_sockets(ranks, &why)) {
+    for (const auto& s : listening_sockets(pids, &why)) {
       if (per_rank[s.pid].insert(s.protocol + " " + s.host + ":" + std::to_string(s.port)).second) seen.push_back(s);
     }
     ASSERT_TRUE(why.empty()) << why;
-    size_t ready = 0;
-    for (const auto& [pid, sockets] : per_rank) ready += sockets.size() >= 1;
-    if (ranks.size() == 2 && ready == 2 && (per_rank[ranks[0]].size() + per_rank[ranks[1]].size()) >= 3) break;
+    if (ranks.size() == 2 && !per_rank[ranks[0]].empty() && !per_rank[ranks[1]].empty() &&
+        !per_rank[launcher.pid()].empty()) {
+      break;
+    }
     std::this_thread::sleep_for(300ms);
   }
   const bool ran = launcher.running();
@@ -94,6 +163,7 @@ TEST(Launch, DISABLED_AUcxJobOnLoopbackListensOnlyOnLoopback) {
     EXPECT_TRUE(is_loopback(s.host)) << "bound beyond 127.0.0.1: " << s.line;
     std::printf("[ sockets  ] %s\n", s.line.c_str());
   }
+  EXPECT_FALSE(per_rank[launcher.pid()].empty()) << "ss did not show the launcher's store";
   EXPECT_GE(seen.size(), 3u) << "ss did not show the store and UCX's listeners";
 }
 

@@ -1,9 +1,13 @@
 // loom/launch.hpp: start N local processes of one job, torchrun style.
 //
-// Each process gets RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR and
-// MASTER_PORT; each line it prints is prefixed with "[rank R] ". When a rank
-// fails (non-zero exit or a signal), the others are stopped (SIGTERM, then
-// SIGKILL after a grace period) unless keep_going is set.
+// Each process gets RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT
+// and LOOM_STORE_HOSTED=1: the launcher serves the job's rendezvous store
+// (c10d's TCPStore protocol) on MASTER_ADDR:MASTER_PORT only, from before the
+// ranks start to the job's end, so every rank is a client of it (rank 0
+// starts no store server). Each line a rank prints is prefixed with
+// "[rank R] ". When a rank fails (non-zero exit or a signal), the others are
+// stopped (SIGTERM, then SIGKILL after a grace period) unless keep_going is
+// set.
 #pragma once
 
 #include <chrono>
@@ -29,7 +33,8 @@ struct LaunchResult {
 };
 
 // Runs the job to its end. Throws Error::usage for a command that cannot be
-// found or options out of range.
+// found, options out of range or a master_addr that is no address of this
+// machine, and Error::runtime when the store cannot listen there.
 LaunchResult launch(const LaunchOptions& options);
 
 // A TCP port below the kernel's ephemeral range (so outgoing connections

@@ -2,7 +2,8 @@
 // shares (c10d's Store semantics: set, get-with-wait, add).
 //
 // Static jobs use LibTorch's c10d::TCPStore at MASTER_ADDR:MASTER_PORT,
-// served by rank 0; a job of one process without MASTER_ADDR uses an
+// served by rank 0, or by `loom launch` when LOOM_STORE_HOSTED=1 (then every
+// rank is a client); a job of one process without MASTER_ADDR uses an
 // in-process store. Thread safety: every method may be called concurrently.
 #pragma once
 
@@ -36,7 +37,8 @@ std::unique_ptr<Store> make_memory_store();
 std::unique_ptr<Store> make_tcp_store(const std::string& host, int port, bool is_server, int world_size,
                                       std::chrono::milliseconds timeout);
 
-// The job's store: TCP when MASTER_ADDR is set, in-process for a job of one,
+// The job's store: TCP when MASTER_ADDR is set (rank 0 serves it unless
+// LOOM_STORE_HOSTED=1), in-process for a job of one,
 // nullptr otherwise (a multi-process job without a rendezvous address).
 std::unique_ptr<Store> make_job_store(const JobInfo& job, std::chrono::milliseconds timeout);
 
