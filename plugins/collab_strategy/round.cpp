@@ -43,8 +43,23 @@ loom_status Peer::after_backward(uint64_t local_samples, loom_step_decision *dec
   window_started_ = true;
 
   if (unhealthy_ && !pending_) {
+    // A diverged peer stays out of rounds (the others do not wait for it:
+    // its record says so) until it has reloaded the swarm's state; what it
+    // computes meanwhile is dropped.
     heal();  // at most every few seconds; a loaded state restarts the window
-    if (!unhealthy_) return LOOM_OK;
+    if (unhealthy_ && view().peers == 1) {
+      *why = "this peer diverged (its loss or gradients were not finite, or far larger than its group's) and no "
+             "other peer is left in the swarm to reload the state from";
+      return LOOM_ERR_UNAVAILABLE;
+    }
+    if (unhealthy_) {
+      drop_prematch();
+      zero_grads();
+      samples_ = 0;
+      windows_ = 0;
+    }
+    wake_background();
+    return LOOM_OK;
   }
   if (pending_) {
     // The group of a round that fell short waits for this peer's share.

@@ -7,14 +7,15 @@ namespace loom_collab {
 std::vector<uint64_t> SwarmView::training_at(int64_t epoch) const {
   std::vector<uint64_t> out;
   for (const auto &r : others)
-    if (r.epoch == epoch && !(r.flags & ProgressRecord::kLoading)) out.push_back(r.peer_id);
+    if (r.epoch == epoch && !(r.flags & (ProgressRecord::kLoading | ProgressRecord::kUnhealthy))) out.push_back(r.peer_id);
   return out;
 }
 
 std::vector<uint64_t> SwarmView::accumulating_at(int64_t epoch) const {
   std::vector<uint64_t> out;
   for (const auto &r : others)
-    if (r.epoch == epoch && !(r.flags & ProgressRecord::kLoading) && (r.samples > 0 || r.samples_per_second > 0))
+    if (r.epoch == epoch && !(r.flags & (ProgressRecord::kLoading | ProgressRecord::kUnhealthy)) &&
+        (r.samples > 0 || r.samples_per_second > 0))
       out.push_back(r.peer_id);
   return out;
 }
