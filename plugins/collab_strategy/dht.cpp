@@ -5,20 +5,7 @@
 // same value id replace the stored one (OpenDHT's default type refuses edits
 // of unsigned values). Each value carries a small envelope before the record:
 //
-//   version u8 = 2 | expiry u64 (ms since the Unix epoch) | stamp u64 (µs, grows per process)
-//   | key tag u64 (the first 8 bytes of InfoHash::get(key))
-//
-// Keys share a fixed set of kSlots DHT locations: a key is stored under the
-// slot its tag picks, values of other keys there are told apart by the tag,
-// and the OpenDHT value id mixes the tag in, so (key, value id) pairs never
-// collide. OpenDHT keeps every search it ever ran, one per location got or
-// put, for 62 minutes after its last step (Dht::SEARCH_EXPIRE_TIME; its
-// max_searches limit is unusable in 2.4: the reuse loop never advances), and
-// the rounds use new keys every epoch: with a location per key a peer held a
-// search for each of the last hour's keys, its memory growing with the epoch
-// rate for an hour (measured on loopback: 2.7 searches an epoch, about 1.1 KB
-// of heap each; 0.6-0.8 MB a minute at 5 epochs a second). The slots bound
-// that to kSlots searches per node.
+//   version u8 = 1 | expiry u64 (ms since the Unix epoch) | stamp u64 (µs, grows per process)
 //
 // The stamp orders puts of the same id (the edit policy and get keep the
 // newest); the expiry lets get drop values whose ttl has passed even where a
@@ -55,13 +42,8 @@ constexpr auto kMaxTtl = minutes(10);           // the type's expiration: the lo
 // A network id of our own, so a Loom node never merges with the public
 // OpenDHT network (or another application's) even if bootstrapped into it.
 constexpr dht::NetId kNetwork = 0x4c4f4f4d;  // "LOOM"
-constexpr size_t kEnvelope = 1 + 8 + 8 + 8;
-constexpr uint8_t kEnvelopeVersion = 2;
-// DHT locations the keys share (see the top): few enough that the searches
-// a node keeps stay small (a few MB at most), many enough that a get seldom
-// brings values of other keys (a swarm averaging every second keeps about
-// 3 keys x peers x 60 s of values alive: one or two a slot).
-constexpr uint64_t kSlots = 1024;
+constexpr size_t kEnvelope = 1 + 8 + 8;
+constexpr uint8_t kEnvelopeVersion = 1;
 // How long the destructor lets OpenDHT say goodbye to peers before joining;
 // with peers gone it never calls back, so this bounds the wait.
 constexpr auto kShutdownGrace = milliseconds(300);
@@ -80,28 +62,13 @@ void store64(uint8_t *p, uint64_t v) {
 struct Envelope {
   int64_t expiry_ms = 0;
   uint64_t stamp = 0;
-  uint64_t tag = 0;
 };
 
 bool parse_envelope(const dht::Value &v, Envelope *e) {
   if (v.type != kTypeId || v.data.size() < kEnvelope || v.data[0] != kEnvelopeVersion) return false;
   e->expiry_ms = static_cast<int64_t>(load64(v.data.data() + 1));
   e->stamp = load64(v.data.data() + 9);
-  e->tag = load64(v.data.data() + 17);
   return true;
-}
-
-uint64_t key_tag(const std::string &key) { return load64(dht::InfoHash::get(key).data()); }
-
-// The DHT location of every key whose tag is `tag`.
-const dht::InfoHash &slot_of(uint64_t tag) {
-  static const std::vector<dht::InfoHash> slots = [] {
-    std::vector<dht::InfoHash> v;
-    v.reserve(kSlots);
-    for (uint64_t i = 0; i < kSlots; ++i) v.push_back(dht::InfoHash::get("loom/slot/" + std::to_string(i)));
-    return v;
-  }();
-  return slots[tag % kSlots];
 }
 
 // Strictly increasing per process, close to wall-clock microseconds, so a
@@ -121,24 +88,9 @@ uint64_t next_stamp() {
 // XOR-ed with a constant and that single caller id is refused.
 constexpr uint64_t kIdMask = 0x9e3779b97f4a7c15ULL;
 
-// splitmix64's finaliser: spreads a tag over all 64 bits.
-uint64_t mix64(uint64_t x) {
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
-// OpenDHT's value id of (key, value_id): distinct keys of one slot get
-// distinct ids, so a put never replaces another key's value.
-dht::Value::Id wire_id(uint64_t tag, uint64_t value_id) { return value_id ^ kIdMask ^ mix64(tag); }
-
-// Stored only under the slot its tag names: values of our type cannot make a
-// node keep storage under any other key.
-bool store_policy(dht::InfoHash key, const std::shared_ptr<dht::Value> &v, const dht::InfoHash &,
-                  const dht::SockAddr &) {
+bool store_policy(dht::InfoHash, const std::shared_ptr<dht::Value> &v, const dht::InfoHash &, const dht::SockAddr &) {
   Envelope e;
-  return v && v->data.size() <= dht::MAX_VALUE_SIZE && parse_envelope(*v, &e) && e.expiry_ms > now_ms() &&
-         slot_of(e.tag) == key;
+  return v && v->data.size() <= dht::MAX_VALUE_SIZE && parse_envelope(*v, &e) && e.expiry_ms > now_ms();
 }
 
 bool edit_policy(dht::InfoHash key, const std::shared_ptr<dht::Value> &old_v, std::shared_ptr<dht::Value> &new_v,
@@ -319,8 +271,6 @@ void SwarmDht::introduce(const std::vector<std::pair<std::string, uint16_t>> &pe
 
 size_t SwarmDht::stored_values() const { return impl_->runner.getStoreSize().second; }
 
-size_t SwarmDht::searches() const { return impl_->runner.getNodesStats(AF_INET).searches; }
-
 bool SwarmDht::wait_connected(std::chrono::milliseconds timeout) {
   if (!impl_->has_bootstrap) return true;
   const auto deadline = steady_clock::now() + timeout;
@@ -365,8 +315,7 @@ void SwarmDht::flush_pending() {
 
 bool SwarmDht::put_now(const std::string &key, uint64_t value_id, const Bytes &value, std::chrono::seconds ttl,
                        std::chrono::milliseconds timeout) {
-  const uint64_t tag = key_tag(key);
-  if ((value_id ^ kIdMask) == dht::Value::INVALID_ID || wire_id(tag, value_id) == dht::Value::INVALID_ID) {
+  if ((value_id ^ kIdMask) == dht::Value::INVALID_ID) {
     impl_->debug("DHT put under " + key + ": value id " + std::to_string(value_id) + " is reserved");
     return false;
   }
@@ -383,14 +332,13 @@ bool SwarmDht::put_now(const std::string &key, uint64_t value_id, const Bytes &v
   data[0] = kEnvelopeVersion;
   store64(data.data() + 1, static_cast<uint64_t>(now_ms() + duration_cast<milliseconds>(ttl).count()));
   store64(data.data() + 9, next_stamp());
-  store64(data.data() + 17, tag);
   std::copy(value.begin(), value.end(), data.begin() + kEnvelope);
-  auto v = std::make_shared<dht::Value>(kTypeId, std::move(data), wire_id(tag, value_id));
+  auto v = std::make_shared<dht::Value>(kTypeId, std::move(data), value_id ^ kIdMask);
 
   auto w = std::make_shared<Waiter>();
   const auto created = dht::clock::now() - (kMaxTtl - ttl);
   impl_->runner.put(
-      slot_of(tag), v,
+      dht::InfoHash::get(key), v,
       [w](bool ok, const std::vector<std::shared_ptr<dht::Node>> &) { w->finish(ok); }, created, false);
   bool ok = false;
   if (!w->wait(timeout, &ok)) {
@@ -411,16 +359,15 @@ std::vector<Bytes> SwarmDht::get(const std::string &key, std::chrono::millisecon
   };
   auto found = std::make_shared<Found>();
   auto w = std::make_shared<Waiter>();
-  const uint64_t tag = key_tag(key);
   impl_->runner.get(
-      slot_of(tag),
-      [found, tag](const std::vector<std::shared_ptr<dht::Value>> &values) {
+      dht::InfoHash::get(key),
+      [found](const std::vector<std::shared_ptr<dht::Value>> &values) {
         const int64_t now = now_ms();
         std::lock_guard<std::mutex> lock(found->mu);
         if (found->stop) return false;  // the caller has its answer: end the search
         for (const auto &v : values) {
           Envelope e;
-          if (!v || !parse_envelope(*v, &e) || e.tag != tag || e.expiry_ms <= now) continue;
+          if (!v || !parse_envelope(*v, &e) || e.expiry_ms <= now) continue;
           auto it = found->newest.find(v->id);
           if (it != found->newest.end() && it->second.first >= e.stamp) continue;
           found->newest[v->id] = {e.stamp, Bytes(v->data.begin() + kEnvelope, v->data.end())};
@@ -428,10 +375,7 @@ std::vector<Bytes> SwarmDht::get(const std::string &key, std::chrono::millisecon
         return true;
       },
       [w](bool ok, const std::vector<std::shared_ptr<dht::Node>> &) { w->finish(ok); },
-      dht::Value::Filter([tag](const dht::Value &v) {  // another key of the slot: not ours
-        Envelope e;
-        return parse_envelope(v, &e) && e.tag == tag;
-      }));
+      dht::Value::TypeFilter(kTypeId));
   bool ok = false;
   if (!w->wait(timeout, &ok)) {
     impl_->debug("DHT get under " + key + ": search not finished within " + std::to_string(timeout.count()) +

@@ -41,10 +41,6 @@ class SwarmDht {
   // Values this node stores for the swarm (its own and others'): for tests
   // and diagnostics.
   size_t stored_values() const;
-  // Searches OpenDHT keeps on this node (one per DHT location it got or put
-  // within the last hour; at most the number of slots, see dht.cpp): for
-  // tests and diagnostics.
-  size_t searches() const;
 
   // Pings each other peer's DHT node (host, port) that the routing table
   // does not hold. Peers learn each other's addresses from progress records;
@@ -54,8 +50,7 @@ class SwarmDht {
   // resolve is skipped (the caller tries again later).
   void introduce(const std::vector<std::pair<std::string, uint16_t>> &peers);
 
-  // Stores value under key (in the DHT slot the key's hash picks, beside
-  // other keys' values that get never returns). value_id names it:
+  // Stores value under key (hashed with InfoHash::get). value_id names it:
   // a later put of the same (key, value_id) replaces the earlier one. The
   // value expires ttl after the put. Returns false (and logs at debug) when
   // no node accepted it within timeout. A put made while the node knows no

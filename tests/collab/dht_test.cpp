@@ -172,32 +172,6 @@ TEST_F(Swarm, RecordsOfAnotherRunUnderTheSameKeyAreRejectedByDecode) {
   EXPECT_EQ(reasons[1].rfind("record of run 0x", 0), 0u) << reasons[1];
 }
 
-// Keys share the DHT's 1024 slots: among 200 keys some share one (for these
-// names surely: the chance that none do is below 1e-8), and there every key
-// sees its own value only, and a put of the same value id under another key
-// replaces nothing.
-TEST_F(Swarm, KeysSharingASlotKeepTheirValuesApart) {
-  constexpr int kKeys = 200;
-  for (int i = 0; i < kKeys; ++i) {
-    ASSERT_TRUE(nodes[1 + i % 3]->put("k/slot/" + std::to_string(i), 7, bytes("v" + std::to_string(i)), seconds(60),
-                                      kOp))
-        << "key " << i;
-  }
-  for (int i = 0; i < kKeys; ++i) {
-    EXPECT_EQ(texts(nodes[i % 4]->get("k/slot/" + std::to_string(i), kOp)),
-              std::vector<std::string>{"v" + std::to_string(i)})
-        << "key " << i;
-  }
-}
-
-// OpenDHT keeps a search per DHT location for an hour: gets of ever new keys
-// (a round's keys are new every epoch) must not add one each.
-TEST_F(Swarm, SearchesStayBoundedOverManyKeys) {
-  for (int i = 0; i < 3000; ++i) nodes[2]->get("k/epoch/" + std::to_string(i), milliseconds(0));
-  EXPECT_LE(nodes[2]->searches(), 1024u + 8u);
-  EXPECT_GT(nodes[2]->searches(), 0u);
-}
-
 TEST_F(Swarm, TheTtlIsHonouredOnEveryNode) {
   ASSERT_TRUE(nodes[1]->put("k/ttl", 1, bytes("short"), seconds(2), kOp));
   ASSERT_TRUE(nodes[1]->put("k/ttl-long", 1, bytes("long"), seconds(60), kOp));
