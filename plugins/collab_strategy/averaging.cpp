@@ -140,15 +140,17 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
       // epoch steps only on what is averaged. Each member accumulates its
       // share of the deficit and the group meets again.
       const uint64_t batch = std::max<uint64_t>(1, opt_.batch_size ? opt_.batch_size : state_.batch_size);
-      const uint64_t share = top_up_share(opt_.target_batch_size, total, mine, batch);
+      const uint64_t share = top_up_shares(opt_.target_batch_size, members.weight, batch)[size_t(comm->rank())];
       auto p = std::make_unique<Pending>();
       p->group = group;
       p->comm = std::move(comm);
       p->until_samples = samples_.load() + share;
-      // A member with no share trains on for as long as the others need.
+      // A member that counts 0 trains on (uncounted) for as long as the
+      // others need; one that counts but drew no batch of the deficit waits
+      // for them in the exchange: about one batch's time.
       const double seconds = std::max(0.0, double(wall_ms() - epoch_start_ms_.load()) / 1000.0) *
                              (double(opt_.target_batch_size) - total) / total;
-      p->until_time = share > 0 ? Clock::now() : Clock::now() + std::chrono::milliseconds(int64_t(seconds * 1000));
+      p->until_time = mine > 0 ? Clock::now() : Clock::now() + std::chrono::milliseconds(int64_t(seconds * 1000));
       detail("epoch " + std::to_string(epoch) + ": " + group_text(group) + " brought " + std::to_string(uint64_t(total)) +
              " of " + std::to_string(opt_.target_batch_size) + " samples; this peer adds " + std::to_string(share) +
              " before the group meets again");

@@ -41,11 +41,29 @@ double sum_of_squares(const float *data, uint64_t n) {
   return (s[0] + s[1]) + (s[2] + s[3]);
 }
 
-uint64_t top_up_share(uint64_t target, double total, double mine, uint64_t batch) {
-  if (!(mine > 0) || !(total > 0) || double(target) <= total) return 0;
-  const double share = std::ceil((double(target) - total) * mine / total);
+std::vector<uint64_t> top_up_shares(uint64_t target, const std::vector<double> &weights, uint64_t batch) {
+  std::vector<uint64_t> out(weights.size(), 0);
+  double total = 0;
+  for (double w : weights) total += w > 0 ? w : 0;
+  if (!(total > 0) || double(target) <= total) return out;
   const uint64_t b = std::max<uint64_t>(1, batch);
-  return (uint64_t(share) + b - 1) / b * b;
+  const double deficit = double(target) - total;
+  uint64_t left = uint64_t(std::ceil(deficit / double(b)));  // batches the group still needs
+  std::vector<std::pair<double, size_t>> remainders;  // (fraction of a batch, member)
+  for (size_t i = 0; i < weights.size(); ++i) {
+    if (!(weights[i] > 0)) continue;
+    const double exact = deficit * weights[i] / total / double(b);
+    const uint64_t whole = std::min<uint64_t>(left, uint64_t(std::floor(exact)));
+    out[i] = whole;
+    left -= whole;
+    remainders.emplace_back(exact - std::floor(exact), i);
+  }
+  // Largest remainder first; ties to the lower rank, alike on every member.
+  std::sort(remainders.begin(), remainders.end(),
+            [](const auto &a, const auto &c) { return a.first != c.first ? a.first > c.first : a.second < c.second; });
+  for (size_t k = 0; left > 0 && !remainders.empty(); k = (k + 1) % remainders.size(), --left) ++out[remainders[k].second];
+  for (auto &n : out) n *= b;
+  return out;
 }
 
 }  // namespace loom_collab

@@ -34,10 +34,14 @@ MemberWeights member_weights(const std::vector<double> &weights, const std::vect
 // no float overflow for finite values up to FLT_MAX.
 double sum_of_squares(const float *data, uint64_t n);
 
-// Samples member `mine` accumulates before the group meets again, when the
-// round's total fell short of target: its share of the deficit in proportion
-// to its weight, rounded up to whole batches. 0 for a member that counts 0.
-uint64_t top_up_share(uint64_t target, double total, double mine, uint64_t batch);
+// Samples each member accumulates before the group meets again, when the
+// round's weights fell short of target: the deficit in whole batches, shared
+// in proportion to the members' weights (largest remainders get the
+// batches left over), so that together they add at most one batch more than
+// the deficit. 0 for a member that counts 0. Every member computes the same
+// from the same weights; batch is the members' batch (one that trains on
+// another finds the next meeting short again, and tops up once more).
+std::vector<uint64_t> top_up_shares(uint64_t target, const std::vector<double> &weights, uint64_t batch);
 
 }  // namespace loom_collab
 

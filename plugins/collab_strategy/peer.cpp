@@ -475,6 +475,7 @@ bool Peer::load_state(int64_t min_epoch, std::string *why) {
   unhealthy_ = false;
   flags_ &= ~ProgressRecord::kUnhealthy;
   zero_grads();
+  alone_until_target_ = false;
   epoch_ = got->epoch;
   epoch_start_ms_ = wall_ms();
   samples_ = 0;

@@ -220,6 +220,7 @@ class Peer {
   std::unique_ptr<Pending> pending_;
   std::vector<float, loom_plugin_common::HugePageAllocator<float>> zeros_;  // what a member counting 0 sends
   int64_t last_heal_try_ms_ = 0;
+  bool alone_until_target_ = false;  // an early round found nobody: this epoch waits for a whole target
   bool set_up_ = false;
 
   // Health (set on the training thread, read by the background's records).

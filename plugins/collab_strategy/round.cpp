@@ -91,6 +91,7 @@ loom_status Peer::after_backward(uint64_t local_samples, loom_step_decision *dec
     detail("the swarm moved to epoch " + std::to_string(v.global_epoch) + " without this peer; following it");
     epoch_ = v.global_epoch;
     epoch_start_ms_ = now;
+    alone_until_target_ = false;
     wake_background();
     v = view();
   }
@@ -103,7 +104,7 @@ loom_status Peer::after_backward(uint64_t local_samples, loom_step_decision *dec
   // the swarm's rate, or an equal part before rates are known) while the
   // others catch up or the group forms: what members bring beyond the target
   // cannot be taken back, what they lack is topped up.
-  if (v.peers > 1) {
+  if (v.peers > 1 && !alone_until_target_) {
     // Rates count once every peer training here has one; a first window's
     // rate is noise, so no share exceeds two equal ones.
     const double my_rate = rate_.load();
@@ -119,7 +120,8 @@ loom_status Peer::after_backward(uint64_t local_samples, loom_step_decision *dec
         rated ? std::min(2 * equal, kEnterFraction * double(opt_.target_batch_size) * my_rate / v.rate) : equal;
     if (double(samples_.load()) >= share) return finish_window(decision);
   }
-  if (double(v.samples) < kEnterFraction * double(opt_.target_batch_size)) {
+  const double enter_at = (alone_until_target_ ? 1.0 : kEnterFraction) * double(opt_.target_batch_size);
+  if (double(alone_until_target_ ? samples_.load() : v.samples) < enter_at) {
     maybe_prematch(v);
     wake_background();
     return LOOM_OK;
@@ -163,6 +165,7 @@ loom_status Peer::finish_window(loom_step_decision *decision) {
       // after_backward loads the swarm's state (never a bare jump). A
       // diverged peer's gradients never count: it heals first.
       epoch_ = std::min(view().global_epoch, epoch_.load() + 1);
+      alone_until_target_ = false;
       if (unhealthy_) {
         restart_window();
         heal();
@@ -170,6 +173,16 @@ loom_status Peer::finish_window(loom_step_decision *decision) {
       wake_background();
       return LOOM_OK;
     case RoundEnd::alone:
+      if (finite && double(samples_.load()) < double(opt_.target_batch_size) && view().peers > 1) {
+        // Started early and nobody came: a peer steps alone only on a whole
+        // target of its own samples (the gradients are now its mean; scaled
+        // back to the sum it accumulates on).
+        const float back = float(std::max<uint64_t>(1, windows_));
+        for (auto &g : grads_)
+          for (uint64_t i = 0; i < g.numel; ++i) g.data[i] *= back;
+        alone_until_target_ = true;
+        return LOOM_OK;
+      }
       if (!finite && view().peers > 1) {
         // Others exist to heal from: drop this window rather than step on it.
         restart_window();
@@ -187,6 +200,7 @@ loom_status Peer::after_optimizer_step(std::string *why) {
   (void)why;
   const int64_t done = epoch_.load() + 1;
   epoch_ = done;
+  alone_until_target_ = false;
   samples_ = 0;
   windows_ = 0;
   const bool last = max_steps_ >= 0 && done >= max_steps_;
