@@ -93,17 +93,28 @@ TEST(Health, SumOfSquaresSeesNanAndInfAndDoesNotOverflowFloats) {
 }
 
 TEST(Health, TopUpSharesCoverTheDeficitInWholeBatches) {
-  // 4 members of 256 samples each against a target of 2048: each adds its
-  // quarter of the 1024 missing, in batches of 64.
-  EXPECT_EQ(top_up_share(2048, 1024, 256, 64), 256u);
-  EXPECT_EQ(top_up_share(2048, 1000, 250, 64), 320u);  // 262 rounded up to whole batches
-  EXPECT_EQ(top_up_share(2048, 2048, 256, 64), 0u);
-  EXPECT_EQ(top_up_share(2048, 1024, 0, 64), 0u);  // a member that counts 0 adds nothing
-  // Every member rounding up covers the deficit and overshoots by less than a batch each.
-  uint64_t added = 0;
-  for (double w : {100.0, 300.0, 600.0}) added += top_up_share(4096, 1000, w, 32);
-  EXPECT_GE(1000 + added, 4096u);
-  EXPECT_LT(1000 + added, 4096u + 3 * 32);
+  // 4 members of 256 samples against 2048: each adds its quarter of the
+  // 1024 missing, in batches of 64.
+  EXPECT_EQ(top_up_shares(2048, {256, 256, 256, 256}, 64), (std::vector<uint64_t>{256, 256, 256, 256}));
+  // Two members 32 short: one batch between them, to the lower rank on a tie.
+  EXPECT_EQ(top_up_shares(256, {112, 112}, 32), (std::vector<uint64_t>{32, 0}));
+  // Reached, or nothing to share from: nobody adds.
+  EXPECT_EQ(top_up_shares(2048, {1024, 1024}, 64), (std::vector<uint64_t>{0, 0}));
+  EXPECT_EQ(top_up_shares(2048, {0, 0}, 64), (std::vector<uint64_t>{0, 0}));
+  // A member that counts 0 adds nothing; the others cover the deficit and
+  // together overshoot it by less than one batch.
+  for (uint64_t batch : {1u, 7u, 32u, 64u}) {
+    const std::vector<double> weights = {100, 0, 300, 600, 13};
+    const auto shares = top_up_shares(4096, weights, batch);
+    EXPECT_EQ(shares[1], 0u);
+    uint64_t added = 0;
+    for (auto s : shares) {
+      EXPECT_EQ(s % batch, 0u);
+      added += s;
+    }
+    EXPECT_GE(1013 + added, 4096u) << batch;
+    EXPECT_LT(1013 + added, 4096u + batch) << batch;
+  }
 }
 
 }  // namespace
