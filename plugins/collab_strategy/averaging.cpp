@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 
 #include "peer.h"
 
@@ -113,8 +114,11 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
   // waited for the group; setup: how long building its communicator took
   // (ahead: on the prematch thread, while this peer still trained). nullopt:
   // the round failed (logged); retry among the survivors.
-  auto reduce = [&](const GroupRecord &group, std::unique_ptr<GroupComm> comm, Clock::duration waited,
-                    Clock::duration setup, bool ahead) -> std::optional<RoundEnd> {
+  std::function<std::optional<RoundEnd>(const GroupRecord &, std::unique_ptr<GroupComm>, Clock::duration,
+                                        Clock::duration, bool)>
+      reduce;
+  reduce = [&](const GroupRecord &group, std::unique_ptr<GroupComm> comm, Clock::duration waited,
+               Clock::duration setup, bool ahead) -> std::optional<RoundEnd> {
     std::string why;
     auto failed = [&] {
       log_limited(Level::warn, "round failed",
@@ -141,6 +145,14 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
       // share of the deficit and the group meets again.
       const uint64_t batch = std::max<uint64_t>(1, opt_.batch_size ? opt_.batch_size : state_.batch_size);
       const uint64_t share = top_up_shares(opt_.target_batch_size, members.weight, batch)[size_t(comm->rank())];
+      if (share == 0 && mine > 0) {
+        // No batch of the deficit fell to this member: it waits for the
+        // others in the next exchange at once (another batch would overshoot).
+        detail("epoch " + std::to_string(epoch) + ": " + group_text(group) + " brought " +
+               std::to_string(uint64_t(total)) + " of " + std::to_string(opt_.target_batch_size) +
+               " samples; this peer adds none and waits for the others");
+        return reduce(group, std::move(comm), waited, setup, ahead);
+      }
       auto p = std::make_unique<Pending>();
       p->group = group;
       p->comm = std::move(comm);
