@@ -93,6 +93,7 @@ loom_status Peer::after_backward(uint64_t local_samples, loom_step_decision *dec
     epoch_start_ms_ = now;
     alone_until_target_ = false;
     wake_background();
+    if (finished()) return LOOM_OK;  // the swarm took the last step: no round past max_steps
     v = view();
   }
   // A group formed ahead meets as soon as it is connected: the members then
