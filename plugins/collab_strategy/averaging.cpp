@@ -46,7 +46,7 @@ std::string number(double v) {
 }  // namespace
 
 bool Peer::exchange_weights(GroupComm &comm, double weight, double norm, Clock::time_point deadline,
-                            MemberWeights *out, std::string *why) {
+                            MemberWeights *out, std::string *why, double factor) {
   // One slot per member for each value, the others' zero: a sum is then an
   // allgather. A norm that is not finite travels as -1 (nan would spread).
   const size_t n = size_t(comm.size()), r = size_t(comm.rank());
@@ -55,15 +55,15 @@ bool Peer::exchange_weights(GroupComm &comm, double weight, double norm, Clock::
   x[n + r] = std::isfinite(norm) ? norm : -1.0;
   if (comm.allreduce(x.data(), x.size(), LOOM_DTYPE_F64, LOOM_REDUCE_SUM, deadline, why) != LOOM_OK) return false;
   std::vector<double> norms(x.begin() + n, x.end());
-  *out = member_weights(std::vector<double>(x.begin(), x.begin() + n), norms);
+  *out = member_weights(std::vector<double>(x.begin(), x.begin() + n), norms, factor);
   for (size_t i : out->outliers) {
     if (i == r) {
-      mark_unhealthy("this peer's norm " + number(norms[i]) + " is over " + number(kOutlierFactor) +
+      mark_unhealthy("this peer's norm " + number(norms[i]) + " is over " + number(factor) +
                      " times its group's median");
     } else {
       log_limited(Level::warn, "outlier", "a member of this peer's group (rank " + std::to_string(i) +
                                               ") brought values of norm " + number(norms[i]) + ", over " +
-                                              number(kOutlierFactor) + " times the group's median: it counts 0");
+                                              number(factor) + " times the group's median: it counts 0");
     }
   }
   return true;
@@ -339,7 +339,7 @@ void Peer::average_parameters(const char *reason) {
   for (const auto &v : views) squares += sum_of_squares(v.data, v.numel);
   MemberWeights members;
   if (!exchange_weights(*comm_, unhealthy_ ? 0.0 : 1.0, std::isfinite(squares) ? std::sqrt(squares) : -1.0, deadline,
-                        &members, &why)) {
+                        &members, &why, kParameterOutlierFactor)) {
     log_limited(Level::warn, "state averaging", std::string(reason) + ": parameter averaging failed (" + why +
                                                     "); keeping this peer's");
     return;

@@ -5,7 +5,7 @@
 
 namespace loom_collab {
 
-MemberWeights member_weights(const std::vector<double> &weights, const std::vector<double> &norms) {
+MemberWeights member_weights(const std::vector<double> &weights, const std::vector<double> &norms, double factor) {
   MemberWeights out;
   out.weight.assign(weights.size(), 0);
   std::vector<double> counted;
@@ -21,7 +21,7 @@ MemberWeights member_weights(const std::vector<double> &weights, const std::vect
   for (size_t i = 0; i < weights.size(); ++i) {
     if (!(weights[i] > 0)) continue;
     if (!std::isfinite(norms[i]) || norms[i] < 0) continue;  // said so itself: weight 0 already, normally
-    if (norms[i] > kOutlierFactor * median && norms[i] > 0) {
+    if (norms[i] > factor * median && norms[i] > 0) {
       out.outliers.push_back(i);
       continue;
     }

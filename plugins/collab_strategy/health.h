@@ -18,6 +18,10 @@ namespace loom_collab {
 // Far above what honest members differ by (gradients of one sample against
 // the mean of thousands differ by ~sqrt(batch)), far below a diverged peer.
 constexpr double kOutlierFactor = 1000;
+// For parameters: members of a group average them often, so their norms
+// differ by far less than 1%; a peer that stepped at a diverging learning
+// rate is tens of times off before its gradients overflow.
+constexpr double kParameterOutlierFactor = 10;
 
 struct MemberWeights {
   std::vector<double> weight;  // per member (rank), after exclusions
@@ -28,7 +32,8 @@ struct MemberWeights {
 // weights[i], norms[i]: what member i announced (norm < 0 or not finite: its
 // data is not finite). Members announcing weight 0 are not part of the
 // median.
-MemberWeights member_weights(const std::vector<double> &weights, const std::vector<double> &norms);
+MemberWeights member_weights(const std::vector<double> &weights, const std::vector<double> &norms,
+                             double factor = kOutlierFactor);
 
 // Sum of squares in double: not finite when any value is not (inf, nan), and
 // no float overflow for finite values up to FLT_MAX.

@@ -131,7 +131,7 @@ class Peer {
   // Every member's weight and norm, exchanged over comm before any data
   // moves; false (with *why) when the allreduce failed.
   bool exchange_weights(GroupComm &comm, double weight, double norm, Clock::time_point deadline, MemberWeights *out,
-                        std::string *why);
+                        std::string *why, double factor = kOutlierFactor);
   void average_parameters(const char *why);
   // Replaces each view's data by the weighted mean over comm_'s members
   // (mine: this peer's weight, total: the members'); false, with *why, when
