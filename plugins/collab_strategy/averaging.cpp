@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <functional>
 
 #include "peer.h"
 
@@ -114,11 +113,8 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
   // waited for the group; setup: how long building its communicator took
   // (ahead: on the prematch thread, while this peer still trained). nullopt:
   // the round failed (logged); retry among the survivors.
-  std::function<std::optional<RoundEnd>(const GroupRecord &, std::unique_ptr<GroupComm>, Clock::duration,
-                                        Clock::duration, bool)>
-      reduce;
-  reduce = [&](const GroupRecord &group, std::unique_ptr<GroupComm> comm, Clock::duration waited,
-               Clock::duration setup, bool ahead) -> std::optional<RoundEnd> {
+  auto reduce = [&](const GroupRecord &group, std::unique_ptr<GroupComm> comm, Clock::duration waited,
+                    Clock::duration setup, bool ahead) -> std::optional<RoundEnd> {
     std::string why;
     auto failed = [&] {
       log_limited(Level::warn, "round failed",
@@ -130,7 +126,20 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
     // matched it at the target) wait for the last of them here, so that the
     // allreduce's time is its own.
     MemberWeights members;
-    if (!exchange_weights(*comm, weight, norm, deadline, &members, &why)) return failed();
+    uint64_t share = 0;
+    // A member that drew no batch of a short round's deficit meets the
+    // others again at once (another batch would overshoot).
+    for (bool waits = true; waits;) {
+      if (!exchange_weights(*comm, weight, norm, deadline, &members, &why)) return failed();
+      const bool short_round = members.total > 0 && members.total < double(opt_.target_batch_size);
+      const uint64_t batch = std::max<uint64_t>(1, opt_.batch_size ? opt_.batch_size : state_.batch_size);
+      share = short_round ? top_up_shares(opt_.target_batch_size, members.weight, batch)[size_t(comm->rank())] : 0;
+      waits = short_round && share == 0 && members.weight[size_t(comm->rank())] > 0;
+      if (waits)
+        detail("epoch " + std::to_string(epoch) + ": " + group_text(group) + " brought " +
+               std::to_string(uint64_t(members.total)) + " of " + std::to_string(opt_.target_batch_size) +
+               " samples; this peer adds none and waits for the others");
+    }
     if (ahead) waited = Clock::now() - start;
     const double mine = members.weight[size_t(comm->rank())];
     const double total = members.total;
@@ -143,16 +152,6 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
       // The estimate that sent us here counted more than the members had: an
       // epoch steps only on what is averaged. Each member accumulates its
       // share of the deficit and the group meets again.
-      const uint64_t batch = std::max<uint64_t>(1, opt_.batch_size ? opt_.batch_size : state_.batch_size);
-      const uint64_t share = top_up_shares(opt_.target_batch_size, members.weight, batch)[size_t(comm->rank())];
-      if (share == 0 && mine > 0) {
-        // No batch of the deficit fell to this member: it waits for the
-        // others in the next exchange at once (another batch would overshoot).
-        detail("epoch " + std::to_string(epoch) + ": " + group_text(group) + " brought " +
-               std::to_string(uint64_t(total)) + " of " + std::to_string(opt_.target_batch_size) +
-               " samples; this peer adds none and waits for the others");
-        return reduce(group, std::move(comm), waited, setup, ahead);
-      }
       auto p = std::make_unique<Pending>();
       p->group = group;
       p->comm = std::move(comm);

@@ -35,8 +35,7 @@ void Peer::mark_unhealthy(const std::string &why) {
   if (!unhealthy_.exchange(true))
     log(Level::warn, why + ": this peer contributes nothing to the swarm and reloads the swarm's state from a healthy "
                            "peer (it heals rather than stopping)");
-  flags_ |= ProgressRecord::kUnhealthy;
-  wake_background();
+  wake_background();  // its record says so: no donor, nobody waits for it
 }
 
 void Peer::heal() {

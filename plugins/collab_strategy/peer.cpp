@@ -24,7 +24,7 @@ int64_t wall_ms() {
 namespace {
 
 constexpr auto kRecordTtl = std::chrono::seconds(10);  // DHT expiry of a progress record
-constexpr int64_t kRecordTtlMs = 10 * 1000;             // and a peer's, unrefreshed for that long
+constexpr int64_t kRecordTtlMs = std::chrono::milliseconds(kRecordTtl).count();  // a peer's, unrefreshed
 constexpr int64_t kRepublishMs = 1000;                 // refresh even when nothing changed
 constexpr int64_t kIntroduceMs = 2000;                 // how often known peers are checked in the DHT's table
 constexpr int64_t kForgetAddressMs = 5 * 60 * 1000;    // a peer unseen this long is not introduced again
@@ -275,7 +275,8 @@ ProgressRecord Peer::own_record() const {
   r.samples = samples_.load();
   r.samples_per_second = rate_.load();
   r.time_ms = wall_ms();
-  r.flags = flags_.load() | (server_ && server_->active() > 0 ? ProgressRecord::kServing : 0);
+  r.flags = flags_.load() | (server_ && server_->active() > 0 ? ProgressRecord::kServing : 0) |
+            (unhealthy_ ? ProgressRecord::kUnhealthy : 0);
   r.state_host = announce_host_;
   r.state_port = server_ ? server_->port() : 0;
   r.fingerprint = fingerprint_;
@@ -473,7 +474,6 @@ bool Peer::load_state(int64_t min_epoch, std::string *why) {
     return false;
   }
   unhealthy_ = false;
-  flags_ &= ~ProgressRecord::kUnhealthy;
   zero_grads();
   alone_until_target_ = false;
   epoch_ = got->epoch;

@@ -27,6 +27,8 @@ struct ProgressRecord {
   // Saw a non-finite loss or gradient since it last loaded the swarm's state:
   // not a donor until it has healed.
   static constexpr uint32_t kUnhealthy = 8;
+  // Neither counted, awaited in a round nor a donor.
+  static constexpr uint32_t kAway = kLoading | kUnhealthy;
 
   uint64_t peer_id = 0;
   int64_t epoch = 0;

@@ -93,7 +93,6 @@ loom_status Peer::after_backward(uint64_t local_samples, loom_step_decision *dec
     epoch_start_ms_ = now;
     alone_until_target_ = false;
     wake_background();
-    if (finished()) return LOOM_OK;  // the swarm took the last step: no round past max_steps
     v = view();
   }
   // A group formed ahead meets as soon as it is connected: the members then
@@ -111,7 +110,7 @@ loom_status Peer::after_backward(uint64_t local_samples, loom_step_decision *dec
     const double my_rate = rate_.load();
     bool rated = my_rate > 0 && v.rate > 0;
     for (const auto &r : v.others)
-      if (r.epoch == epoch_ && !(r.flags & (ProgressRecord::kLoading | ProgressRecord::kUnhealthy)) &&
+      if (r.epoch == epoch_ && !(r.flags & ProgressRecord::kAway) &&
           r.samples_per_second <= 0)
         rated = false;
     // Below the share, like the estimate's threshold: a round short of the
@@ -131,6 +130,9 @@ loom_status Peer::after_backward(uint64_t local_samples, loom_step_decision *dec
 }
 
 loom_status Peer::finish_window(loom_step_decision *decision) {
+  // No round past max_steps, however this peer reached the last epoch
+  // (following the swarm, moving on, loading its state).
+  if (finished()) return LOOM_OK;
   const int64_t epoch = epoch_.load();
   const double windows = double(std::max<uint64_t>(1, windows_));
   double squares = 0;

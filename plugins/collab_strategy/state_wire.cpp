@@ -10,11 +10,9 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <condition_variable>
 #include <cstring>
-#include <memory>
-#include <mutex>
-#include <thread>
+
+#include "../common/listen_address.h"
 
 namespace loom_collab {
 
@@ -51,62 +49,25 @@ std::string errno_text(int e) { return std::strerror(e); }
 void set_nonblocking(int fd) { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK); }
 void set_int_opt(int fd, int level, int opt, int v) { ::setsockopt(fd, level, opt, &v, sizeof v); }
 
-// getaddrinfo has no timeout: numeric addresses resolve at once; names are
-// looked up on a helper thread we stop waiting for (it frees its own result).
+// Numeric at once; a name on a helper thread we stop waiting for
+// (plugins/common/listen_address.h).
 bool resolve(const std::string &host, uint16_t port, bool passive, milliseconds timeout, sockaddr_storage *out,
              socklen_t *out_len, std::string *why) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV | (passive ? AI_PASSIVE : 0);
+  hints.ai_flags = AI_NUMERICSERV | (passive ? AI_PASSIVE : 0);
   const std::string service = std::to_string(port);
-  const char *node = host.empty() ? nullptr : host.c_str();
-  addrinfo *res = nullptr;
-  int rc = ::getaddrinfo(node, service.c_str(), &hints, &res);
-  if (rc == 0) {
-    std::memcpy(out, res->ai_addr, res->ai_addrlen);
-    *out_len = res->ai_addrlen;
-    ::freeaddrinfo(res);
-    return true;
-  }
-  if (rc != EAI_NONAME) {
-    *why = "cannot resolve " + host + ": " + ::gai_strerror(rc);
-    return false;
-  }
-  struct Lookup {
-    std::mutex m;
-    std::condition_variable cv;
-    bool done = false;
-    int rc = 0;
-    sockaddr_storage addr{};
-    socklen_t len = 0;
-  };
-  auto lk = std::make_shared<Lookup>();
-  hints.ai_flags &= ~AI_NUMERICHOST;
-  std::thread([lk, host, service, hints] {
-    addrinfo *r = nullptr;
-    int c = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &r);
-    std::lock_guard<std::mutex> g(lk->m);
-    lk->rc = c;
-    if (c == 0) {
-      std::memcpy(&lk->addr, r->ai_addr, r->ai_addrlen);
-      lk->len = r->ai_addrlen;
-      ::freeaddrinfo(r);
-    }
-    lk->done = true;
-    lk->cv.notify_all();
-  }).detach();
-  std::unique_lock<std::mutex> g(lk->m);
-  if (!lk->cv.wait_for(g, timeout, [&] { return lk->done; })) {
+  const int rc = loom_net::lookup_address(host.empty() ? nullptr : host.c_str(), service.c_str(), hints,
+                                          hints.ai_flags, timeout, out, out_len);
+  if (rc == loom_net::kLookupTimedOut) {
     *why = "cannot resolve " + host + ": no answer within " + std::to_string(timeout.count()) + " ms";
     return false;
   }
-  if (lk->rc != 0) {
-    *why = "cannot resolve " + host + ": " + ::gai_strerror(lk->rc);
+  if (rc != 0) {
+    *why = "cannot resolve " + host + ": " + ::gai_strerror(rc);
     return false;
   }
-  *out = lk->addr;
-  *out_len = lk->len;
   return true;
 }
 

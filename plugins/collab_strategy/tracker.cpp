@@ -7,14 +7,14 @@ namespace loom_collab {
 std::vector<uint64_t> SwarmView::training_at(int64_t epoch) const {
   std::vector<uint64_t> out;
   for (const auto &r : others)
-    if (r.epoch == epoch && !(r.flags & (ProgressRecord::kLoading | ProgressRecord::kUnhealthy))) out.push_back(r.peer_id);
+    if (r.epoch == epoch && !(r.flags & ProgressRecord::kAway)) out.push_back(r.peer_id);
   return out;
 }
 
 std::vector<uint64_t> SwarmView::accumulating_at(int64_t epoch) const {
   std::vector<uint64_t> out;
   for (const auto &r : others)
-    if (r.epoch == epoch && !(r.flags & (ProgressRecord::kLoading | ProgressRecord::kUnhealthy)) &&
+    if (r.epoch == epoch && !(r.flags & ProgressRecord::kAway) &&
         (r.samples > 0 || r.samples_per_second > 0))
       out.push_back(r.peer_id);
   return out;
@@ -46,7 +46,7 @@ SwarmView Tracker::view(uint64_t me, int64_t my_epoch, uint64_t my_samples, doub
   }
   for (const auto &r : v.others) {
     // A loading peer has nothing yet; a diverged one's samples count 0.
-    if (r.flags & (ProgressRecord::kLoading | ProgressRecord::kUnhealthy)) continue;
+    if (r.flags & ProgressRecord::kAway) continue;
     if (r.epoch == v.global_epoch - 1 && my_epoch == v.global_epoch && epoch_start_ms > 0) {
       // One behind in our view is most often a record that has not caught
       // up with a round we finished together: count what that peer has
@@ -70,7 +70,7 @@ SwarmView Tracker::view(uint64_t me, int64_t my_epoch, uint64_t my_samples, doub
 std::vector<Donor> Tracker::donors(uint64_t me, int64_t min_epoch, int64_t now_ms) const {
   std::vector<const ProgressRecord *> picks;
   for (const auto &[id, r] : peers_) {
-    if (id == me || !live(r, now_ms) || (r.flags & (ProgressRecord::kLoading | ProgressRecord::kUnhealthy))) continue;
+    if (id == me || !live(r, now_ms) || (r.flags & ProgressRecord::kAway)) continue;
     if (r.epoch < min_epoch || r.state_port == 0 || r.state_host.empty()) continue;
     picks.push_back(&r);
   }

@@ -45,6 +45,61 @@ inline bool is_wildcard(const ListenAddress &a) {
   return a.family == AF_INET6 && IN6_IS_ADDR_UNSPECIFIED(&reinterpret_cast<const sockaddr_in6 &>(a.addr).sin6_addr);
 }
 
+// getaddrinfo has no timeout. lookup_address resolves node (may be null) and
+// service with hints, numeric forms at once; a name (EAI_NONAME from the
+// numeric try) is looked up again with name_flags on a helper thread that we
+// stop waiting for after timeout (it frees its own result). Returns 0, a
+// getaddrinfo error code, or kLookupTimedOut; *as_name (may be null) says
+// whether node was looked up as a name.
+constexpr int kLookupTimedOut = -100000;
+inline int lookup_address(const char *node, const char *service, addrinfo hints, int name_flags,
+                          std::chrono::milliseconds timeout, sockaddr_storage *out, socklen_t *out_len,
+                          bool *as_name = nullptr) {
+  if (as_name) *as_name = false;
+  hints.ai_flags |= AI_NUMERICHOST;
+  addrinfo *res = nullptr;
+  int rc = ::getaddrinfo(node, service, &hints, &res);
+  if (rc == 0) {
+    std::memcpy(out, res->ai_addr, res->ai_addrlen);
+    *out_len = res->ai_addrlen;
+    ::freeaddrinfo(res);
+    return 0;
+  }
+  if (rc != EAI_NONAME || node == nullptr) return rc;
+  if (as_name) *as_name = true;
+  struct Lookup {
+    std::mutex m;
+    std::condition_variable cv;
+    bool done = false;
+    int rc = 0;
+    sockaddr_storage addr{};
+    socklen_t len = 0;
+  };
+  auto lk = std::make_shared<Lookup>();
+  hints.ai_flags = name_flags;
+  std::thread([lk, name = std::string(node), svc = std::string(service ? service : ""), has_service = service != nullptr,
+               hints] {
+    addrinfo *r = nullptr;
+    const int c = ::getaddrinfo(name.c_str(), has_service ? svc.c_str() : nullptr, &hints, &r);
+    std::lock_guard<std::mutex> g(lk->m);
+    lk->rc = c;
+    if (c == 0) {
+      std::memcpy(&lk->addr, r->ai_addr, r->ai_addrlen);
+      lk->len = r->ai_addrlen;
+      ::freeaddrinfo(r);
+    }
+    lk->done = true;
+    lk->cv.notify_all();
+  }).detach();
+  std::unique_lock<std::mutex> g(lk->m);
+  if (!lk->cv.wait_for(g, timeout, [&] { return lk->done; })) return kLookupTimedOut;
+  if (lk->rc == 0) {
+    *out = lk->addr;
+    *out_len = lk->len;
+  }
+  return lk->rc;
+}
+
 // Resolves text (family AF_INET, AF_INET6 or AF_UNSPEC) into *out. Numeric
 // addresses resolve at once; a name is looked up on a helper thread that we
 // stop waiting for after timeout, since getaddrinfo itself has no timeout.
@@ -60,51 +115,17 @@ inline bool resolve_listen_address(const std::string &text, int family, std::chr
   addrinfo hints{};
   hints.ai_family = family;
   hints.ai_socktype = SOCK_DGRAM;
-  hints.ai_flags = AI_NUMERICHOST;
-  addrinfo *res = nullptr;
-  int rc = ::getaddrinfo(text.c_str(), nullptr, &hints, &res);
-  if (rc == EAI_NONAME) {
-    struct Lookup {
-      std::mutex m;
-      std::condition_variable cv;
-      bool done = false;
-      int rc = 0;
-      sockaddr_storage addr{};
-      socklen_t len = 0;
-    };
-    auto lk = std::make_shared<Lookup>();
-    hints.ai_flags = AI_ADDRCONFIG;
-    std::thread([lk, text, hints] {
-      addrinfo *r = nullptr;
-      int c = ::getaddrinfo(text.c_str(), nullptr, &hints, &r);
-      std::lock_guard<std::mutex> g(lk->m);
-      lk->rc = c;
-      if (c == 0) {
-        std::memcpy(&lk->addr, r->ai_addr, r->ai_addrlen);
-        lk->len = r->ai_addrlen;
-        ::freeaddrinfo(r);
-      }
-      lk->done = true;
-      lk->cv.notify_all();
-    }).detach();
-    std::unique_lock<std::mutex> g(lk->m);
-    if (!lk->cv.wait_for(g, timeout, [&] { return lk->done; })) {
-      *why = "it does not resolve (no answer within " + std::to_string(timeout.count()) + " ms)";
-      return false;
-    }
-    if (lk->rc != 0) {
-      *why = std::string("it is no numeric address and does not resolve (") + ::gai_strerror(lk->rc) + ")";
-      return false;
-    }
-    out->addr = lk->addr;
-    out->len = lk->len;
-  } else if (rc != 0) {
-    *why = std::string("it is not an address (") + ::gai_strerror(rc) + ")";
+  bool as_name = false;
+  const int rc =
+      lookup_address(text.c_str(), nullptr, hints, AI_ADDRCONFIG, timeout, &out->addr, &out->len, &as_name);
+  if (rc == kLookupTimedOut) {
+    *why = "it does not resolve (no answer within " + std::to_string(timeout.count()) + " ms)";
     return false;
-  } else {
-    std::memcpy(&out->addr, res->ai_addr, res->ai_addrlen);
-    out->len = res->ai_addrlen;
-    ::freeaddrinfo(res);
+  }
+  if (rc != 0) {
+    *why = as_name ? std::string("it is no numeric address and does not resolve (") + ::gai_strerror(rc) + ")"
+                   : std::string("it is not an address (") + ::gai_strerror(rc) + ")";
+    return false;
   }
   out->family = out->addr.ss_family;
   out->text = numeric_text(reinterpret_cast<const sockaddr *>(&out->addr));
