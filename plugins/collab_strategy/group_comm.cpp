@@ -26,6 +26,9 @@ loom_status GroupComm::open(const GroupRecord &group, uint64_t me, Clock::time_p
   rank_ = static_cast<int32_t>(it - group.members.begin());
   size_ = static_cast<int32_t>(group.members.size());
   group_hash_ = group.group_hash();
+  epoch_ = group.epoch;
+  attempt_ = group.attempt;
+  me_ = me;
   oob_error_.clear();
   loom_oob_v1 oob{sizeof(loom_oob_v1), this, &GroupComm::oob_allgather};
   char name[64];
@@ -129,7 +132,7 @@ loom_status GroupComm::exchange(const void *send, size_t len, void *recv, int64_
   mine.size = static_cast<uint32_t>(size_);
   mine.payload.assign(static_cast<const uint8_t *>(send), static_cast<const uint8_t *>(send) + len);
   const Bytes value = encode(run_, mine);
-  const std::string key = oob_key(run_id_, group_hash_);
+  const std::string key = oob_key(run_id_, epoch_, attempt_);
   std::vector<bool> have(static_cast<size_t>(size_), false);
   bool published = false;
   Clock::time_point last_put{};
@@ -146,7 +149,7 @@ loom_status GroupComm::exchange(const void *send, size_t len, void *recv, int64_
     // in the background and is repeated at most once a second.
     if (!published && Clock::now() - last_put >= std::chrono::seconds(1)) {
       last_put = Clock::now();
-      published = dht_->put(key, uint64_t(rank_) + 1, value, std::chrono::seconds(60),
+      published = dht_->put(key, me_, value, std::chrono::seconds(60),
                             std::chrono::milliseconds(std::min<int64_t>(50, timeout_ms)));
     }
     bool news = false;

@@ -73,6 +73,9 @@ class GroupComm {
   loom_comm *comm_ = nullptr;
   int32_t rank_ = 0, size_ = 0;
   uint64_t group_hash_ = 0;
+  int64_t epoch_ = 0;
+  uint32_t attempt_ = 0;
+  uint64_t me_ = 0;  // this member's peer id: its oob value's id (one per peer under a reused key)
   std::string oob_error_;
   const std::atomic<bool> *cancel_ = nullptr;
 };

@@ -465,16 +465,22 @@ std::optional<FingerprintRecord> decode_fingerprint(uint64_t run, const uint8_t 
 
 std::string progress_key(const std::string &run_id) { return "loom/" + run_id + "/progress"; }
 
+uint32_t round_bucket(int64_t epoch, uint32_t attempt) {
+  // A retry (attempt + 1) lands 13 buckets away from its epoch's first try,
+  // so a retry never shares a key with the round it replaces.
+  return static_cast<uint32_t>((static_cast<uint64_t>(epoch) + 13ull * attempt) % kRoundBuckets);
+}
+
 std::string join_key(const std::string &run_id, int64_t epoch, uint32_t attempt) {
-  return "loom/" + run_id + "/join/" + std::to_string(epoch) + "/" + std::to_string(attempt);
+  return "loom/" + run_id + "/join/" + std::to_string(round_bucket(epoch, attempt));
 }
 
 std::string group_key(const std::string &run_id, int64_t epoch, uint32_t attempt) {
-  return "loom/" + run_id + "/group/" + std::to_string(epoch) + "/" + std::to_string(attempt);
+  return "loom/" + run_id + "/group/" + std::to_string(round_bucket(epoch, attempt));
 }
 
-std::string oob_key(const std::string &run_id, uint64_t group_hash) {
-  return "loom/" + run_id + "/oob/" + hex64(group_hash).substr(2);
+std::string oob_key(const std::string &run_id, int64_t epoch, uint32_t attempt) {
+  return "loom/" + run_id + "/oob/" + std::to_string(round_bucket(epoch, attempt));
 }
 
 std::string fingerprint_key(const std::string &run_id, uint64_t fingerprint) {

@@ -101,10 +101,25 @@ std::optional<FingerprintRecord> decode_fingerprint(uint64_t run, const uint8_t 
 // DHT keys, namespaced by run id. Rounds (join, group, oob) are namespaced
 // by run id and fingerprint together (round_space), so that peers training
 // different models never meet in one.
+//
+// Rounds reuse kRoundBuckets keys of each kind, picked by (epoch, attempt),
+// rather than a key per round, for two reasons measured on loopback:
+// - OpenDHT keeps every search it ran for 62 minutes, one per key, about
+//   1.1 KB each: a key per round grew every peer's memory with the epoch
+//   rate (2.7 searches an epoch) for an hour.
+// - A key in use keeps its search synced. A new key's first put waits until
+//   every node near the key has answered, so after a peer's death each round
+//   waited about a second for its node to time out, for the 7 s OpenDHT takes
+//   to give up on it.
+// Each peer puts under its own peer id, so a key holds at most one value per
+// peer (its newest); records carry their epoch and attempt (oob records the
+// group hash), so a get tells this round's from one kRoundBuckets rounds ago.
+constexpr uint32_t kRoundBuckets = 32;
+uint32_t round_bucket(int64_t epoch, uint32_t attempt);
 std::string progress_key(const std::string &run_id);
 std::string join_key(const std::string &run_id, int64_t epoch, uint32_t attempt);
 std::string group_key(const std::string &run_id, int64_t epoch, uint32_t attempt);
-std::string oob_key(const std::string &run_id, uint64_t group_hash);
+std::string oob_key(const std::string &run_id, int64_t epoch, uint32_t attempt);
 std::string fingerprint_key(const std::string &run_id, uint64_t fingerprint);
 std::string round_space(const std::string &run_id, uint64_t fingerprint);
 

@@ -213,10 +213,25 @@ TEST(Records, GroupHashDependsOnEpochAttemptAndMembersOnly) {
 
 TEST(Records, KeysAreNamespacedByRun) {
   EXPECT_EQ(progress_key("r1"), "loom/r1/progress");
-  EXPECT_EQ(join_key("r1", 12, 3), "loom/r1/join/12/3");
-  EXPECT_EQ(group_key("r1", 12, 3), "loom/r1/group/12/3");
-  EXPECT_EQ(oob_key("r1", 0xabcULL), "loom/r1/oob/0000000000000abc");
+  EXPECT_EQ(join_key("r1", 12, 3), "loom/r1/join/19");  // (12 + 13 x 3) mod 32
+  EXPECT_EQ(group_key("r1", 12, 3), "loom/r1/group/19");
+  EXPECT_EQ(oob_key("r1", 12, 3), "loom/r1/oob/19");
   EXPECT_NE(progress_key("r1"), progress_key("r2"));
+  EXPECT_NE(join_key("r1", 12, 0), join_key("r2", 12, 0));
+}
+
+TEST(Records, RoundsReuseABoundedSetOfKeys) {
+  std::set<std::string> keys;
+  for (int64_t epoch = 0; epoch < 100000; ++epoch)
+    for (uint32_t attempt = 0; attempt < 3; ++attempt) keys.insert(join_key("r", epoch, attempt));
+  EXPECT_EQ(keys.size(), size_t(kRoundBuckets));
+  // Consecutive rounds, and a round and its retry, never share a key: a
+  // round's values are replaced only kRoundBuckets rounds later.
+  for (int64_t epoch = 0; epoch < 1000; ++epoch) {
+    EXPECT_NE(round_bucket(epoch, 0), round_bucket(epoch + 1, 0)) << epoch;
+    EXPECT_NE(round_bucket(epoch, 0), round_bucket(epoch, 1)) << epoch;
+    EXPECT_EQ(round_bucket(epoch, 0), round_bucket(epoch + kRoundBuckets, 0)) << epoch;
+  }
 }
 
 TEST(Records, RejectsEveryTruncation) {
