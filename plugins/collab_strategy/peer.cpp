@@ -172,6 +172,7 @@ loom_status Peer::setup(const loom_training_state_v1 &state, std::string *why) {
                      "plugin ABI 1.2): only the parameters are averaged");
   epoch_ = state.start_step;
   epoch_start_ms_ = wall_ms();
+  if (!preflight_model(why)) return LOOM_ERR_INVALID_ARGUMENT;
   try {
     DhtConfig config;
     config.listen_host = opt_.listen;
@@ -351,6 +352,7 @@ void Peer::refresh() {
   for (const auto &[id, r] : foreign_)
     if (!(r.flags & ProgressRecord::kLeft)) foreign.push_back(r);
   check_model(foreign);
+  serve_model();
 }
 
 void Peer::publish(bool force) {

@@ -156,6 +156,13 @@ class Peer {
   void publish_fingerprint();
   void check_model(const std::vector<ProgressRecord> &foreign);
   bool misfit(std::string *why) const;
+  std::string misfit_text(const std::string &difference) const;
+  // Setup, before this peer's DHT node starts: false with *why when an
+  // initial peer's state server says the swarm trains another model.
+  bool preflight_model(std::string *why);
+  // Background thread: what this peer's state server tells a peer about to
+  // join (the model, once this peer is sure it is the swarm's).
+  void serve_model();
 
   std::string join_hint() const;
 
@@ -239,6 +246,7 @@ class Peer {
   mutable std::mutex misfit_mutex_;
   std::string misfit_;  // why this peer must not train in this swarm; empty while it may
   std::atomic<bool> checked_model_{false};  // the background compared models at least once with others seen
+  uint32_t served_model_peers_ = UINT32_MAX;  // background: peers in the record the server has (0: none)
   struct Limited {
     int64_t last_ms = 0;
     uint64_t held = 0;

@@ -359,10 +359,13 @@ Bytes encode(uint64_t run, const OobRecord &r) {
 Bytes encode(uint64_t run, const FingerprintRecord &r) {
   require(r.text.size() <= kMaxFingerprintText, "fingerprint text of " + std::to_string(r.text.size()) +
                                                     " bytes, above " + std::to_string(kMaxFingerprintText));
+  require(r.peers >= 1 && r.peers <= kMaxPeers, "peers " + std::to_string(r.peers) + " outside 1.." +
+                                                   std::to_string(kMaxPeers));
   Writer w(run, kFingerprint);
   w.u64(r.fingerprint);
   w.u8(r.truncated ? 1 : 0);
   w.bytes(Bytes(r.text.begin(), r.text.end()));
+  w.u32(r.peers);
   return w.finish();
 }
 
@@ -454,9 +457,11 @@ std::optional<FingerprintRecord> decode_fingerprint(uint64_t run, const uint8_t 
       r.fail("truncated flag " + std::to_string(truncated) + " is neither 0 nor 1");
     } else if (n > kMaxFingerprintText) {
       r.fail("fingerprint text of " + std::to_string(n) + " bytes, above " + std::to_string(kMaxFingerprintText));
-    } else if (r.raw(n, &at)) {
+    } else if (r.raw(n, &at) && r.u32(&f.peers)) {
       f.text.assign(reinterpret_cast<const char *>(at), n);
       f.truncated = truncated == 1;
+      if (f.peers < 1 || f.peers > kMaxPeers)
+        r.fail("peers " + std::to_string(f.peers) + " outside 1.." + std::to_string(kMaxPeers));
     }
   }
   if (!close_payload(r, why)) return std::nullopt;

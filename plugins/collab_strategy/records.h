@@ -71,13 +71,16 @@ struct OobRecord {
 constexpr size_t kMaxOobPayload = 48 * 1024;
 
 // The text a fingerprint hashes (what a peer trains, fingerprint.h), for a
-// peer whose own differs to name the first difference.
+// peer whose own differs to name the first difference. Published in the DHT
+// and served by a peer's state server to a peer about to join (kStateFlagModel).
 struct FingerprintRecord {
   uint64_t fingerprint = 0;
   std::string text;  // at most kMaxFingerprintText bytes (longer: cut, truncated set)
   bool truncated = false;
+  uint32_t peers = 1;  // live peers its publisher sees training this model, itself included (1..kMaxPeers)
 };
 constexpr size_t kMaxFingerprintText = 60 * 1024;
+constexpr uint32_t kMaxPeers = 1u << 20;
 
 // Each throws std::invalid_argument when a field is outside what decode
 // accepts (negative epoch, string over 255 bytes, member list empty, unsorted

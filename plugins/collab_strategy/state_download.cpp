@@ -144,8 +144,10 @@ void advise_huge_pages(const uint8_t *p, size_t n) {
 }
 
 // One attempt against one donor. Returns the state or sets *why.
+// flags: 0 for the state, kStateFlagModel for the model record.
 std::optional<DownloadedState> try_donor(const Donor &d, uint64_t run, int64_t min_epoch, Clock::time_point deadline,
-                                         milliseconds stall, const std::atomic<bool> *cancel, std::string *why) {
+                                         milliseconds stall, const std::atomic<bool> *cancel, std::string *why,
+                                         uint16_t flags = 0) {
   auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
   sockaddr_storage addr{};
   socklen_t len = 0;
@@ -195,7 +197,7 @@ std::optional<DownloadedState> try_donor(const Donor &d, uint64_t run, int64_t m
   }
 
   uint8_t req[kStateRequestSize];
-  encode_request(req, run, min_epoch);
+  encode_request(req, run, min_epoch, flags);
   iovec iov{req, sizeof req};
   int err = 0;
   Io r = write_all(fd.get(), &iov, 1, lim, &err);
@@ -247,6 +249,10 @@ std::optional<DownloadedState> try_donor(const Donor &d, uint64_t run, int64_t m
   }
   if (h.epoch < min_epoch) {
     *why = "offers epoch " + std::to_string(h.epoch) + ", need >= " + std::to_string(min_epoch) + " (donor is behind)";
+    return std::nullopt;
+  }
+  if ((flags & kStateFlagModel) && h.total > kMaxModelBytes) {
+    *why = "a model record of " + std::to_string(h.total) + " bytes (limit " + std::to_string(kMaxModelBytes) + ")";
     return std::nullopt;
   }
   if (h.total > kMaxStateBytes) {
@@ -311,6 +317,14 @@ std::optional<DownloadedState> try_donor(const Donor &d, uint64_t run, int64_t m
 
 using wire::Clock;
 using wire::emit;
+
+std::optional<Bytes> fetch_model(const std::string &host, uint16_t port, uint64_t run,
+                                 std::chrono::milliseconds timeout, std::string *why) {
+  const Donor d{0, host, port, 0};
+  auto got = try_donor(d, run, 0, Clock::now() + timeout, timeout, nullptr, why, kStateFlagModel);
+  if (!got) return std::nullopt;
+  return std::move(got->bytes);
+}
 
 std::optional<DownloadedState> download_state(const std::vector<Donor> &donors, uint64_t run, int64_t min_epoch,
                                               std::chrono::milliseconds timeout,

@@ -112,6 +112,7 @@ struct StateServer::Impl {
   std::mutex m;
   std::condition_variable published;
   std::shared_ptr<Snapshot> snapshot;   // guarded by m
+  std::shared_ptr<Snapshot> model;      // what model requests get (null: not_ready); guarded by m
   std::atomic<uint64_t> generation{0};  // bumped by publish(); guarded by m for the summer's wait
   std::thread front;
   std::thread summer;  // checksums each new snapshot ahead of requests
@@ -132,6 +133,7 @@ struct StateServer::Impl {
     Fd fd;  // closed by the front thread after the join, so a preempting thread never touches a reused fd
     std::string peer, addr;
     int64_t min_epoch = 0;
+    bool model = false;  // a model request (kStateFlagModel), not the state
     Clock::time_point started, moved;  // moved: when the front thread last saw `sent` change
     uint64_t seen = 0;
     std::atomic<uint64_t> sent{0}, total{0};
@@ -240,6 +242,19 @@ void StateServer::publish(int64_t epoch, Bytes bytes) {
     impl_->wanted = false;
   }
   impl_->published.notify_all();
+}
+
+void StateServer::publish_model(Bytes record) {
+  if (record.size() > kMaxModelBytes)
+    throw std::invalid_argument("model record of " + std::to_string(record.size()) + " bytes, above " +
+                                std::to_string(kMaxModelBytes));
+  std::shared_ptr<Snapshot> snap;
+  if (!record.empty()) {
+    snap = std::make_shared<Snapshot>();
+    snap->bytes = std::move(record);
+  }
+  std::lock_guard<std::mutex> g(impl_->m);
+  impl_->model = std::move(snap);
 }
 
 bool StateServer::wanted() const { return impl_->wanted.load(); }
@@ -384,6 +399,15 @@ void StateServer::Impl::admit(Fd fd, const std::string &peer, const std::string 
     guard.reject(addr, Rejection::garbage, "request from " + peer + " has a bad checksum", now);
     return;
   }
+  const uint16_t flags = get16(req + 6);
+  if ((flags & ~kStateFlagModel) != 0) {
+    guard.reject(addr, Rejection::wrong_request,
+                 peer + " sent request flags " + std::to_string(flags) + "; this server knows 0 (state) and " +
+                     std::to_string(kStateFlagModel) + " (model)",
+                 now);
+    answer(fd.get(), StateStatus::bad_request);
+    return;
+  }
   if (get64(req + 8) != run) {
     guard.reject(addr, Rejection::wrong_request, peer + " asked for another run's state", now);
     answer(fd.get(), StateStatus::other_run);
@@ -423,6 +447,7 @@ void StateServer::Impl::admit(Fd fd, const std::string &peer, const std::string 
   t.peer = peer;
   t.addr = addr;
   t.min_epoch = int64_t(get64(req + 16));
+  t.model = (flags & kStateFlagModel) != 0;
   t.started = t.moved = now;
   try {
     t.thread = std::thread([this, &t] {
@@ -487,7 +512,11 @@ void StateServer::Impl::serve(Transfer &t) {
   const int fd = t.fd.get();
   const std::string &peer = t.peer;
   std::shared_ptr<Snapshot> snap;
-  {
+  if (t.model) {
+    std::lock_guard<std::mutex> g(m);
+    snap = model;
+    t.min_epoch = 0;
+  } else {
     std::unique_lock<std::mutex> g(m);
     auto fresh = [&] { return snapshot && snapshot->epoch >= t.min_epoch; };
     if (!fresh()) {
@@ -506,9 +535,11 @@ void StateServer::Impl::serve(Transfer &t) {
   if (!snap || snap->epoch < t.min_epoch) {
     h.status = snap ? StateStatus::behind : StateStatus::not_ready;
     h.epoch = snap ? snap->epoch : 0;
-    emit(log, Level::info,
-         "state server: " + peer + " asked for epoch >= " + std::to_string(t.min_epoch) + ": " +
-             (snap ? "have only " + std::to_string(snap->epoch) : std::string("nothing published")));
+    emit(log, t.model ? Level::debug : Level::info,
+         "state server: " + peer + " asked for " +
+             (t.model ? std::string("the swarm's model: this peer is not sure of it yet")
+                      : "epoch >= " + std::to_string(t.min_epoch) + ": " +
+                            (snap ? "have only " + std::to_string(snap->epoch) : std::string("nothing published"))));
     uint8_t b[kStateReplySize];
     encode_reply(b, h);
     iovec iov{b, sizeof b};
@@ -517,11 +548,14 @@ void StateServer::Impl::serve(Transfer &t) {
     return;
   }
 
-  active.fetch_add(1);
+  // A model record is no state transfer: it does not make this peer a busy donor.
+  std::atomic<int> not_counted{0};
+  std::atomic<int> &counter = t.model ? not_counted : active;
+  counter.fetch_add(1);
   struct Done {
     std::atomic<int> &a;
     ~Done() { a.fetch_sub(1); }
-  } done{active};
+  } done{counter};
   if (!snap->ensure_sums([&] { return stopping.load() || t.cancel.load(); })) return;
   h.status = StateStatus::ok;
   h.epoch = snap->epoch;
@@ -568,9 +602,10 @@ void StateServer::Impl::serve(Transfer &t) {
   } while (off < snap->bytes.size());
   t.end = End::sent;
   double s = std::chrono::duration<double>(Clock::now() - t0).count();
-  emit(log, Level::info,
-       "state server: sent epoch " + std::to_string(snap->epoch) + " (" + std::to_string(h.total) + " bytes) to " +
-           peer + " in " + std::to_string(int64_t(s * 1000)) + " ms");
+  emit(log, t.model ? Level::debug : Level::info,
+       "state server: sent " + (t.model ? std::string("the model record") : "epoch " + std::to_string(snap->epoch)) +
+           " (" + std::to_string(h.total) + " bytes) to " + peer + " in " + std::to_string(int64_t(s * 1000)) +
+           " ms");
 }
 
 }  // namespace loom_collab

@@ -23,17 +23,25 @@ namespace loom_collab {
 // The wire format (little-endian, fixed width), version kStateWireVersion.
 // The first 8 bytes of a request and of a reply (magic, version) never change
 // between versions, so either side can name a version it does not speak.
-//   request (28 B): magic kStateRequestMagic u32, version u16, flags u16 (0),
+//   request (28 B): magic kStateRequestMagic u32, version u16, flags u16,
 //                   run hash u64, min_epoch i64, CRC-32 of the previous 24 B
+//                   (flags: 0 asks for the state; kStateFlagModel for the
+//                   server's model record instead; other bits are refused)
 //   reply   (36 B): magic kStateReplyMagic u32, version u16, status u16,
 //                   epoch i64, total length u64, chunk size u32,
 //                   CRC-32 of the whole state u32, CRC-32 of the previous 32 B
 //   then, when status is ok, ceil(total / chunk size) chunks, each
 //                   length u32 (= min(chunk size, bytes left)), CRC-32 u32, bytes.
 // CRC-32 is zlib's crc32_z. The server closes the connection after a reply.
+// A model request's reply has the same form: its bytes are an encoded
+// FingerprintRecord (records.h), at most kMaxModelBytes, and its epoch 0;
+// status not_ready means the server is not sure its model is the
+// swarm's (it has just joined, or it is the odd one out).
 constexpr uint32_t kStateRequestMagic = 0x5154534C;  // "LSTQ"
 constexpr uint32_t kStateReplyMagic = 0x5254534C;    // "LSTR"
 constexpr uint16_t kStateWireVersion = 1;
+constexpr uint16_t kStateFlagModel = 1;
+constexpr uint64_t kMaxModelBytes = 64 * 1024;
 constexpr size_t kStateRequestSize = 28;
 constexpr size_t kStateReplySize = 36;
 constexpr size_t kStateChunkHeaderSize = 8;
@@ -109,10 +117,22 @@ class StateServer {
 
   void set_wait_for_publish(std::chrono::milliseconds ms);
 
+  // What model requests receive: an encoded FingerprintRecord of the model
+  // the swarm trains, as this peer sees it (at most kMaxModelBytes), or
+  // nothing (empty: they are answered not_ready).
+  void publish_model(Bytes record);
+
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// Asks the peer whose state server listens at host:port what model its
+// swarm trains (a model request), within timeout. Returns the encoded
+// FingerprintRecord, or nullopt with *why (unreachable, refused, not sure
+// of its model, malformed reply).
+std::optional<Bytes> fetch_model(const std::string &host, uint16_t port, uint64_t run,
+                                 std::chrono::milliseconds timeout, std::string *why);
 
 struct Donor {
   uint64_t peer_id = 0;

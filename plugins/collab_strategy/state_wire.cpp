@@ -163,10 +163,10 @@ Io write_all(int fd, iovec *iov, int iovcnt, const IoLimits &lim, int *err) {
   }
   return Io::ok;
 }
-void encode_request(uint8_t *b, uint64_t run, int64_t min_epoch) {
+void encode_request(uint8_t *b, uint64_t run, int64_t min_epoch, uint16_t flags) {
   put32(b, kStateRequestMagic);
   put16(b + 4, kStateWireVersion);
-  put16(b + 6, 0);
+  put16(b + 6, flags);
   put64(b + 8, run);
   put64(b + 16, uint64_t(min_epoch));
   put32(b + 24, crc(b, 24));

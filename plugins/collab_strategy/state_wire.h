@@ -116,7 +116,7 @@ Io read_all(int fd, uint8_t *buf, size_t n, const IoLimits &lim, size_t *got, in
 Io write_all(int fd, iovec *iov, int iovcnt, const IoLimits &lim, int *err);
 
 // ---- messages ----
-void encode_request(uint8_t *b, uint64_t run, int64_t min_epoch);
+void encode_request(uint8_t *b, uint64_t run, int64_t min_epoch, uint16_t flags = 0);
 
 struct ReplyHeader {
   StateStatus status = StateStatus::ok;

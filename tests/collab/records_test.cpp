@@ -421,6 +421,33 @@ TEST(Records, RejectsOutOfRangeOobFields) {
   EXPECT_EQ(bad(oob_payload(0, 2, 4, 10)), "6 unread bytes at the end of the payload");
 }
 
+Bytes fingerprint_payload(uint8_t truncated, const std::string &text, uint32_t peers) {
+  Frame f;
+  f.u64(0x42);
+  f.u8(truncated);
+  f.u32(static_cast<uint32_t>(text.size()));
+  f.b.insert(f.b.end(), text.begin(), text.end());
+  f.u32(peers);
+  return f.b;
+}
+
+TEST(Records, RejectsOutOfRangeFingerprintFields) {
+  std::string why;
+  auto bad = [&](const Bytes &payload) {
+    const Bytes b = frame(5, payload);
+    EXPECT_FALSE(decode_fingerprint(kRun, b.data(), b.size(), &why));
+    return why;
+  };
+  EXPECT_EQ(bad(fingerprint_payload(0, "w", 0)), "peers 0 outside 1..1048576");
+  EXPECT_EQ(bad(fingerprint_payload(0, "w", kMaxPeers + 1)), "peers 1048577 outside 1..1048576");
+  EXPECT_EQ(bad(fingerprint_payload(2, "w", 1)), "truncated flag 2 is neither 0 nor 1");
+  const Bytes good = frame(5, fingerprint_payload(1, "w", 3));
+  auto f = decode_fingerprint(kRun, good.data(), good.size(), &why);
+  ASSERT_TRUE(f) << why;
+  EXPECT_EQ(f->peers, 3u);
+  EXPECT_TRUE(f->truncated);
+}
+
 TEST(Records, EncodeRefusesWhatDecodeWouldReject) {
   ProgressRecord p = sample_progress();
   p.state_host.assign(256, 'x');
@@ -458,7 +485,7 @@ namespace loom_collab {
 namespace {
 
 TEST(Records, FingerprintRoundTripAndLimits) {
-  FingerprintRecord f{0x42, std::string(kMaxFingerprintText, 'x'), true};
+  FingerprintRecord f{0x42, std::string(kMaxFingerprintText, 'x'), true, 7};
   const Bytes b = encode(kRun, f);
   std::string why;
   auto back = decode_fingerprint(kRun, b.data(), b.size(), &why);
@@ -466,8 +493,14 @@ TEST(Records, FingerprintRoundTripAndLimits) {
   EXPECT_EQ(back->fingerprint, 0x42u);
   EXPECT_EQ(back->text, f.text);
   EXPECT_TRUE(back->truncated);
+  EXPECT_EQ(back->peers, 7u);
   f.text += 'x';
   EXPECT_THROW(encode(kRun, f), std::invalid_argument);
+  f.text.pop_back();
+  for (uint32_t bad : {0u, kMaxPeers + 1}) {
+    f.peers = bad;
+    EXPECT_THROW(encode(kRun, f), std::invalid_argument) << bad;
+  }
   // A group's hash covers what its members train.
   GroupRecord g = sample_group(), other = sample_group();
   other.fingerprint ^= 1;

@@ -3,7 +3,9 @@
 //   loom_swarm_rogue RUN_ID HOST:PORT SECONDS
 //     joins a run's DHT and publishes, under the run's progress key, a record
 //     of another run, a truncated record, a record with a flipped bit and
-//     plain garbage, again and again until killed or its time is up.
+//     plain garbage, again and again until killed or its time is up. Prints
+//     "rogue dht 127.0.0.1:PORT" once it joined (a DHT node without a state
+//     server: a peer that joins through it cannot ask it for the model).
 //   loom_swarm_rogue --donor RUN_ID HOST:PORT|- SECONDS
 //     joins the run (or, with -, starts its DHT for others to join) as a donor: it publishes a well-formed progress record at
 //     the highest epoch it sees, and its state server answers every request
@@ -161,6 +163,9 @@ int run_records(const std::string &run_id, const std::string &bootstrap, int sec
     std::fprintf(stderr, "rogue: could not reach %s\n", bootstrap.c_str());
     return 1;
   }
+  // Others may join through this node: it has no state server.
+  std::printf("rogue dht 127.0.0.1:%u\n", unsigned(dht.port()));
+  std::fflush(stdout);
   ProgressRecord r;
   r.peer_id = 0xBADBADBADull;
   r.epoch = 5;

@@ -7,8 +7,11 @@
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 
+#include "support/subprocess.hpp"
 #include "swarm.hpp"
+#include "test_paths.hpp"
 
 namespace loom::swarm {
 namespace {
@@ -136,13 +139,57 @@ TEST(HonestMistakes, PeerWithAnotherModelExits2AndTheOthersTrainOn) {
   EXPECT_EQ(code, 2) << misfit_log;
   EXPECT_NE(misfit_log.find("trains another model than the swarm"), std::string::npos) << misfit_log;
   // The first difference, named: digits' first layer is [hidden, 64].
-  EXPECT_NE(misfit_log.find("Float [64, 64] here, Float [128, 64] in the swarm (2 peers)"), std::string::npos)
+  EXPECT_NE(misfit_log.find("Float [64, 64] here, Float [128, 64] in the swarm ("), std::string::npos)
       << misfit_log;
+  // Told by the peer it joins through, before its DHT node ever started.
+  EXPECT_EQ(misfit_log.find("listening on"), std::string::npos) << misfit_log;
   for (double acc : with_misfit.accuracy) EXPECT_GE(acc, mean(alone.accuracy) - 0.01);
   // Time is a benchmark's to judge, not a test's (the target is
   // 1.5x): printed for the record.
   std::printf("[ figures  ] 300 epochs: honest peers alone %.1f s, beside the misfit %.1f s (%.2fx)\n", alone.seconds,
               with_misfit.seconds, with_misfit.seconds / alone.seconds);
+}
+
+// A misfit that joins through a DHT node with no state server cannot ask for
+// the model before it joins: the peers' records tell it, and it exits 2 all
+// the same, while the others train on.
+TEST(HonestMistakes, PeerWithAnotherModelFoundFromTheRecordsExits2) {
+  Scratch scratch;
+  auto sets = common_sets("misfit-dht", 2);
+  sets.push_back("trainer.max_steps=100");
+  Peer a(scratch, "a", digits_config(), sets);
+  ASSERT_TRUE(wait_until([&] { return !a.address().empty(); }, seconds(30))) << a.tail();
+  Peer b(scratch, "b", digits_config(), sets, {{"LOOM_INITIAL_PEERS", a.address()}});
+  const std::string run_id = sets[2].substr(sets[2].find('=') + 1);
+  const std::string rogue_binary = (std::filesystem::path(kLoomBinary).parent_path() / "loom_swarm_rogue").string();
+  const std::string rogue_log = scratch.path("rogue.log");
+  loom::test::Child rogue({rogue_binary, run_id, a.address(), "120"}, {}, rogue_log);
+  std::string rogue_address;
+  ASSERT_TRUE(wait_until(
+      [&] {
+        const std::string text = read_text(rogue_log);
+        const auto at = text.find("rogue dht ");
+        if (at == std::string::npos || text.find('\n', at) == std::string::npos) return false;
+        rogue_address = text.substr(at + 10, text.find('\n', at) - at - 10);
+        return true;
+      },
+      seconds(30)))
+      << read_text(rogue_log);
+  auto misfit_sets = sets;
+  misfit_sets.push_back("task.hidden=64");
+  misfit_sets.push_back("strategy.options.bootstrap_timeout=10");
+  Peer misfit(scratch, "misfit", digits_config(), misfit_sets, {{"LOOM_INITIAL_PEERS", rogue_address}});
+  EXPECT_EQ(misfit.wait_exit(seconds(60)), 2) << misfit.tail();
+  const std::string misfit_log = misfit.log();
+  EXPECT_NE(misfit_log.find("could not ask " + rogue_address + " which model the swarm trains"), std::string::npos)
+      << misfit_log;
+  EXPECT_NE(misfit_log.find("Float [64, 64] here, Float [128, 64] in the swarm ("), std::string::npos) << misfit_log;
+  for (Peer* p : {&a, &b}) {
+    ASSERT_EQ(p->wait_exit(seconds(150)), 0) << p->tail();
+    auto final = final_result(p->log());
+    ASSERT_TRUE(final) << p->tail();
+    EXPECT_EQ(final->steps, 100) << p->name();
+  }
 }
 
 }  // namespace
