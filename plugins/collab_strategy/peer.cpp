@@ -424,6 +424,8 @@ bool Peer::load_state(int64_t min_epoch, std::string *why) {
   // until it expires, and asking it again at once only spins.
   std::map<uint64_t, Clock::time_point> resting;
   constexpr auto kRest = std::chrono::seconds(2);
+  constexpr auto kAloneGiveUp = std::chrono::seconds(3);
+  Clock::time_point alone_since{};
   bool restored_bad = false;  // this peer's state was overwritten by one that is not finite
   while (!got && Clock::now() < deadline) {
     std::vector<Donor> donors;
@@ -439,9 +441,18 @@ bool Peer::load_state(int64_t min_epoch, std::string *why) {
                                 }),
                  donors.end());
     if (donors.empty()) {
+      // Alone for a while (the donors just left, their goodbyes arrived):
+      // waiting out load_state_timeout cannot bring one back.
+      if (view().peers > 1) alone_since = Clock::time_point{};
+      else if (alone_since == Clock::time_point{}) alone_since = now;
+      else if (now - alone_since >= kAloneGiveUp) {
+        reasons = (reasons.empty() ? "" : reasons + "; then ") + std::string("no other peer is left in the swarm");
+        break;
+      }
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
       continue;
     }
+    alone_since = Clock::time_point{};
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     std::string reason;
     got = download_state(donors, run_, min_epoch, left, std::chrono::seconds(10), logfn_, &reason);
