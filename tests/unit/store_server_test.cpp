@@ -16,6 +16,8 @@
 
 #include "loom/launch.hpp"
 #include "loom/store.hpp"
+#include "../support/subprocess.hpp"
+#include "test_paths.hpp"
 
 namespace loom {
 namespace {
@@ -93,6 +95,21 @@ TEST(StoreServer, LibTorchClientsSetGetAndAdd) {
   EXPECT_EQ(n, 3);
   EXPECT_EQ(b->get("never", &value, 200ms).code(), LOOM_ERR_TIMEOUT);
   ASSERT_TRUE(b->get("k", &value, 1s).is_ok());  // the connection still works after a timeout
+}
+
+// PyTorch's own TCPStore client (python3-torch) runs one sequence of queries
+// against c10d's server and against this one; every answer must match, the
+// queries c10d's launcher never sends (compare_set, delete_key, num_keys)
+// and timeouts included.
+TEST(StoreServer, AnswersEveryQueryOfPyTorchsClientAsC10dsServerDoes) {
+  const std::string script = std::string(kSourceDir) + "/tests/unit/store_client.py";
+  const auto reference = test::run_process({kDebianPython, script, "--serve"}, {}, 60s);
+  ASSERT_EQ(reference.exit_code, 0) << reference.err;
+  auto server = serve_on_loopback();
+  const auto ours = test::run_process({kDebianPython, script, "127.0.0.1", std::to_string(server->port())}, {}, 60s);
+  ASSERT_EQ(ours.exit_code, 0) << ours.err;
+  EXPECT_NE(reference.out.find("compare_set a wrong->3 b'2'"), std::string::npos) << reference.out;
+  EXPECT_EQ(ours.out, reference.out);
 }
 
 TEST(StoreServer, WaitIsAnsweredWhenTheLastKeyIsSet) {
