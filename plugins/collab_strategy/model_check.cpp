@@ -12,6 +12,7 @@ namespace {
 constexpr int64_t kLimitedEveryMs = 60 * 1000;
 constexpr int64_t kHealEveryMs = 2000;  // a failed reload is retried this often, at most
 constexpr int64_t kFingerprintEveryMs = 60 * 1000;
+constexpr int64_t kFingerprintRetryMs = 5 * 1000;  // after a put no node confirmed
 constexpr auto kFingerprintTtl = std::chrono::minutes(5);
 constexpr int64_t kMisfitConfirmMs = 1500;
 // Asking the initial peers for the swarm's model before joining: at most
@@ -86,6 +87,9 @@ bool Peer::state_finite() {
 void Peer::publish_fingerprint() {
   const int64_t now = wall_ms();
   if (last_fingerprint_publish_ms_ != 0 && now - last_fingerprint_publish_ms_ < kFingerprintEveryMs) return;
+  // An unconfirmed put blocks this thread for its timeout: not again at once.
+  if (now - last_fingerprint_try_ms_ < kFingerprintRetryMs) return;
+  last_fingerprint_try_ms_ = now;
   FingerprintRecord r;
   r.fingerprint = fingerprint_;
   r.text = fingerprint_text_.substr(0, kMaxFingerprintText);

@@ -243,6 +243,7 @@ class Peer {
   int64_t misfit_seen_ms_ = 0;  // when this peer first looked like the odd one out (0: it does not)
   std::atomic<bool> suspect_misfit_{false};  // misfit_seen_ms_ != 0, for the training thread
   int64_t last_fingerprint_publish_ms_ = 0;
+  int64_t last_fingerprint_try_ms_ = 0;
   mutable std::mutex misfit_mutex_;
   std::string misfit_;  // why this peer must not train in this swarm; empty while it may
   std::atomic<bool> checked_model_{false};  // the background compared models at least once with others seen
