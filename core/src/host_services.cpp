@@ -100,9 +100,15 @@ loom_status host_open_plugin(void* host_ctx, loom_kind kind, const char* name, c
   if (kind != LOOM_KIND_COLLECTIVE) return LOOM_ERR_UNSUPPORTED;  // strategies are opened by the trainer only
   try {
     // The strategy's `listen` reaches the collective it opens, so one setting
-    // confines every socket of a peer (the collective's listeners included).
+    // confines every socket of a peer (the collective's listeners included);
+    // without one, a job of `loom launch` listens where its store does
+    // (LOOM_LISTEN, its --master-addr). The collective's own option wins.
     std::map<std::string, std::string> inherited;
-    if (auto it = ctx->values.find("listen"); it != ctx->values.end()) inherited["listen"] = it->second;
+    if (auto it = ctx->values.find("listen"); it != ctx->values.end()) {
+      inherited["listen"] = it->second;
+    } else if (const char* launch_listen = std::getenv("LOOM_LISTEN"); launch_listen && *launch_listen) {
+      inherited["listen"] = launch_listen;
+    }
     InheritedOptions scope(std::move(inherited));
     auto collective = ctx->host->open_collective(name);
     *vtable = &collective->vtable();

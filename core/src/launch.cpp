@@ -98,6 +98,9 @@ void start_rank(Rank* r, const LaunchOptions& o, int port) {
     setenv("MASTER_ADDR", o.master_addr.c_str(), 1);
     setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
     setenv("LOOM_STORE_HOSTED", "1", 1);  // the launcher serves the store: every rank is a client
+    // Every rank runs here, so the store's address is one they all reach:
+    // the collectives listen only there too, unless told otherwise.
+    setenv("LOOM_LISTEN", o.master_addr.c_str(), 1);
     std::vector<char*> argv;
     for (const auto& a : o.command) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);

@@ -123,14 +123,18 @@ TEST(Launch, TheStoreDropsJunkClientsAndTheJobStillTrains) {
 
 // The rendezvous store is served by the launcher itself (c10d 1.13's own
 // server, in rank 0, would listen on every interface): it must be on
-// 127.0.0.1 too, and the ranks hold only UCX's listeners.
-TEST(Launch, AUcxJobOnLoopbackListensOnlyOnLoopback) {
+// 127.0.0.1 too, and the ranks hold only UCX's listeners, there whether the
+// collective is told listen = "127.0.0.1" or takes it from --master-addr.
+class LaunchListen : public testing::TestWithParam<bool> {};
+
+TEST_P(LaunchListen, AUcxJobOnLoopbackListensOnlyOnLoopback) {
   TempDir dir;
   const std::string cfg = (dir.path / "t.toml").string();
   std::ofstream(cfg) << "[trainer]\ntask = \"teacher\"\nmax_steps = 1000000\nthreads = 1\nlog_every = 1000\n"
                         "output_dir = \"" << (dir.path / "run").string()
                      << "\"\n[task]\nsamples = 512\nhidden = 8\n[strategy]\nname = \"ddp\"\n[collective]\nname = "
-                        "\"ucx\"\n[collective.options]\nlisten = \"127.0.0.1\"\n";
+                        "\"ucx\"\n"
+                     << (GetParam() ? "[collective.options]\nlisten = \"127.0.0.1\"\n" : "");
   const std::string log = (dir.path / "launch.log").string();
   Child launcher({kLoomBinary, "launch", "-n", "2", "--", kLoomBinary, "train", cfg}, kNoJob, log);
   // Sample the sockets while the job runs, until the store (the launcher)
@@ -166,6 +170,11 @@ TEST(Launch, AUcxJobOnLoopbackListensOnlyOnLoopback) {
   EXPECT_FALSE(per_rank[launcher.pid()].empty()) << "ss did not show the launcher's store";
   EXPECT_GE(seen.size(), 3u) << "ss did not show the store and UCX's listeners";
 }
+
+INSTANTIATE_TEST_SUITE_P(Collective, LaunchListen, testing::Values(true, false),
+                         [](const testing::TestParamInfo<bool>& info) {
+                           return std::string(info.param ? "ToldListen" : "ListenFromMasterAddr");
+                         });
 
 }  // namespace
 }  // namespace loom::test
