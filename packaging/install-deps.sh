@@ -13,6 +13,7 @@ build_pkgs=(
   libspdlog-dev libfmt-dev libdlpack-dev libtomlplusplus-dev libcli11-dev nlohmann-json3-dev
   libopendht-dev libgloo-dev
   python3-sklearn zlib1g-dev libopenblas0-pthread
+  libsodium-dev  # the collab swarm key: sealed records, peer signatures (issue 13)
 )
 test_pkgs=(
   libgtest-dev libgmock-dev abigail-tools python3-torch procps

@@ -30,5 +30,6 @@ void add_plugins_command(CLI::App& app, const GlobalOptions& global, Runner* run
 void add_bench_command(CLI::App& app, const GlobalOptions& global, Runner* run);
 void add_launch_command(CLI::App& app, Runner* run);
 void add_train_command(CLI::App& app, const GlobalOptions& global, Runner* run);
+void add_swarm_command(CLI::App& app, Runner* run);
 
 }  // namespace loom::cli

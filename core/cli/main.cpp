@@ -47,6 +47,7 @@ int main(int argc, char** argv) {
   add_bench_command(app, global, &run);
   add_launch_command(app, &run);
   add_train_command(app, global, &run);
+  add_swarm_command(app, &run);
 
   try {
     app.parse(argc, argv);

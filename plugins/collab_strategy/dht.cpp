@@ -7,6 +7,12 @@
 //
 //   version u8 = 1 | expiry u64 (ms since the Unix epoch) | stamp u64 (µs, grows per process)
 //
+// In a swarm with a key, the version is 2 and the record that follows is
+// sealed (seal.h) with the envelope and the key's location as associated
+// data; such a swarm's keys also live at keyed locations. A node stores and
+// serves either kind (it may hold another swarm's values); get opens only
+// its own kind.
+//
 // The stamp orders puts of the same id (the edit policy and get keep the
 // newest); the expiry lets get drop values whose ttl has passed even where a
 // node still holds them. OpenDHT expires a stored value at created + the
@@ -16,12 +22,15 @@
 // assumed within a few seconds of each other, as hivemind does.
 #include "dht.h"
 
+#include "seal.h"
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <opendht/dhtrunner.h>
 #include <opendht/log_enable.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cctype>
 #include <condition_variable>
@@ -44,6 +53,8 @@ constexpr auto kMaxTtl = minutes(10);           // the type's expiration: the lo
 constexpr dht::NetId kNetwork = 0x4c4f4f4d;  // "LOOM"
 constexpr size_t kEnvelope = 1 + 8 + 8;
 constexpr uint8_t kEnvelopeVersion = 1;
+constexpr uint8_t kSealedVersion = 2;
+constexpr int64_t kUnopenedLogEveryMs = 60 * 1000;
 // How long the destructor lets OpenDHT say goodbye to peers before joining;
 // with peers gone it never calls back, so this bounds the wait.
 constexpr auto kShutdownGrace = milliseconds(300);
@@ -62,13 +73,24 @@ void store64(uint8_t *p, uint64_t v) {
 struct Envelope {
   int64_t expiry_ms = 0;
   uint64_t stamp = 0;
+  bool sealed = false;
 };
 
 bool parse_envelope(const dht::Value &v, Envelope *e) {
-  if (v.type != kTypeId || v.data.size() < kEnvelope || v.data[0] != kEnvelopeVersion) return false;
+  if (v.type != kTypeId || v.data.size() < kEnvelope) return false;
+  if (v.data[0] != kEnvelopeVersion && v.data[0] != kSealedVersion) return false;
   e->expiry_ms = static_cast<int64_t>(load64(v.data.data() + 1));
   e->stamp = load64(v.data.data() + 9);
+  e->sealed = v.data[0] == kSealedVersion;
   return true;
+}
+
+// A sealed value's associated data: its envelope and where it is stored.
+std::array<uint8_t, kEnvelope + Sealer::kLocationBytes> associated(const uint8_t *envelope, const dht::InfoHash &at) {
+  std::array<uint8_t, kEnvelope + Sealer::kLocationBytes> ad{};
+  std::copy(envelope, envelope + kEnvelope, ad.begin());
+  std::copy(at.data(), at.data() + Sealer::kLocationBytes, ad.begin() + kEnvelope);
+  return ad;
 }
 
 // Strictly increasing per process, close to wall-clock microseconds, so a
@@ -170,6 +192,29 @@ struct SwarmDht::Impl {
   };
   std::mutex pending_mu;
   std::map<std::pair<std::string, uint64_t>, Pending> pending;
+  std::unique_ptr<Sealer> sealer;  // with a swarm key
+  std::mutex unopened_mu;
+  uint64_t unopened = 0;  // values dropped since the last report
+  int64_t unopened_logged_ms = 0;
+
+  dht::InfoHash where(const std::string &key) const {
+    if (!sealer) return dht::InfoHash::get(key);
+    const auto at = sealer->location(key);
+    return dht::InfoHash(at.data(), at.size());
+  }
+  // Values this swarm's key does not open: said at most once a minute.
+  void count_unopened(const std::string &key, uint64_t n) {
+    std::lock_guard<std::mutex> lock(unopened_mu);
+    unopened += n;
+    const int64_t now = now_ms();
+    if (unopened == 0 || now - unopened_logged_ms < kUnopenedLogEveryMs) return;
+    if (log)
+      log(Level::warn, "dropped " + std::to_string(unopened) + " DHT value(s) (the latest under " + key +
+                           ") that this swarm's key does not open: a peer with another key or none, or an altered "
+                           "value");
+    unopened = 0;
+    unopened_logged_ms = now;
+  }
 
   void debug(const std::string &m) const {
     if (log) log(Level::debug, m);
@@ -178,6 +223,7 @@ struct SwarmDht::Impl {
 
 SwarmDht::SwarmDht(DhtConfig config) : impl_(new Impl) {
   impl_->log = config.log;
+  if (config.key) impl_->sealer = std::make_unique<Sealer>(*config.key);
   // Validate everything before starting threads, so a bad peer throws cleanly.
   std::vector<std::pair<std::string, uint16_t>> peers;
   for (const auto &b : config.bootstrap) {
@@ -324,21 +370,29 @@ bool SwarmDht::put_now(const std::string &key, uint64_t value_id, const Bytes &v
     return false;
   }
   if (ttl > kMaxTtl) ttl = duration_cast<seconds>(kMaxTtl);
-  if (value.size() + kEnvelope > dht::MAX_VALUE_SIZE) {
+  const size_t overhead = kEnvelope + (impl_->sealer ? Sealer::kOverhead : 0);
+  if (value.size() + overhead > dht::MAX_VALUE_SIZE) {
     impl_->debug("DHT put under " + key + ": " + std::to_string(value.size()) + " bytes is above OpenDHT's limit");
     return false;
   }
-  dht::Blob data(kEnvelope + value.size());
-  data[0] = kEnvelopeVersion;
+  const dht::InfoHash at = impl_->where(key);
+  dht::Blob data(kEnvelope);
+  data[0] = impl_->sealer ? kSealedVersion : kEnvelopeVersion;
   store64(data.data() + 1, static_cast<uint64_t>(now_ms() + duration_cast<milliseconds>(ttl).count()));
   store64(data.data() + 9, next_stamp());
-  std::copy(value.begin(), value.end(), data.begin() + kEnvelope);
+  if (impl_->sealer) {
+    const auto ad = associated(data.data(), at);
+    const Bytes sealed = impl_->sealer->seal(value.data(), value.size(), ad.data(), ad.size());
+    data.insert(data.end(), sealed.begin(), sealed.end());
+  } else {
+    data.insert(data.end(), value.begin(), value.end());
+  }
   auto v = std::make_shared<dht::Value>(kTypeId, std::move(data), value_id ^ kIdMask);
 
   auto w = std::make_shared<Waiter>();
   const auto created = dht::clock::now() - (kMaxTtl - ttl);
   impl_->runner.put(
-      dht::InfoHash::get(key), v,
+      at, v,
       [w](bool ok, const std::vector<std::shared_ptr<dht::Node>> &) { w->finish(ok); }, created, false);
   bool ok = false;
   if (!w->wait(timeout, &ok)) {
@@ -355,13 +409,16 @@ std::vector<Bytes> SwarmDht::get(const std::string &key, std::chrono::millisecon
   struct Found {
     std::mutex mu;
     bool stop = false;
+    uint64_t unopened = 0;  // values of the other kind, or that the key does not open
     std::map<dht::Value::Id, std::pair<uint64_t, Bytes>> newest;  // id -> (stamp, record)
   };
   auto found = std::make_shared<Found>();
   auto w = std::make_shared<Waiter>();
+  const dht::InfoHash at = impl_->where(key);
+  const Sealer *sealer = impl_->sealer.get();  // outlives every callback: the destructor joins the runner first
   impl_->runner.get(
-      dht::InfoHash::get(key),
-      [found](const std::vector<std::shared_ptr<dht::Value>> &values) {
+      at,
+      [found, sealer, at](const std::vector<std::shared_ptr<dht::Value>> &values) {
         const int64_t now = now_ms();
         std::lock_guard<std::mutex> lock(found->mu);
         if (found->stop) return false;  // the caller has its answer: end the search
@@ -370,7 +427,22 @@ std::vector<Bytes> SwarmDht::get(const std::string &key, std::chrono::millisecon
           if (!v || !parse_envelope(*v, &e) || e.expiry_ms <= now) continue;
           auto it = found->newest.find(v->id);
           if (it != found->newest.end() && it->second.first >= e.stamp) continue;
-          found->newest[v->id] = {e.stamp, Bytes(v->data.begin() + kEnvelope, v->data.end())};
+          Bytes record;
+          if (e.sealed != (sealer != nullptr)) {
+            ++found->unopened;
+            continue;
+          }
+          if (sealer) {
+            const auto ad = associated(v->data.data(), at);
+            if (!sealer->open(v->data.data() + kEnvelope, v->data.size() - kEnvelope, ad.data(), ad.size(),
+                              &record)) {
+              ++found->unopened;
+              continue;
+            }
+          } else {
+            record.assign(v->data.begin() + kEnvelope, v->data.end());
+          }
+          found->newest[v->id] = {e.stamp, std::move(record)};
         }
         return true;
       },
@@ -383,6 +455,7 @@ std::vector<Bytes> SwarmDht::get(const std::string &key, std::chrono::millisecon
   }
   std::lock_guard<std::mutex> lock(found->mu);
   found->stop = true;
+  if (found->unopened) impl_->count_unopened(key, found->unopened);
   std::vector<Bytes> out;
   out.reserve(found->newest.size());
   for (auto &entry : found->newest) out.push_back(std::move(entry.second.second));

@@ -6,12 +6,14 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "log.h"
 #include "records.h"
+#include "../common/swarm_key.h"
 
 namespace loom_collab {
 
@@ -19,6 +21,10 @@ struct DhtConfig {
   std::string listen_host = "0.0.0.0";  // IPv4 address to bind (UDP)
   uint16_t port = 0;                    // 0: any free port
   std::vector<std::string> bootstrap;   // "host:port" of initial peers
+  // The swarm key: every key's location is keyed and every value sealed
+  // (seal.h), so only holders of the key find, read or write the swarm's
+  // records. None: an open swarm, readable by anyone who knows the run_id.
+  std::optional<loom_key::SwarmKey> key;
   LogFn log;  // also called from OpenDHT's thread (its warnings, at debug)
 };
 

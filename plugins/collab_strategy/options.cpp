@@ -64,6 +64,10 @@ const loom_option_decl kOptions[kNumOptions] = {
     {sizeof(loom_option_decl), LOOM_OPTION_FLOAT, "serve_idle_timeout", "5.0",
      "Seconds a state-server connection may take to send its whole request, or go without reading any of the "
      "reply, before it is dropped (slowloris, stalled readers)."},
+    {sizeof(loom_option_decl), LOOM_OPTION_STRING, "swarm_key", "",
+     "Path of the swarm key file (`loom swarm keygen FILE`, mode 0600; also LOOM_SWARM_KEY). With a key, the "
+     "swarm's DHT records are sealed and kept where only key holders find them. Empty: an open swarm, which "
+     "anyone who knows the run_id and reaches a peer can join and read."},
 };
 
 namespace {
@@ -223,6 +227,17 @@ bool read_options(const loom_host_v1 *host, Options *o, std::string *why) {
   double idle = 0;
   if (!r.number(kOptServeIdleTimeout, 0.1, 3600, &idle)) return false;
   o->serve.idle_timeout = std::chrono::milliseconds(int64_t(idle * 1000));
+  if (!r.text(kOptSwarmKey, &o->swarm_key_path)) return false;
+  if (!o->swarm_key_path.empty()) {
+    loom_key::SwarmKey key;
+    std::string reason;
+    if (!loom_key::read_key(o->swarm_key_path, &key, &reason)) {
+      *why = "option swarm_key: " + reason;
+      return false;
+    }
+    o->swarm_key = key;
+    key.fill(0);
+  }
   return true;
 }
 

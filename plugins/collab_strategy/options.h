@@ -4,11 +4,13 @@
 #define LOOM_COLLAB_OPTIONS_H
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "loom/plugin.h"
 #include "state_transfer.h"
+#include "../common/swarm_key.h"
 
 namespace loom_collab {
 
@@ -35,6 +37,7 @@ enum OptionIndex {
   kOptServeMaxPerAddress,
   kOptServeRequestsPerMinute,
   kOptServeIdleTimeout,
+  kOptSwarmKey,
   kNumOptions
 };
 
@@ -60,6 +63,8 @@ struct Options {
   bool scaled_allreduce = true;
   bool verbose = false;
   ServeLimits serve;  // the state server's serve_* limits
+  std::string swarm_key_path;                // empty: an open swarm
+  std::optional<loom_key::SwarmKey> swarm_key;  // read from swarm_key_path
 };
 
 // Reads and validates every option through host->get_option. On a bad value

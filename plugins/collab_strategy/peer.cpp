@@ -132,8 +132,14 @@ void Peer::detail(const std::string &message) const { log(opt_.verbose ? Level::
 
 std::string Peer::join_hint() const {
   const std::string address = announce_host_ + ":" + std::to_string(port_);
-  return "Other peers can join this run with:\n  LOOM_INITIAL_PEERS=" + address + " " + own_command() +
-         "\n  or initial_peers = [\"" + address + "\"] under [strategy.options]";
+  std::string hint = "Other peers can join this run with:\n  LOOM_INITIAL_PEERS=" + address + " " + own_command() +
+                     "\n  or initial_peers = [\"" + address + "\"] under [strategy.options]";
+  if (opt_.swarm_key)
+    return hint + "\n  and a copy of the swarm key file " + opt_.swarm_key_path +
+           " (swarm_key, or LOOM_SWARM_KEY): only holders of that key find or read this swarm's records";
+  return hint + "\n  This swarm is open: anyone who reaches this peer and knows run_id '" + opt_.run_id +
+         "' can join it, read the model and average into it. Give every peer a swarm key (loom swarm keygen FILE, "
+         "then swarm_key = FILE) to close it.";
 }
 
 loom_status Peer::setup(const loom_training_state_v1 &state, std::string *why) {
@@ -178,6 +184,7 @@ loom_status Peer::setup(const loom_training_state_v1 &state, std::string *why) {
     config.listen_host = opt_.listen;
     config.port = opt_.port;
     config.bootstrap = opt_.initial_peers;
+    config.key = opt_.swarm_key;
     config.log = logfn_;
     dht_ = std::make_unique<SwarmDht>(config);
     port_ = dht_->port();

@@ -4,6 +4,7 @@
 # CMakeLists.txt.
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(OPENDHT REQUIRED IMPORTED_TARGET opendht)
+pkg_check_modules(SODIUM REQUIRED IMPORTED_TARGET libsodium)
 find_package(ZLIB REQUIRED)
 find_package(Threads REQUIRED)
 
@@ -11,7 +12,7 @@ set(_loom_swarm_dir ${CMAKE_CURRENT_LIST_DIR})
 set(_loom_swarm_sources ${_loom_swarm_dir}/records.cpp ${_loom_swarm_dir}/dht.cpp ${_loom_swarm_dir}/tracker.cpp
     ${_loom_swarm_dir}/fingerprint.cpp ${_loom_swarm_dir}/health.cpp
     ${_loom_swarm_dir}/state_wire.cpp ${_loom_swarm_dir}/state_server.cpp ${_loom_swarm_dir}/serve_guard.cpp
-    ${_loom_swarm_dir}/state_download.cpp)
+    ${_loom_swarm_dir}/state_download.cpp ${_loom_swarm_dir}/seal.cpp)
 
 add_library(loom_collab_swarm STATIC ${_loom_swarm_sources})
 set_target_properties(loom_collab_swarm PROPERTIES POSITION_INDEPENDENT_CODE ON CXX_STANDARD 17
@@ -19,6 +20,6 @@ set_target_properties(loom_collab_swarm PROPERTIES POSITION_INDEPENDENT_CODE ON 
                       CXX_STANDARD_REQUIRED ON)
 target_include_directories(loom_collab_swarm PUBLIC ${_loom_swarm_dir})
 target_compile_options(loom_collab_swarm PRIVATE -Wall -Wextra)
-# OpenDHT stays PRIVATE to the sources, but a static library's consumers must
+# OpenDHT and libsodium stay PRIVATE to the sources, but a static library's consumers must
 # still link it: CMake carries PRIVATE link dependencies of static libraries.
-target_link_libraries(loom_collab_swarm PRIVATE PkgConfig::OPENDHT PUBLIC ZLIB::ZLIB Threads::Threads loom_sdk)
+target_link_libraries(loom_collab_swarm PRIVATE PkgConfig::OPENDHT PkgConfig::SODIUM PUBLIC ZLIB::ZLIB Threads::Threads loom_sdk)

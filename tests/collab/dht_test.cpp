@@ -2,17 +2,23 @@
 // this process; every node a test starts is destroyed before it ends.
 #include "dht.h"
 
+#include <opendht/dhtrunner.h>
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <future>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "seal.h"
 
 namespace loom_collab {
 namespace {
@@ -336,6 +342,78 @@ TEST(SwarmDht, IntroduceJoinsTwoNodesThatDidNotKnowEachOther) {
   // that does not resolve.
   a->introduce({{"no-such-host.invalid", 9}, {"127.0.0.1", b->port()}});
   EXPECT_GT(a->good_nodes(), 0u);
+}
+
+// With a swarm key: holders of the same key share values; a node with
+// another key or none neither finds nor reads them, and says so.
+std::unique_ptr<SwarmDht> keyed_node(std::optional<loom_key::SwarmKey> key, std::vector<std::string> bootstrap,
+                                     LogFn log = test_log()) {
+  DhtConfig c;
+  c.listen_host = "127.0.0.1";
+  c.bootstrap = std::move(bootstrap);
+  c.key = key;
+  c.log = std::move(log);
+  return std::make_unique<SwarmDht>(c);
+}
+
+TEST(SwarmDht, OnlyHoldersOfTheSwarmKeyFindAndReadItsValues) {
+  loom_key::SwarmKey k1, k2;
+  k1.fill(1);
+  k2.fill(2);
+  auto seed = keyed_node(std::nullopt, {});
+  auto a = keyed_node(k1, {addr(*seed)});
+  auto b = keyed_node(k1, {addr(*seed)});
+  auto other = keyed_node(k2, {addr(*seed)});
+  auto open = keyed_node(std::nullopt, {addr(*seed)});
+  for (auto *n : {a.get(), b.get(), other.get(), open.get()}) ASSERT_TRUE(n->wait_connected(kConnect));
+  ASSERT_TRUE(a->put("loom/r/progress", 1, bytes("sealed"), seconds(60), kOp));
+  ASSERT_TRUE(open->put("loom/r/progress", 2, bytes("open"), seconds(60), kOp));
+  ASSERT_TRUE(other->put("loom/r/progress", 3, bytes("other"), seconds(60), kOp));
+  EXPECT_EQ(texts(b->get("loom/r/progress", kOp)), std::vector<std::string>{"sealed"});
+  EXPECT_EQ(texts(open->get("loom/r/progress", kOp)), std::vector<std::string>{"open"});
+  EXPECT_EQ(texts(other->get("loom/r/progress", kOp)), std::vector<std::string>{"other"});
+}
+
+TEST(SwarmDht, AValueTheKeyDoesNotOpenIsDroppedAndReported) {
+  loom_key::SwarmKey k1;
+  k1.fill(1);
+  struct Lines {
+    std::mutex mu;
+    std::string warn;
+  };
+  auto lines = std::make_shared<Lines>();
+  LogFn log = [lines](Level level, const std::string &m) {
+    std::lock_guard<std::mutex> lock(lines->mu);
+    if (level >= Level::warn) lines->warn += m + "\n";
+  };
+  auto seed = keyed_node(std::nullopt, {});
+  auto a = keyed_node(k1, {addr(*seed)}, log);
+  auto b = keyed_node(k1, {addr(*seed)});
+  for (auto *n : {a.get(), b.get()}) ASSERT_TRUE(n->wait_connected(kConnect));
+  ASSERT_TRUE(b->put("loom/r/join/3", 7, bytes("join"), seconds(60), kOp));
+  // Someone who learnt the location (not the key) writes there: a sealed
+  // envelope (version 2) around bytes that no key opens.
+  dht::DhtRunner raw;
+  dht::DhtRunner::Config rc;
+  rc.dht_config.node_config.network = 0x4c4f4f4d;
+  rc.threaded = true;
+  raw.run(0, rc);
+  raw.bootstrap("127.0.0.1", std::to_string(seed->port()));
+  const auto where = Sealer(k1).location("loom/r/join/3");
+  dht::Blob data(1 + 8 + 8 + 48, 0x5a);
+  data[0] = 2;
+  const uint64_t expiry = uint64_t(duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count()) + 60000;
+  for (int i = 0; i < 8; ++i) data[1 + i] = uint8_t(expiry >> (8 * i));
+  auto done = std::make_shared<std::promise<bool>>();
+  raw.put(dht::InfoHash(where.data(), where.size()), std::make_shared<dht::Value>(0x4c4d, data, 99),
+          [done](bool ok, const std::vector<std::shared_ptr<dht::Node>> &) { done->set_value(ok); });
+  auto f = done->get_future();
+  ASSERT_EQ(f.wait_for(kOp), std::future_status::ready);
+  EXPECT_TRUE(f.get());
+  EXPECT_EQ(texts(a->get("loom/r/join/3", kOp)), std::vector<std::string>{"join"});
+  raw.join();
+  std::lock_guard<std::mutex> lock(lines->mu);
+  EXPECT_NE(lines->warn.find("that this swarm's key does not open"), std::string::npos) << lines->warn;
 }
 
 }  // namespace
