@@ -6,14 +6,17 @@
 // the mini-batch drawn, and each peer draws its own (sample_salt).
 // Run both ways a round can average: allreduce_scaled straight into the
 // gradients (the default with ucx), and the sum in a copy divided into them
-// (scaled_allreduce = false, the way for collectives without it).
+// (scaled_allreduce = false, the way for collectives without it); and with a
+// swarm key, whose sealed records must not change what is trained.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdio>
 #include <regex>
 
+#include "support/subprocess.hpp"
 #include "swarm.hpp"
+#include "test_paths.hpp"
 
 namespace loom::swarm {
 namespace {
@@ -29,10 +32,16 @@ std::optional<double> final_loss(const std::string& log) {
   return std::stod(m[1]);
 }
 
-class Equivalence : public testing::TestWithParam<bool> {};
+struct Way {
+  const char* name;
+  bool scaled;
+  bool keyed;
+};
+
+class Equivalence : public testing::TestWithParam<Way> {};
 
 TEST_P(Equivalence, TwoPeersFollowTheLossCurveOfSingle) {
-  const bool scaled = GetParam();
+  const bool scaled = GetParam().scaled;
   Scratch scratch;
   const std::vector<std::string> trainer = {"trainer.max_steps=" + std::to_string(kEpochs), "trainer.log_every=1",
                                             "trainer.val_every=0", "trainer.checkpoint_every=0", "trainer.seed=1"};
@@ -48,6 +57,12 @@ TEST_P(Equivalence, TwoPeersFollowTheLossCurveOfSingle) {
     collab.push_back(s);
   collab.push_back("strategy.options.run_id=" + unique_run_id("equivalence"));
   collab.push_back(std::string("strategy.options.scaled_allreduce=") + (scaled ? "true" : "false"));
+  if (GetParam().keyed) {
+    const std::string key = scratch.path("swarm.key");
+    const auto made = loom::test::run_process({kLoomBinary, "swarm", "keygen", key});
+    ASSERT_EQ(made.exit_code, 0) << made.err;
+    collab.push_back("strategy.options.swarm_key=" + key);
+  }
   Peer a(scratch, "a", teacher_config(), collab, {}, false);
   ASSERT_TRUE(wait_until([&] { return !a.address().empty(); }, seconds(30))) << a.tail();
   Peer b(scratch, "b", teacher_config(), collab, {{"LOOM_INITIAL_PEERS", a.address()}}, false);
@@ -85,9 +100,10 @@ TEST_P(Equivalence, TwoPeersFollowTheLossCurveOfSingle) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(, Equivalence, testing::Bool(), [](const testing::TestParamInfo<bool>& info) {
-  return std::string(info.param ? "ScaledIntoTheGradients" : "SumThenDivide");
-});
+INSTANTIATE_TEST_SUITE_P(, Equivalence,
+                         testing::Values(Way{"SumThenDivide", false, false}, Way{"ScaledIntoTheGradients", true, false},
+                                         Way{"ScaledWithASwarmKey", true, true}),
+                         [](const testing::TestParamInfo<Way>& info) { return std::string(info.param.name); });
 
 }  // namespace
 }  // namespace loom::swarm
