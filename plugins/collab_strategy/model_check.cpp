@@ -155,7 +155,7 @@ bool Peer::preflight_model(std::string *why) {
     const std::string host = peer.substr(0, colon);
     const auto port = static_cast<uint16_t>(std::stoul(peer.substr(colon + 1)));  // checked by the options
     std::string reason;
-    auto bytes = fetch_model(host, port, run_, std::min(left, kPreflightPerPeer), &reason);
+    auto bytes = fetch_model(host, port, run_, std::min(left, kPreflightPerPeer), &reason, opt_.swarm_key);
     std::optional<FingerprintRecord> f;
     if (bytes) f = decode_fingerprint(run_, bytes->data(), bytes->size(), &reason);
     if (!f) {

@@ -188,7 +188,7 @@ loom_status Peer::setup(const loom_training_state_v1 &state, std::string *why) {
     config.log = logfn_;
     dht_ = std::make_unique<SwarmDht>(config);
     port_ = dht_->port();
-    server_ = std::make_unique<StateServer>(opt_.listen, port_, run_, logfn_, opt_.serve);
+    server_ = std::make_unique<StateServer>(opt_.listen, port_, run_, logfn_, opt_.serve, opt_.swarm_key);
     server_->set_wait_for_publish(std::chrono::seconds(2));
   } catch (const std::exception &e) {
     *why = std::string("could not start the swarm node: ") + e.what();
@@ -462,7 +462,8 @@ bool Peer::load_state(int64_t min_epoch, std::string *why) {
     alone_since = Clock::time_point{};
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     std::string reason;
-    got = download_state(donors, run_, min_epoch, left, std::chrono::seconds(10), logfn_, &reason);
+    got = download_state(donors, run_, min_epoch, left, std::chrono::seconds(10), logfn_, &reason, nullptr,
+                         opt_.swarm_key);
     if (!got) {
       reasons = reason;
       for (const auto &d : donors) resting[d.peer_id] = Clock::now() + kRest;

@@ -30,6 +30,8 @@ const char *to_string(Rejection r) {
       return "stalled reading";
     case Rejection::preempted:
       return "preempted as slow";
+    case Rejection::no_key:
+      return "without the swarm key";
   }
   return "?";
 }

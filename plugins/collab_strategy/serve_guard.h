@@ -28,8 +28,9 @@ enum class Rejection {
   busy,           // every transfer slot is held by a transfer still moving
   stalled,        // read nothing of the reply for serve_idle_timeout
   preempted,      // its stalled or slow transfer made room for a new request
+  no_key,         // the swarm has a key and this client did not prove it holds it
 };
-constexpr int kRejectionKinds = 8;
+constexpr int kRejectionKinds = 9;
 const char *to_string(Rejection r);
 
 // What limits are kept per: an IPv4 address, or an IPv6 address's /64 (one

@@ -9,11 +9,13 @@
 #include <algorithm>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <system_error>
 #include <thread>
 
+#include "state_secret.h"
 #include "state_transfer.h"
 #include "state_wire.h"
 
@@ -143,11 +145,152 @@ void advise_huge_pages(const uint8_t *p, size_t n) {
   if (end > begin) ::madvise(reinterpret_cast<void *>(begin), end - begin, MADV_HUGEPAGE);
 }
 
+// Reads a reply: as it is, or with a swarm key from the frames of an
+// encrypted stream (read_all's contract either way).
+class Receiver {
+ public:
+  Receiver(int fd, const IoLimits &lim) : fd_(fd), lim_(lim) {}
+  void keyed(std::unique_ptr<StreamOpener> opener) { opener_ = std::move(opener); }
+  Io read(uint8_t *buf, size_t n, size_t *got, int *err) {
+    if (!opener_) return read_all(fd_, buf, n, lim_, got, err);
+    *got = 0;
+    while (*got < n) {
+      if (pos_ == plain_.size()) {
+        Io r = next_frame(err);
+        if (r != Io::ok) return r;
+        continue;
+      }
+      const size_t k = std::min(n - *got, plain_.size() - pos_);
+      std::copy(plain_.begin() + long(pos_), plain_.begin() + long(pos_ + k), buf + *got);
+      pos_ += k;
+      *got += k;
+    }
+    return Io::ok;
+  }
+  // With a key: the stream's last frame must follow what was read, or the
+  // stream was cut (or made longer). *why says which.
+  bool finished(std::string *why) {
+    if (!opener_) return true;
+    int err = 0;
+    while (!final_ && pos_ == plain_.size()) {
+      if (next_frame(&err) != Io::ok) break;
+    }
+    if (final_ && pos_ == plain_.size()) return true;
+    *why = defect_.empty() ? "the donor's encrypted stream did not end where its reply did" : defect_;
+    return false;
+  }
+  const std::string &defect() const { return defect_; }
+
+ private:
+  Io next_frame(int *err) {
+    if (final_) {
+      defect_ = "the donor's encrypted stream ended early";
+      return Io::closed;
+    }
+    uint8_t lb[4];
+    size_t got = 0;
+    Io r = read_all(fd_, lb, sizeof lb, lim_, &got, err);
+    if (r != Io::ok) return r;
+    const uint32_t len = get32(lb);
+    if (len < StreamSealer::kFrameOverhead - 4 || len > StreamSealer::kMaxFramePlain + StreamSealer::kFrameOverhead - 4) {
+      defect_ = "a frame of " + std::to_string(len) + " bytes in the donor's encrypted stream";
+      return Io::closed;
+    }
+    cipher_.resize(len);
+    r = read_all(fd_, cipher_.data(), len, lim_, &got, err);
+    if (r != Io::ok) return r;
+    if (!opener_->open(cipher_.data(), len, &plain_, &final_)) {
+      defect_ = "a frame of the donor's encrypted stream does not open (altered, reordered or not of this stream)";
+      return Io::closed;
+    }
+    pos_ = 0;
+    return Io::ok;
+  }
+  int fd_;
+  IoLimits lim_;
+  std::unique_ptr<StreamOpener> opener_;
+  Bytes cipher_, plain_;
+  size_t pos_ = 0;
+  bool final_ = false;
+  std::string defect_;
+};
+
+// With a key, after the request: the challenge, this peer's proof, the
+// donor's proof and the stream's header. False with *why.
+bool prove_key(int fd, const StateKeys &keys, const uint8_t *req, const IoLimits &lim, Receiver *in, std::string *why,
+               const std::function<std::string(Io, int, const std::string &)> &io_text) {
+  uint8_t ch[kStateChallengeSize];
+  size_t got = 0;
+  int err = 0;
+  Io r = read_all(fd, ch, sizeof ch, lim, &got, &err);
+  if (r != Io::ok) {
+    *why = io_text(r, err, "waiting for the donor's challenge");
+    return false;
+  }
+  if (get32(ch) == kStateReplyMagic) {  // a plain refusal: its status follows
+    const uint16_t status = get16(ch + 6);
+    *why = status == uint16_t(StateStatus::bad_request)
+               ? "donor refused the keyed request (its swarm has no key, or another wire version)"
+               : std::string("donor refused: ") +
+                     (status <= uint16_t(StateStatus::not_key_holder) ? to_string(StateStatus(status)) : "unknown status");
+    return false;
+  }
+  if (get32(ch) != kStateChallengeMagic) {
+    *why = "not a challenge: bad magic " + hex(get32(ch)) + " (garbage from the donor?)";
+    return false;
+  }
+  StateKeys::Nonce server, client = StateKeys::fresh_nonce();
+  std::copy(ch + 4, ch + 4 + StateKeys::kNonceBytes, server.begin());
+  const auto proof = keys.proof(StateKeys::kClient, req, kStateRequestSize, server, client);
+  uint8_t answer[kStateProofSize];
+  std::copy(client.begin(), client.end(), answer);
+  std::copy(proof.begin(), proof.end(), answer + StateKeys::kNonceBytes);
+  iovec iov{answer, sizeof answer};
+  r = write_all(fd, &iov, 1, lim, &err);
+  if (r != Io::ok) {
+    *why = io_text(r, err, "while sending this peer's proof of the swarm key");
+    return false;
+  }
+  uint8_t acc[kStateAcceptSize];
+  r = read_all(fd, acc, 4, lim, &got, &err);
+  if (r == Io::ok && get32(acc) == kStateReplyMagic) {
+    r = read_all(fd, acc + 4, kStateReplySize - 4, lim, &got, &err);
+    const uint16_t status = get16(acc + 6);
+    *why = r == Io::ok && status == uint16_t(StateStatus::not_key_holder)
+               ? "donor refused this peer's proof: the two hold different swarm keys"
+               : std::string("donor refused the request after the challenge: ") +
+                     (r == Io::ok && status <= uint16_t(StateStatus::not_key_holder) ? to_string(StateStatus(status))
+                                                                                     : "no reason given");
+    return false;
+  }
+  if (r == Io::ok && get32(acc) != kStateAcceptMagic) {
+    *why = "not an accept message: bad magic " + hex(get32(acc));
+    return false;
+  }
+  if (r == Io::ok) r = read_all(fd, acc + 4, kStateAcceptSize - 4, lim, &got, &err);
+  if (r != Io::ok) {
+    *why = io_text(r, err, "waiting for the donor's proof of the swarm key");
+    return false;
+  }
+  if (!keys.verify(StateKeys::kServer, req, kStateRequestSize, server, client, acc + 4 + StreamSealer::kHeaderBytes)) {
+    *why = "the donor does not hold this swarm's key (its proof does not match): not trusted";
+    return false;
+  }
+  auto opener = std::make_unique<StreamOpener>(keys.stream_key(server, client), acc + 4);
+  if (!opener->ok()) {
+    *why = "the donor's stream header does not open";
+    return false;
+  }
+  in->keyed(std::move(opener));
+  return true;
+}
+
 // One attempt against one donor. Returns the state or sets *why.
 // flags: 0 for the state, kStateFlagModel for the model record.
 std::optional<DownloadedState> try_donor(const Donor &d, uint64_t run, int64_t min_epoch, Clock::time_point deadline,
                                          milliseconds stall, const std::atomic<bool> *cancel, std::string *why,
-                                         uint16_t flags = 0) {
+                                         uint16_t flags = 0, const StateKeys *keys = nullptr) {
+  if (keys) flags |= kStateFlagKeyed;
   auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
   sockaddr_storage addr{};
   socklen_t len = 0;
@@ -159,7 +302,8 @@ std::optional<DownloadedState> try_donor(const Donor &d, uint64_t run, int64_t m
   }
   set_int_opt(fd.get(), IPPROTO_TCP, TCP_NODELAY, 1);
   IoLimits lim{stall, deadline, cancel, -1};
-  auto io_text = [&](Io r, int err, const std::string &during) -> std::string {
+  std::function<std::string(Io, int, const std::string &)> io_text = [&](Io r, int err,
+                                                                          const std::string &during) -> std::string {
     switch (r) {
       case Io::timeout:
         return Clock::now() >= deadline ? "overall timeout " + during
@@ -206,15 +350,17 @@ std::optional<DownloadedState> try_donor(const Donor &d, uint64_t run, int64_t m
     return std::nullopt;
   }
 
+  Receiver in(fd.get(), lim);
+  if (keys && !prove_key(fd.get(), *keys, req, lim, &in, why, io_text)) return std::nullopt;
   uint8_t hb[kStateReplySize];
   size_t got = 0;
-  r = read_all(fd.get(), hb, sizeof hb, lim, &got, &err);
+  r = in.read(hb, sizeof hb, &got, &err);
   if (r != Io::ok) {
     std::string during = "in the reply header";
     if (got > 0)
       during = "after " + std::to_string(got) + " of " + std::to_string(kStateReplySize) +
                " header bytes (truncated header)";
-    *why = io_text(r, err, during);
+    *why = !in.defect().empty() ? in.defect() : io_text(r, err, during);
     return std::nullopt;
   }
   if (get32(hb) != kStateReplyMagic) {
@@ -236,7 +382,7 @@ std::optional<DownloadedState> try_donor(const Donor &d, uint64_t run, int64_t m
   h.total = get64(hb + 16);
   h.chunk = get32(hb + 24);
   h.total_crc = get32(hb + 28);
-  if (status > uint16_t(StateStatus::bad_request)) {
+  if (status > uint16_t(StateStatus::not_key_holder)) {
     *why = "unknown reply status " + std::to_string(status);
     return std::nullopt;
   }
@@ -282,9 +428,10 @@ std::optional<DownloadedState> try_donor(const Donor &d, uint64_t run, int64_t m
   for (uint64_t index = 0; off < h.total; ++index) {
     if (verifier.failed(why)) return std::nullopt;
     uint8_t ch[kStateChunkHeaderSize];
-    r = read_all(fd.get(), ch, sizeof ch, lim, &got, &err);
+    r = in.read(ch, sizeof ch, &got, &err);
     if (r != Io::ok) {
-      *why = io_text(r, err, "after " + std::to_string(off) + " of " + std::to_string(h.total) + " bytes");
+      *why = !in.defect().empty() ? in.defect()
+                                  : io_text(r, err, "after " + std::to_string(off) + " of " + std::to_string(h.total) + " bytes");
       return std::nullopt;
     }
     const uint32_t n = get32(ch), want_crc = get32(ch + 4);
@@ -296,9 +443,11 @@ std::optional<DownloadedState> try_donor(const Donor &d, uint64_t run, int64_t m
     }
     // Within the reserved capacity: the buffer never moves under the verifier.
     out.bytes.resize(size_t(off + n));
-    r = read_all(fd.get(), out.bytes.data() + off, n, lim, &got, &err);
+    r = in.read(out.bytes.data() + off, n, &got, &err);
     if (r != Io::ok) {
-      *why = io_text(r, err, "after " + std::to_string(off + got) + " of " + std::to_string(h.total) + " bytes");
+      *why = !in.defect().empty()
+                 ? in.defect()
+                 : io_text(r, err, "after " + std::to_string(off + got) + " of " + std::to_string(h.total) + " bytes");
       return std::nullopt;
     }
     verifier.push(index, off, n, want_crc);
@@ -306,6 +455,7 @@ std::optional<DownloadedState> try_donor(const Donor &d, uint64_t run, int64_t m
   }
   uint32_t total_crc = 0;
   if (!verifier.finish(&total_crc, why)) return std::nullopt;
+  if (!in.finished(why)) return std::nullopt;
   if (total_crc != h.total_crc) {
     *why = "whole-state CRC mismatch (computed " + hex(total_crc) + ", sent " + hex(h.total_crc) + ")";
     return std::nullopt;
@@ -319,9 +469,12 @@ using wire::Clock;
 using wire::emit;
 
 std::optional<Bytes> fetch_model(const std::string &host, uint16_t port, uint64_t run,
-                                 std::chrono::milliseconds timeout, std::string *why) {
+                                 std::chrono::milliseconds timeout, std::string *why,
+                                 const std::optional<loom_key::SwarmKey> &key) {
   const Donor d{0, host, port, 0};
-  auto got = try_donor(d, run, 0, Clock::now() + timeout, timeout, nullptr, why, kStateFlagModel);
+  std::unique_ptr<StateKeys> keys;
+  if (key) keys = std::make_unique<StateKeys>(*key);
+  auto got = try_donor(d, run, 0, Clock::now() + timeout, timeout, nullptr, why, kStateFlagModel, keys.get());
   if (!got) return std::nullopt;
   return std::move(got->bytes);
 }
@@ -329,8 +482,11 @@ std::optional<Bytes> fetch_model(const std::string &host, uint16_t port, uint64_
 std::optional<DownloadedState> download_state(const std::vector<Donor> &donors, uint64_t run, int64_t min_epoch,
                                               std::chrono::milliseconds timeout,
                                               std::chrono::milliseconds stall_timeout, const LogFn &log,
-                                              std::string *why, const std::atomic<bool> *cancel) {
+                                              std::string *why, const std::atomic<bool> *cancel,
+                                              const std::optional<loom_key::SwarmKey> &key) {
   const auto t0 = Clock::now();
+  std::unique_ptr<StateKeys> keys;
+  if (key) keys = std::make_unique<StateKeys>(*key);
   const auto deadline = t0 + timeout;
   std::string summary;
   auto note = [&](const std::string &s) { summary += (summary.empty() ? "" : "; ") + s; };
@@ -349,7 +505,7 @@ std::optional<DownloadedState> download_state(const std::vector<Donor> &donors, 
     }
     std::string reason;
     auto t = Clock::now();
-    auto got = try_donor(d, run, min_epoch, deadline, stall_timeout, cancel, &reason);
+    auto got = try_donor(d, run, min_epoch, deadline, stall_timeout, cancel, &reason, 0, keys.get());
     if (got) {
       double s = std::chrono::duration<double>(Clock::now() - t).count();
       emit(log, Level::info,

@@ -1,171 +1,32 @@
 // StateServer: the donor side of a state download. One front thread accepts
 // connections and reads their requests (a poll loop: no thread or buffer per
 // connection that has not yet asked); each valid request gets a transfer
-// thread. The limits (ServeLimits, state_transfer.h) decide who is dropped.
+// thread (state_serve.cpp). The limits (ServeLimits, state_transfer.h)
+// decide who is dropped.
 #include <fcntl.h>
 #include <netinet/tcp.h>
 #include <poll.h>
-#include <zlib.h>
 
 #include <algorithm>
-#include <condition_variable>
-#include <functional>
-#include <list>
-#include <mutex>
 #include <stdexcept>
 #include <system_error>
-#include <thread>
-#include <vector>
 
-#include "serve_guard.h"
-#include "state_transfer.h"
-#include "state_wire.h"
+#include "state_server_impl.h"
 
 namespace loom_collab {
 
 using namespace wire;
+using namespace server_detail;
 
-namespace {
-
-constexpr milliseconds kResolveTimeout{5000};  // host name lookup at start
-// Connections still sending their request, all addresses together; past it
-// a new one takes the oldest one's place.
-constexpr size_t kMaxPending = 128;
-constexpr int kAcceptBurst = 64;  // accepts per wake, so pending requests are read in between
-// A transfer may be preempted by a new request (when every slot is taken)
-// once it is this old and has moved nothing for this long, or moves slower
-// than kSlowBytesPerSecond on average: an honest joiner reads at once and
-// fast, so it is the flooder's transfers that make room.
-constexpr milliseconds kPreemptAfter{1000};
-constexpr double kSlowBytesPerSecond = 64 * 1024;
-
-// A published snapshot. Its chunk CRCs are computed once, off the training
-// thread: by the server's checksum thread right after publish(), or by the
-// first transfer that needs them, whichever gets there first; others wait.
-// The work stops between chunks when `stop` says so (shutdown, or a newer
-// snapshot made this one moot), so nobody waits long for an abandoned sum.
-struct Snapshot {
-  int64_t epoch = 0;
-  Bytes bytes;
-
-  // True once chunk_crcs and total_crc are valid; false if stop() said so first.
-  bool ensure_sums(const std::function<bool()> &stop) {
-    std::unique_lock<std::mutex> g(mu_);
-    for (;;) {
-      if (state_ == kDone) return true;
-      if (stop()) return false;
-      if (state_ == kBusy) {  // someone else is computing: wait for it
-        cv_.wait_for(g, kTick);
-        continue;
-      }
-      state_ = kBusy;
-      g.unlock();
-      std::vector<uint32_t> crcs;
-      crcs.reserve(bytes.size() / kChunkSize + 1);
-      uint32_t total = uint32_t(crc32_z(0, nullptr, 0));
-      bool complete = true;
-      for (size_t off = 0; off < bytes.size(); off += kChunkSize) {
-        if (stop()) {
-          complete = false;
-          break;
-        }
-        size_t n = std::min<size_t>(kChunkSize, bytes.size() - off);
-        uint32_t c = crc(bytes.data() + off, n);
-        crcs.push_back(c);
-        total = uint32_t(crc32_combine(total, c, z_off_t(n)));
-      }
-      g.lock();
-      if (complete) {
-        chunk_crcs = std::move(crcs);
-        total_crc = total;
-      }
-      state_ = complete ? kDone : kIdle;
-      cv_.notify_all();
-    }
-  }
-  // Valid after ensure_sums returned true (never written again after that).
-  std::vector<uint32_t> chunk_crcs;
-  uint32_t total_crc = 0;
-
- private:
-  enum { kIdle, kBusy, kDone };
-  std::mutex mu_;
-  std::condition_variable cv_;
-  int state_ = kIdle;
-};
-
-}  // namespace
-
-struct StateServer::Impl {
-  ServeLimits limits;
-  uint64_t run = 0;
-  LogFn log;
-  Fd listener;
-  Fd stop_read, stop_write;  // a pipe: written once at shutdown, wakes every poll
-  uint16_t port = 0;
-  std::atomic<bool> stopping{false};
-  std::atomic<bool> wanted{false};
-  std::atomic<int> active{0};
-  std::atomic<int> pending_count{0};
-  std::atomic<int64_t> wait_ms{2000};
-
-  std::mutex m;
-  std::condition_variable published;
-  std::shared_ptr<Snapshot> snapshot;   // guarded by m
-  std::shared_ptr<Snapshot> model;      // what model requests get (null: not_ready); guarded by m
-  std::atomic<uint64_t> generation{0};  // bumped by publish(); guarded by m for the summer's wait
-  std::thread front;
-  std::thread summer;  // checksums each new snapshot ahead of requests
-
-  // A connection that has not yet sent its whole request: only bytes here.
-  struct Pending {
-    Fd fd;
-    std::string peer, addr;
-    Clock::time_point since;
-    size_t got = 0;
-    uint8_t buf[kStateRequestSize];
-  };
-  std::list<Pending> pending;  // oldest first; the front thread's alone
-
-  // How a transfer ended, for the token given back and the rejection log.
-  enum class End { running, sent, no_data, stalled, cancelled, went_away };
-  struct Transfer {
-    Fd fd;  // closed by the front thread after the join, so a preempting thread never touches a reused fd
-    std::string peer, addr;
-    int64_t min_epoch = 0;
-    bool model = false;  // a model request (kStateFlagModel), not the state
-    Clock::time_point started, moved;  // moved: when the front thread last saw `sent` change
-    uint64_t seen = 0;
-    std::atomic<uint64_t> sent{0}, total{0};
-    std::atomic<bool> cancel{false}, done{false};
-    std::atomic<End> end{End::running};
-    std::thread thread;
-  };
-  std::list<Transfer> transfers;  // the front thread's (and the destructor's) alone
-
-  ServeGuard guard;
-
-  explicit Impl(const ServeLimits &l, LogFn lg) : limits(l), log(std::move(lg)), guard(l.requests_per_minute, log) {}
-
-  void sum_loop();
-  void front_loop();
-  void accept_some(Clock::time_point now);
-  bool read_request(Pending &p, Clock::time_point now);  // true when p is finished with
-  void make_room(const std::string &addr, Clock::time_point now);
-  void admit(Fd fd, const std::string &peer, const std::string &addr, const uint8_t *req, Clock::time_point now);
-  Transfer *victim(Clock::time_point now);
-  void watch_transfers(bool all, Clock::time_point now);
-  void answer(int fd, StateStatus status);
-  void serve(Transfer &t);
-};
-
-StateServer::StateServer(const std::string &host, uint16_t port, uint64_t run, LogFn log, const ServeLimits &limits)
+StateServer::StateServer(const std::string &host, uint16_t port, uint64_t run, LogFn log, const ServeLimits &limits,
+                         const std::optional<loom_key::SwarmKey> &key)
     : impl_(std::make_unique<Impl>(limits, std::move(log))) {
   if (limits.max_transfers < 1 || limits.max_pending_per_address < 1 || !(limits.requests_per_minute > 0) ||
       limits.idle_timeout.count() < 1)
     throw std::invalid_argument("state server limits must be positive");
   Impl &s = *impl_;
   s.run = run;
+  if (key) s.keys = std::make_unique<StateKeys>(*key);
   const std::string where = host + ":" + std::to_string(port);
   sockaddr_storage addr{};
   socklen_t len = 0;
@@ -297,12 +158,13 @@ void StateServer::Impl::front_loop() {
       if (fds[i + 2].revents && read_request(*of[i], now)) pending.erase(of[i]);
     if (fds[0].revents & POLLIN) accept_some(now);
     // Whoever has not asked within the idle timeout is dropped: an honest
-    // client sends its 28 bytes at once.
+    // client sends its 28 bytes at once (and, with a key, its proof).
     while (!pending.empty() && now - pending.front().since >= limits.idle_timeout) {
       Pending &p = pending.front();
       guard.reject(p.addr, p.got ? Rejection::slow_request : Rejection::idle,
-                   p.peer + " sent " + std::to_string(p.got) + " of " + std::to_string(kStateRequestSize) +
-                       " request bytes in " + std::to_string(limits.idle_timeout.count()) + " ms",
+                   p.peer + " sent " + std::to_string(p.got) + " of " + std::to_string(p.want) +
+                       " request bytes in " + std::to_string(limits.idle_timeout.count()) + " ms" +
+                       (p.challenged ? " (its proof of the swarm key never came)" : ""),
                    now);
       pending.pop_front();
     }
@@ -357,16 +219,22 @@ void StateServer::Impl::make_room(const std::string &addr, Clock::time_point now
 }
 
 bool StateServer::Impl::read_request(Pending &p, Clock::time_point now) {
-  ssize_t r = ::recv(p.fd.get(), p.buf + p.got, sizeof p.buf - p.got, MSG_DONTWAIT);
+  ssize_t r = ::recv(p.fd.get(), p.buf + p.got, p.want - p.got, MSG_DONTWAIT);
   if (r > 0) p.got += size_t(r);
   if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
     emit(log, Level::debug,
-         "state server: " + p.peer + " sent " + std::to_string(p.got) + " of " + std::to_string(kStateRequestSize) +
+         "state server: " + p.peer + " sent " + std::to_string(p.got) + " of " + std::to_string(p.want) +
              " request bytes, then left");
     return true;
   }
-  if (p.got < sizeof p.buf) return false;
-  admit(std::move(p.fd), p.peer, p.addr, p.buf, now);
+  if (p.got < p.want) return false;
+  if (!p.challenged) {
+    if (!check_request(p, now)) return true;
+    if (keys) return !challenge(p, now);  // its proof is read next, within the same idle timeout
+  } else if (!check_proof(p, now)) {
+    return true;
+  }
+  admit(p, now);
   return true;
 }
 
@@ -380,45 +248,63 @@ void StateServer::Impl::answer(int fd, StateStatus status) {
   (void)!::send(fd, b, sizeof b, MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
-void StateServer::Impl::admit(Fd fd, const std::string &peer, const std::string &addr, const uint8_t *req,
-                              Clock::time_point now) {
+bool StateServer::Impl::check_request(Pending &p, Clock::time_point now) {
+  const int fd = p.fd.get();
+  const std::string &peer = p.peer, &addr = p.addr;
+  const uint8_t *req = p.buf;
   // Each refusal is logged (or counted) before the client hears it, so the log is in order.
   if (get32(req) != kStateRequestMagic) {
     guard.reject(addr, Rejection::garbage, peer + " sent something that is not a state request (bad magic)", now);
-    return;
+    return false;
   }
   if (get16(req + 4) != kStateWireVersion) {
     guard.reject(addr, Rejection::wrong_request,
                  peer + " speaks version " + std::to_string(get16(req + 4)) + ", this server " +
                      std::to_string(kStateWireVersion),
                  now);
-    answer(fd.get(), StateStatus::bad_request);
-    return;
+    answer(fd, StateStatus::bad_request);
+    return false;
   }
   if (get32(req + 24) != crc(req, 24)) {
     guard.reject(addr, Rejection::garbage, "request from " + peer + " has a bad checksum", now);
-    return;
+    return false;
   }
   const uint16_t flags = get16(req + 6);
-  if ((flags & ~kStateFlagModel) != 0) {
+  if ((flags & ~(kStateFlagModel | kStateFlagKeyed)) != 0) {
     guard.reject(addr, Rejection::wrong_request,
-                 peer + " sent request flags " + std::to_string(flags) + "; this server knows 0 (state) and " +
-                     std::to_string(kStateFlagModel) + " (model)",
+                 peer + " sent request flags " + std::to_string(flags) + "; this server knows 0 (state), " +
+                     std::to_string(kStateFlagModel) + " (model) and " + std::to_string(kStateFlagKeyed) + " (keyed)",
                  now);
-    answer(fd.get(), StateStatus::bad_request);
-    return;
+    answer(fd, StateStatus::bad_request);
+    return false;
+  }
+  if (keys && !(flags & kStateFlagKeyed)) {
+    guard.reject(addr, Rejection::no_key, peer + " asked without the swarm key (this swarm has one)", now);
+    answer(fd, StateStatus::not_key_holder);
+    return false;
+  }
+  if (!keys && (flags & kStateFlagKeyed)) {
+    guard.reject(addr, Rejection::wrong_request, peer + " offered a swarm key; this swarm has none", now);
+    answer(fd, StateStatus::bad_request);
+    return false;
   }
   if (get64(req + 8) != run) {
     guard.reject(addr, Rejection::wrong_request, peer + " asked for another run's state", now);
-    answer(fd.get(), StateStatus::other_run);
-    return;
+    answer(fd, StateStatus::other_run);
+    return false;
   }
+  return true;
+}
+
+void StateServer::Impl::admit(Pending &p, Clock::time_point now) {
+  const std::string &peer = p.peer, &addr = p.addr;
+  const uint8_t *req = p.buf;
   if (!guard.take(addr, now)) {
     guard.reject(addr, Rejection::rate,
                  peer + " is over " + std::to_string(limits.requests_per_minute) + " requests per minute from " +
                      addr + " (serve_requests_per_minute)",
                  now);
-    answer(fd.get(), StateStatus::busy);
+    answer(p.fd.get(), StateStatus::busy);
     return;
   }
   // A slot: a free one, or one a stalled or slow transfer gives up. Threads
@@ -431,7 +317,7 @@ void StateServer::Impl::admit(Fd fd, const std::string &peer, const std::string 
     guard.give_back(addr, 0, now);
     guard.reject(addr, Rejection::busy,
                  peer + " was answered busy: " + std::to_string(serving) + " transfers under way, none stalled", now);
-    answer(fd.get(), StateStatus::busy);
+    answer(p.fd.get(), StateStatus::busy);
     return;
   }
   if (v) {
@@ -443,11 +329,17 @@ void StateServer::Impl::admit(Fd fd, const std::string &peer, const std::string 
                  now);
   }
   Transfer &t = transfers.emplace_back();
-  t.fd = std::move(fd);
+  t.fd = std::move(p.fd);
   t.peer = peer;
   t.addr = addr;
   t.min_epoch = int64_t(get64(req + 16));
-  t.model = (flags & kStateFlagModel) != 0;
+  t.model = (get16(req + 6) & kStateFlagModel) != 0;
+  t.keyed = p.challenged;
+  std::copy(req, req + kStateRequestSize, t.request);
+  if (t.keyed) {
+    t.server_nonce = p.server_nonce;
+    std::copy(p.buf + kStateRequestSize, p.buf + kStateRequestSize + StateKeys::kNonceBytes, t.client_nonce.begin());
+  }
   t.started = t.moved = now;
   try {
     t.thread = std::thread([this, &t] {
@@ -455,7 +347,7 @@ void StateServer::Impl::admit(Fd fd, const std::string &peer, const std::string 
       t.done = true;
     });
   } catch (const std::system_error &) {  // no thread to be had: turn the client away
-    answer(t.fd.get(), StateStatus::busy);
+    answer(t.fd.get(), StateStatus::busy);  // plain even when keyed: a refusal carries nothing secret
     guard.give_back(addr, 0, now);
     transfers.pop_back();
   }
@@ -492,7 +384,7 @@ void StateServer::Impl::watch_transfers(bool all, Clock::time_point now) {
     if (t.thread.joinable()) t.thread.join();
     const uint64_t total = t.total.load();
     const End end = t.end.load();
-    guard.give_back(t.addr, total ? double(sent) / double(total) : 0, now);
+    guard.give_back(t.addr, total ? std::min(1.0, double(sent) / double(total)) : 0, now);  // a stream's frames add a little
     if (end == End::stalled)
       guard.reject(t.addr, Rejection::stalled,
                    "transfer to " + t.peer + " ended after " + std::to_string(sent) + " of " + std::to_string(total) +
@@ -505,107 +397,6 @@ void StateServer::Impl::watch_transfers(bool all, Clock::time_point now) {
     }
     it = transfers.erase(it);
   }
-}
-
-// On the transfer's own thread: wait for a fresh enough snapshot, then send it.
-void StateServer::Impl::serve(Transfer &t) {
-  const int fd = t.fd.get();
-  const std::string &peer = t.peer;
-  std::shared_ptr<Snapshot> snap;
-  if (t.model) {
-    std::lock_guard<std::mutex> g(m);
-    snap = model;
-    t.min_epoch = 0;
-  } else {
-    std::unique_lock<std::mutex> g(m);
-    auto fresh = [&] { return snapshot && snapshot->epoch >= t.min_epoch; };
-    if (!fresh()) {
-      // Ask the training thread for a snapshot; it publishes at its next safe point.
-      wanted = true;
-      published.wait_for(g, milliseconds(wait_ms.load()),
-                         [&] { return fresh() || stopping.load() || t.cancel.load(); });
-    }
-    snap = snapshot;
-  }
-  t.end = End::cancelled;
-  if (stopping || t.cancel) return;
-  int err = 0;
-  IoLimits lim{limits.idle_timeout, Clock::time_point::max(), &t.cancel, stop_read.get(), &t.sent};
-  ReplyHeader h;
-  if (!snap || snap->epoch < t.min_epoch) {
-    h.status = snap ? StateStatus::behind : StateStatus::not_ready;
-    h.epoch = snap ? snap->epoch : 0;
-    emit(log, t.model ? Level::debug : Level::info,
-         "state server: " + peer + " asked for " +
-             (t.model ? std::string("the swarm's model: this peer is not sure of it yet")
-                      : "epoch >= " + std::to_string(t.min_epoch) + ": " +
-                            (snap ? "have only " + std::to_string(snap->epoch) : std::string("nothing published"))));
-    uint8_t b[kStateReplySize];
-    encode_reply(b, h);
-    iovec iov{b, sizeof b};
-    lim.progress = nullptr;  // a refusal sends none of the state
-    t.end = write_all(fd, &iov, 1, lim, &err) == Io::ok ? End::no_data : End::went_away;
-    return;
-  }
-
-  // A model record is no state transfer: it does not make this peer a busy donor.
-  std::atomic<int> not_counted{0};
-  std::atomic<int> &counter = t.model ? not_counted : active;
-  counter.fetch_add(1);
-  struct Done {
-    std::atomic<int> &a;
-    ~Done() { a.fetch_sub(1); }
-  } done{counter};
-  if (!snap->ensure_sums([&] { return stopping.load() || t.cancel.load(); })) return;
-  h.status = StateStatus::ok;
-  h.epoch = snap->epoch;
-  h.total = snap->bytes.size();
-  h.chunk = kChunkSize;
-  h.total_crc = snap->total_crc;
-  // The header and chunk headers count as sent bytes too: `total` is what a
-  // complete transfer moves, so the fraction sent is exact.
-  t.total = h.total + kStateReplySize + kStateChunkHeaderSize * ((h.total + kChunkSize - 1) / kChunkSize);
-  uint8_t hb[kStateReplySize];
-  encode_reply(hb, h);
-  auto t0 = Clock::now();
-  // The header rides with the first chunk (one send); chunks are sent from the
-  // shared snapshot itself, never copied.
-  size_t off = 0;
-  bool first = true;
-  size_t index = 0;
-  do {
-    if (stopping || t.cancel) return;  // a fast reader never lets poll() see the stop pipe
-    size_t n = std::min<size_t>(kChunkSize, snap->bytes.size() - off);
-    uint8_t ch[kStateChunkHeaderSize];
-    iovec iov[3];
-    int cnt = 0;
-    if (first) iov[cnt++] = {hb, sizeof hb};
-    if (n > 0) {
-      put32(ch, uint32_t(n));
-      put32(ch + 4, snap->chunk_crcs[index]);
-      iov[cnt++] = {ch, sizeof ch};
-      iov[cnt++] = {const_cast<uint8_t *>(snap->bytes.data() + off), n};
-    }
-    Io r = write_all(fd, iov, cnt, lim, &err);
-    if (r != Io::ok) {
-      t.end = r == Io::timeout ? End::stalled : r == Io::cancelled ? End::cancelled : End::went_away;
-      if (r != Io::timeout && r != Io::cancelled)
-        emit(log, Level::info,
-             "state server: transfer of epoch " + std::to_string(snap->epoch) + " to " + peer + " ended after " +
-                 std::to_string(off) + " of " + std::to_string(h.total) + " bytes: it went away" +
-                 (err ? std::string(" (") + errno_text(err) + ")" : ""));
-      return;
-    }
-    first = false;
-    off += n;
-    ++index;
-  } while (off < snap->bytes.size());
-  t.end = End::sent;
-  double s = std::chrono::duration<double>(Clock::now() - t0).count();
-  emit(log, t.model ? Level::debug : Level::info,
-       "state server: sent " + (t.model ? std::string("the model record") : "epoch " + std::to_string(snap->epoch)) +
-           " (" + std::to_string(h.total) + " bytes) to " + peer + " in " + std::to_string(int64_t(s * 1000)) +
-           " ms");
 }
 
 }  // namespace loom_collab

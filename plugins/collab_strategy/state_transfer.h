@@ -17,6 +17,7 @@
 
 #include "log.h"
 #include "records.h"
+#include "../common/swarm_key.h"
 
 namespace loom_collab {
 
@@ -33,6 +34,19 @@ namespace loom_collab {
 //   then, when status is ok, ceil(total / chunk size) chunks, each
 //                   length u32 (= min(chunk size, bytes left)), CRC-32 u32, bytes.
 // CRC-32 is zlib's crc32_z. The server closes the connection after a reply.
+//
+// In a swarm with a key (state_secret.h), a request carries kStateFlagKeyed
+// and both sides prove they hold the key before anything is served:
+//   server (36 B): magic kStateChallengeMagic u32, server nonce (32 B)
+//   client (64 B): client nonce (32 B), client proof (32 B)
+//   server (60 B): magic kStateAcceptMagic u32, stream header (24 B), server proof (32 B)
+//   then the reply above, as an encrypted stream: frames of length u32 and
+//   ciphertext (at most 256 KiB of plain bytes each), the last one empty and
+//   marked final.
+// A refusal at any step is a plain 36-byte reply: a keyed server answers a
+// request without the flag, or a proof that does not match, with status
+// not_key_holder (before the request holds a transfer slot or a token); a
+// server without a key answers the flag with bad_request.
 // A model request's reply has the same form: its bytes are an encoded
 // FingerprintRecord (records.h), at most kMaxModelBytes, and its epoch 0;
 // status not_ready means the server is not sure its model is the
@@ -41,6 +55,12 @@ constexpr uint32_t kStateRequestMagic = 0x5154534C;  // "LSTQ"
 constexpr uint32_t kStateReplyMagic = 0x5254534C;    // "LSTR"
 constexpr uint16_t kStateWireVersion = 1;
 constexpr uint16_t kStateFlagModel = 1;
+constexpr uint16_t kStateFlagKeyed = 2;
+constexpr uint32_t kStateChallengeMagic = 0x4b54534C;  // "LSTK"
+constexpr uint32_t kStateAcceptMagic = 0x4154534C;     // "LSTA"
+constexpr size_t kStateChallengeSize = 36;
+constexpr size_t kStateProofSize = 64;
+constexpr size_t kStateAcceptSize = 60;
 constexpr uint64_t kMaxModelBytes = 64 * 1024;
 constexpr size_t kStateRequestSize = 28;
 constexpr size_t kStateReplySize = 36;
@@ -56,6 +76,7 @@ enum class StateStatus : uint16_t {
   behind = 3,       // published epoch < min_epoch (the reply carries it)
   busy = 4,         // too many transfers under way, or over the request rate; try another donor
   bad_request = 5,  // e.g. a version the server does not speak
+  not_key_holder = 6,  // the swarm has a key and the client did not prove it holds it
 };
 const char *to_string(StateStatus s);
 
@@ -94,8 +115,10 @@ class StateServer {
   // Binds TCP host:port (port 0: any; if port is taken, any) and starts
   // serving. Throws std::runtime_error naming the address on failure, and
   // std::invalid_argument for limits out of range (each must be positive).
+  // With key, only clients that prove they hold it are served, over an
+  // encrypted stream (state_secret.h).
   StateServer(const std::string &host, uint16_t port, uint64_t run, LogFn log,
-              const ServeLimits &limits = ServeLimits());
+              const ServeLimits &limits = ServeLimits(), const std::optional<loom_key::SwarmKey> &key = std::nullopt);
   ~StateServer();  // stops accepting, ends transfers, joins threads
   StateServer(const StateServer &) = delete;
   StateServer &operator=(const StateServer &) = delete;
@@ -132,7 +155,8 @@ class StateServer {
 // FingerprintRecord, or nullopt with *why (unreachable, refused, not sure
 // of its model, malformed reply).
 std::optional<Bytes> fetch_model(const std::string &host, uint16_t port, uint64_t run,
-                                 std::chrono::milliseconds timeout, std::string *why);
+                                 std::chrono::milliseconds timeout, std::string *why,
+                                 const std::optional<loom_key::SwarmKey> &key = std::nullopt);
 
 struct Donor {
   uint64_t peer_id = 0;
@@ -147,7 +171,8 @@ struct DownloadedState {
   Bytes bytes;
 };
 
-// Tries donors in the given order until one sends a complete, checksummed
+// With key, each donor must prove it holds the swarm key, and the state
+// arrives encrypted. Tries donors in the given order until one sends a complete, checksummed
 // state of epoch >= min_epoch, or timeout passes in total. A donor that is
 // unreachable, refuses, stalls for stall_timeout, sends a malformed reply or a
 // bad checksum, or offers an older epoch is logged (warn) and skipped.
@@ -156,7 +181,8 @@ struct DownloadedState {
 std::optional<DownloadedState> download_state(const std::vector<Donor> &donors, uint64_t run, int64_t min_epoch,
                                               std::chrono::milliseconds timeout,
                                               std::chrono::milliseconds stall_timeout, const LogFn &log,
-                                              std::string *why, const std::atomic<bool> *cancel = nullptr);
+                                              std::string *why, const std::atomic<bool> *cancel = nullptr,
+                                              const std::optional<loom_key::SwarmKey> &key = std::nullopt);
 
 }  // namespace loom_collab
 

@@ -30,6 +30,8 @@ const char *to_string(StateStatus s) {
       return "donor is busy";
     case StateStatus::bad_request:
       return "donor refused the request";
+    case StateStatus::not_key_holder:
+      return "donor refused: this peer did not prove it holds the swarm's key (swarm_key: none, or another)";
   }
   return "unknown status";
 }

@@ -78,7 +78,7 @@ TEST(ModelRequest, UnknownFlagsAreRefusedNamingThem) {
   ASSERT_TRUE(recv_bytes(fd, reply, sizeof reply));
   ::close(fd);
   EXPECT_EQ(reply[6] | (reply[7] << 8), int(StateStatus::bad_request));
-  EXPECT_TRUE(log.has(Level::warn, {"request flags 6", "knows 0 (state) and 1 (model)"})) << log.text();
+  EXPECT_TRUE(log.has(Level::warn, {"request flags 6", "knows 0 (state), 1 (model) and 2 (keyed)"})) << log.text();
 }
 
 TEST(ModelRequest, ARecordOverTheLimitIsRefusedOnBothSides) {

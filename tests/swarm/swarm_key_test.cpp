@@ -61,6 +61,7 @@ TEST(SwarmKey, OnlyKeyHoldersTrainTogether) {
   for (Peer* p : {&no_key, &other}) {
     EXPECT_NE(p->wait_exit(seconds(60)), 0) << p->tail();
     EXPECT_NE(p->log().find("only 1 of min_peers = 2 peers"), std::string::npos) << p->name() << "\n" << p->tail();
+    EXPECT_TRUE(averaged_rounds(p->log()).empty()) << p->name() << " averaged with someone";
   }
   EXPECT_NE(no_key.log().find("This swarm is open"), std::string::npos) << no_key.tail();
   for (Peer* p : {&a, &b}) {
@@ -77,11 +78,35 @@ TEST(SwarmKey, OnlyKeyHoldersTrainTogether) {
     }
     EXPECT_GE(with_two, 50) << p->name() << " seldom averaged with the other key holder\n" << p->tail();
   }
+  // The outsiders' requests to a's state server (asking for the model
+  // before they join) were refused: one line says so, the next refusal from
+  // the same address within the minute is counted, not logged.
+  const std::string a_log = a.log();
+  size_t refusals = 0;
+  for (const char* said : {"asked without the swarm key", "does not hold this swarm's key"})
+    for (size_t at = a_log.find(said); at != std::string::npos; at = a_log.find(said, at + 1)) ++refusals;
+  EXPECT_EQ(refusals, 1u) << a.tail();
   // The join message names the key file, never the key.
   const std::string key_text = read_text(key);
   const std::string hex = key_text.substr(key_text.find('\n') + 1, 64);
   EXPECT_NE(a.log().find("and a copy of the swarm key file " + key), std::string::npos) << a.tail();
   for (Peer* p : {&a, &b}) EXPECT_EQ(p->log().find(hex), std::string::npos) << p->name() << " printed the key";
+}
+
+// A key holder that joins a running swarm loads the state from a donor
+// over the encrypted stream (both prove the key first).
+TEST(SwarmKey, ALateKeyHolderLoadsTheStateOverTheEncryptedStream) {
+  Scratch scratch;
+  const std::string key = keygen(scratch, "swarm.key");
+  const std::vector<std::string> sets = {"strategy.options.listen=127.0.0.1", "strategy.options.verbose=true",
+                                         "strategy.options.run_id=" + unique_run_id("keyed-late"),
+                                         "strategy.options.swarm_key=" + key, "trainer.max_steps=1000000"};
+  Peer a(scratch, "a", digits_config(), sets);
+  ASSERT_TRUE(wait_until([&] { return a.log().find("step 20/") != std::string::npos; }, seconds(60))) << a.tail();
+  Peer late(scratch, "late", digits_config(), sets, {{"LOOM_INITIAL_PEERS", a.address()}});
+  ASSERT_TRUE(wait_until([&] { return late.log().find("loaded the state of epoch") != std::string::npos; }, seconds(90)))
+      << late.tail() << "\n" << a.tail();
+  EXPECT_EQ(a.log().find("without the swarm key"), std::string::npos) << a.tail();
 }
 
 }  // namespace

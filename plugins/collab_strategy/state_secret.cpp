@@ -1,0 +1,114 @@
+#include "state_secret.h"
+
+#include <sodium.h>
+
+#include <cstring>
+#include <stdexcept>
+
+namespace loom_collab {
+namespace {
+
+constexpr char kContext[crypto_kdf_CONTEXTBYTES] = {'l', 'o', 'o', 'm', 's', 'w', 'r', 'm'};
+enum Subkey : uint64_t { kProofSubkey = 3, kStreamSubkey = 4 };  // 1, 2: seal.cpp
+
+static_assert(crypto_auth_BYTES == StateKeys::kProofBytes);
+static_assert(crypto_auth_KEYBYTES == 32);
+static_assert(crypto_secretstream_xchacha20poly1305_HEADERBYTES == StreamSealer::kHeaderBytes);
+static_assert(crypto_secretstream_xchacha20poly1305_ABYTES + 4 == StreamSealer::kFrameOverhead);
+static_assert(crypto_secretstream_xchacha20poly1305_KEYBYTES == 32);
+
+}  // namespace
+
+StateKeys::StateKeys(const loom_key::SwarmKey &key) {
+  if (sodium_init() < 0) throw std::runtime_error("libsodium could not start (sodium_init failed)");
+  crypto_kdf_derive_from_key(proof_key_.data(), proof_key_.size(), kProofSubkey, kContext, key.data());
+  crypto_kdf_derive_from_key(stream_key_.data(), stream_key_.size(), kStreamSubkey, kContext, key.data());
+}
+
+StateKeys::~StateKeys() {
+  sodium_memzero(proof_key_.data(), proof_key_.size());
+  sodium_memzero(stream_key_.data(), stream_key_.size());
+}
+
+StateKeys::Nonce StateKeys::fresh_nonce() {
+  if (sodium_init() < 0) throw std::runtime_error("libsodium could not start (sodium_init failed)");
+  Nonce n;
+  randombytes_buf(n.data(), n.size());
+  return n;
+}
+
+StateKeys::Proof StateKeys::proof(Role role, const uint8_t *request, size_t request_len, const Nonce &server,
+                                  const Nonce &client) const {
+  crypto_auth_hmacsha512256_state st;
+  crypto_auth_hmacsha512256_init(&st, proof_key_.data(), proof_key_.size());
+  const uint8_t r = role;
+  crypto_auth_hmacsha512256_update(&st, &r, 1);
+  crypto_auth_hmacsha512256_update(&st, request, request_len);
+  crypto_auth_hmacsha512256_update(&st, server.data(), server.size());
+  crypto_auth_hmacsha512256_update(&st, client.data(), client.size());
+  Proof out;
+  crypto_auth_hmacsha512256_final(&st, out.data());
+  return out;
+}
+
+bool StateKeys::verify(Role role, const uint8_t *request, size_t request_len, const Nonce &server, const Nonce &client,
+                       const uint8_t *given) const {
+  const Proof want = proof(role, request, request_len, server, client);
+  return sodium_memcmp(want.data(), given, want.size()) == 0;
+}
+
+std::array<uint8_t, 32> StateKeys::stream_key(const Nonce &server, const Nonce &client) const {
+  uint8_t both[2 * kNonceBytes];
+  std::memcpy(both, server.data(), kNonceBytes);
+  std::memcpy(both + kNonceBytes, client.data(), kNonceBytes);
+  std::array<uint8_t, 32> out;
+  crypto_generichash(out.data(), out.size(), both, sizeof both, stream_key_.data(), stream_key_.size());
+  return out;
+}
+
+struct StreamSealer::State {
+  crypto_secretstream_xchacha20poly1305_state st;
+};
+
+StreamSealer::StreamSealer(const std::array<uint8_t, 32> &key, uint8_t header[kHeaderBytes]) : s_(new State) {
+  crypto_secretstream_xchacha20poly1305_init_push(&s_->st, header, key.data());
+}
+
+StreamSealer::~StreamSealer() { sodium_memzero(&s_->st, sizeof s_->st); }
+
+void StreamSealer::frame(const uint8_t *plain, size_t n, bool final, Bytes *out) {
+  if (n > kMaxFramePlain) throw std::invalid_argument("a stream frame of more than kMaxFramePlain bytes");
+  const size_t at = out->size();
+  const size_t len = n + crypto_secretstream_xchacha20poly1305_ABYTES;
+  out->resize(at + 4 + len);
+  for (int i = 0; i < 4; ++i) (*out)[at + i] = uint8_t(uint32_t(len) >> (8 * i));
+  crypto_secretstream_xchacha20poly1305_push(&s_->st, out->data() + at + 4, nullptr, plain, n, nullptr, 0,
+                                             final ? crypto_secretstream_xchacha20poly1305_TAG_FINAL : 0);
+}
+
+struct StreamOpener::State {
+  crypto_secretstream_xchacha20poly1305_state st;
+};
+
+StreamOpener::StreamOpener(const std::array<uint8_t, 32> &key, const uint8_t header[StreamSealer::kHeaderBytes])
+    : s_(new State) {
+  ok_ = crypto_secretstream_xchacha20poly1305_init_pull(&s_->st, header, key.data()) == 0;
+}
+
+StreamOpener::~StreamOpener() { sodium_memzero(&s_->st, sizeof s_->st); }
+
+bool StreamOpener::open(const uint8_t *cipher, size_t n, Bytes *plain, bool *final) {
+  if (!ok_ || n < crypto_secretstream_xchacha20poly1305_ABYTES) return false;
+  plain->resize(n - crypto_secretstream_xchacha20poly1305_ABYTES);
+  unsigned long long len = 0;
+  unsigned char tag = 0;
+  if (crypto_secretstream_xchacha20poly1305_pull(&s_->st, plain->data(), &len, &tag, cipher, n, nullptr, 0) != 0) {
+    ok_ = false;  // a stream that failed once is over
+    return false;
+  }
+  plain->resize(size_t(len));
+  *final = tag == crypto_secretstream_xchacha20poly1305_TAG_FINAL;
+  return true;
+}
+
+}  // namespace loom_collab

@@ -1,0 +1,184 @@
+// The state server's insides, shared by its files: state_server.cpp (the
+// front thread: accepting, reading requests, the limits), state_server_auth.cpp
+// (a swarm key's proofs) and state_serve.cpp (a transfer's own thread).
+#ifndef LOOM_COLLAB_STATE_SERVER_IMPL_H
+#define LOOM_COLLAB_STATE_SERVER_IMPL_H
+
+#include <zlib.h>
+
+#include <array>
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "serve_guard.h"
+#include "state_secret.h"
+#include "state_transfer.h"
+#include "state_wire.h"
+
+namespace loom_collab {
+namespace server_detail {
+
+using namespace wire;
+constexpr milliseconds kResolveTimeout{5000};  // host name lookup at start
+// Connections still sending their request, all addresses together; past it
+// a new one takes the oldest one's place.
+constexpr size_t kMaxPending = 128;
+constexpr int kAcceptBurst = 64;  // accepts per wake, so pending requests are read in between
+// A transfer may be preempted by a new request (when every slot is taken)
+// once it is this old and has moved nothing for this long, or moves slower
+// than kSlowBytesPerSecond on average: an honest joiner reads at once and
+// fast, so it is the flooder's transfers that make room.
+constexpr milliseconds kPreemptAfter{1000};
+constexpr double kSlowBytesPerSecond = 64 * 1024;
+
+// A published snapshot. Its chunk CRCs are computed once, off the training
+// thread: by the server's checksum thread right after publish(), or by the
+// first transfer that needs them, whichever gets there first; others wait.
+// The work stops between chunks when `stop` says so (shutdown, or a newer
+// snapshot made this one moot), so nobody waits long for an abandoned sum.
+struct Snapshot {
+  int64_t epoch = 0;
+  Bytes bytes;
+
+  // True once chunk_crcs and total_crc are valid; false if stop() said so first.
+  bool ensure_sums(const std::function<bool()> &stop) {
+    std::unique_lock<std::mutex> g(mu_);
+    for (;;) {
+      if (state_ == kDone) return true;
+      if (stop()) return false;
+      if (state_ == kBusy) {  // someone else is computing: wait for it
+        cv_.wait_for(g, kTick);
+        continue;
+      }
+      state_ = kBusy;
+      g.unlock();
+      std::vector<uint32_t> crcs;
+      crcs.reserve(bytes.size() / kChunkSize + 1);
+      uint32_t total = uint32_t(crc32_z(0, nullptr, 0));
+      bool complete = true;
+      for (size_t off = 0; off < bytes.size(); off += kChunkSize) {
+        if (stop()) {
+          complete = false;
+          break;
+        }
+        size_t n = std::min<size_t>(kChunkSize, bytes.size() - off);
+        uint32_t c = crc(bytes.data() + off, n);
+        crcs.push_back(c);
+        total = uint32_t(crc32_combine(total, c, z_off_t(n)));
+      }
+      g.lock();
+      if (complete) {
+        chunk_crcs = std::move(crcs);
+        total_crc = total;
+      }
+      state_ = complete ? kDone : kIdle;
+      cv_.notify_all();
+    }
+  }
+  // Valid after ensure_sums returned true (never written again after that).
+  std::vector<uint32_t> chunk_crcs;
+  uint32_t total_crc = 0;
+
+ private:
+  enum { kIdle, kBusy, kDone };
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int state_ = kIdle;
+};
+
+}  // namespace server_detail
+
+struct StateServer::Impl {
+  using Snapshot = server_detail::Snapshot;
+  using Clock = wire::Clock;
+  using Fd = wire::Fd;
+  using IoLimits = wire::IoLimits;
+  ServeLimits limits;
+  uint64_t run = 0;
+  LogFn log;
+  Fd listener;
+  Fd stop_read, stop_write;  // a pipe: written once at shutdown, wakes every poll
+  uint16_t port = 0;
+  std::atomic<bool> stopping{false};
+  std::atomic<bool> wanted{false};
+  std::atomic<int> active{0};
+  std::atomic<int> pending_count{0};
+  std::atomic<int64_t> wait_ms{2000};
+
+  std::mutex m;
+  std::condition_variable published;
+  std::shared_ptr<Snapshot> snapshot;   // guarded by m
+  std::shared_ptr<Snapshot> model;      // what model requests get (null: not_ready); guarded by m
+  std::atomic<uint64_t> generation{0};  // bumped by publish(); guarded by m for the summer's wait
+  std::thread front;
+  std::thread summer;  // checksums each new snapshot ahead of requests
+
+  // A connection that has not yet sent its whole request: only bytes here.
+  // With a swarm key the client's proof follows its request: `want` grows
+  // to kStateRequestSize + kStateProofSize once the challenge is sent.
+  struct Pending {
+    Fd fd;
+    std::string peer, addr;
+    Clock::time_point since;
+    size_t got = 0, want = kStateRequestSize;
+    bool challenged = false;
+    StateKeys::Nonce server_nonce{};
+    uint8_t buf[kStateRequestSize + kStateProofSize];
+  };
+  std::list<Pending> pending;  // oldest first; the front thread's alone
+
+  // How a transfer ended, for the token given back and the rejection log.
+  enum class End { running, sent, no_data, stalled, cancelled, went_away };
+  struct Transfer {
+    Fd fd;  // closed by the front thread after the join, so a preempting thread never touches a reused fd
+    std::string peer, addr;
+    int64_t min_epoch = 0;
+    bool model = false;  // a model request (kStateFlagModel), not the state
+    bool keyed = false;  // proven: the reply goes as an encrypted stream
+    uint8_t request[kStateRequestSize];
+    StateKeys::Nonce server_nonce{}, client_nonce{};
+    Clock::time_point started, moved;  // moved: when the front thread last saw `sent` change
+    uint64_t seen = 0;
+    std::atomic<uint64_t> sent{0}, total{0};
+    std::atomic<bool> cancel{false}, done{false};
+    std::atomic<End> end{End::running};
+    std::thread thread;
+  };
+  std::list<Transfer> transfers;  // the front thread's (and the destructor's) alone
+
+  ServeGuard guard;
+  std::unique_ptr<StateKeys> keys;  // a swarm key: every client must prove it
+
+  explicit Impl(const ServeLimits &l, LogFn lg) : limits(l), log(std::move(lg)), guard(l.requests_per_minute, log) {}
+
+  void sum_loop();
+  void front_loop();
+  void accept_some(Clock::time_point now);
+  bool read_request(Pending &p, Clock::time_point now);  // true when p is finished with
+  // The request's own checks (magic, version, checksum, flags, run); false
+  // when p was refused (logged and answered).
+  bool check_request(Pending &p, Clock::time_point now);
+  // state_server_auth.cpp: with a key, sends p its challenge (false: p is
+  // finished with), and checks its proof (false: refused).
+  bool challenge(Pending &p, Clock::time_point now);
+  bool check_proof(Pending &p, Clock::time_point now);
+  // state_serve.cpp: with a key, the accept message and stream for t.
+  std::unique_ptr<StreamSealer> accept_keyed(Transfer &t, const IoLimits &lim, int *err, bool *ok);
+  void make_room(const std::string &addr, Clock::time_point now);
+  // Admits a checked (and, with a key, proven) request: rate, slots, thread.
+  void admit(Pending &p, Clock::time_point now);
+  Transfer *victim(Clock::time_point now);
+  void watch_transfers(bool all, Clock::time_point now);
+  void answer(int fd, StateStatus status);
+  void serve(Transfer &t);
+};
+
+}  // namespace loom_collab
+
+#endif
