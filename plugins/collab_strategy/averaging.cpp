@@ -324,6 +324,29 @@ bool Peer::average_views(std::vector<FloatView> &views, double mine, double tota
   return true;
 }
 
+void Peer::mark_synced() {
+  synced_.resize(numel_);
+  size_t at = 0;
+  for (const auto &p : params_) {
+    std::memcpy(synced_.data() + at, p.data, p.numel * sizeof(float));
+    at += p.numel;
+  }
+}
+
+double Peer::drift_since_sync() const {
+  if (synced_.size() != numel_) return 0;  // never synced: nothing to compare with
+  double s = 0;
+  size_t at = 0;
+  for (const auto &p : params_) {
+    for (uint64_t i = 0; i < p.numel; ++i) {
+      const double d = double(p.data[i]) - double(synced_[at + i]);
+      s += d * d;
+    }
+    at += p.numel;
+  }
+  return std::sqrt(s);
+}
+
 void Peer::average_parameters(const char *reason) {
   const auto deadline = Clock::now() + std::chrono::milliseconds(int64_t(opt_.averaging_timeout * 1000));
   std::string why;
@@ -332,13 +355,12 @@ void Peer::average_parameters(const char *reason) {
   std::vector<FloatView> views = params_;
   const size_t buffers = append_buffer_views(&views);
   // Each member counts 1, or 0 when it diverged since it last loaded the
-  // swarm's state (its parameters may be finite but huge) or its norm is an
-  // outlier; those take the others' mean.
-  double squares = 0;
-  for (const auto &v : views) squares += sum_of_squares(v.data, v.numel);
+  // swarm's state (its parameters may be finite but huge) or its drift since
+  // it last synced is an outlier (health.h); those take the others' mean.
+  const double drift = drift_since_sync();
   MemberWeights members;
-  if (!exchange_weights(*comm_, unhealthy_ ? 0.0 : 1.0, std::isfinite(squares) ? std::sqrt(squares) : -1.0, deadline,
-                        &members, &why, kParameterOutlierFactor)) {
+  if (!exchange_weights(*comm_, unhealthy_ ? 0.0 : 1.0, std::isfinite(drift) ? drift : -1.0, deadline, &members,
+                        &why, kParameterOutlierFactor)) {
     log_limited(Level::warn, "state averaging", std::string(reason) + ": parameter averaging failed (" + why +
                                                     "); keeping this peer's");
     return;
@@ -354,6 +376,7 @@ void Peer::average_parameters(const char *reason) {
                                                     "); keeping this peer's");
     return;
   }
+  mark_synced();
   detail(std::string(reason) + ": averaged the parameters" + (buffers ? " and " + std::to_string(buffers) + " buffers" : "") +
          " with " + std::to_string(comm_->size()) + " peers" +
          (mine > 0 ? "" : " (this peer's own counted 0: it took the others' mean)"));

@@ -10,11 +10,13 @@ MemberWeights member_weights(const std::vector<double> &weights, const std::vect
   out.weight.assign(weights.size(), 0);
   std::vector<double> counted;
   for (size_t i = 0; i < weights.size(); ++i)
-    if (weights[i] > 0 && std::isfinite(norms[i]) && norms[i] >= 0) counted.push_back(norms[i]);
+    if (weights[i] > 0 && std::isfinite(norms[i]) && norms[i] > 0) counted.push_back(norms[i]);
   double median = 0;
   if (!counted.empty()) {
     // The lower median: with two members, the smaller norm is the reference,
-    // so a diverged one cannot pull it up.
+    // so a diverged one cannot pull it up. Zero norms (a member that has not
+    // moved since it loaded the state) are no reference: against 0, every
+    // member that moved at all would be an outlier.
     std::nth_element(counted.begin(), counted.begin() + (counted.size() - 1) / 2, counted.end());
     median = counted[(counted.size() - 1) / 2];
   }

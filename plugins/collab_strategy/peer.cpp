@@ -158,6 +158,7 @@ loom_status Peer::setup(const loom_training_state_v1 &state, std::string *why) {
     grads_.push_back(g);
     numel_ += p.numel;
   }
+  mark_synced();  // every peer of a run starts from the same parameters, or loads them below
   const bool scaled = opt_.scaled_allreduce && collective_->struct_size >= LOOM_COLLECTIVE_V1_3_SIZE &&
                       collective_->allreduce_scaled != nullptr &&
                       (collective_->info->capabilities & LOOM_CAP_SCALED_ALLREDUCE);
@@ -495,6 +496,7 @@ bool Peer::load_state(int64_t min_epoch, std::string *why) {
     return false;
   }
   unhealthy_ = false;
+  mark_synced();
   zero_grads();
   alone_until_target_ = false;
   epoch_ = got->epoch;

@@ -141,6 +141,11 @@ class Peer {
   // Adds views of the host's float32 buffers (ABI 1.4) to *views; returns
   // how many.
   size_t append_buffer_views(std::vector<FloatView> *views);
+  // The parameters as they were when this peer last synced with the swarm
+  // (averaged them, or loaded the state), and how far they moved since: the
+  // drift state averaging compares (health.h).
+  void mark_synced();
+  double drift_since_sync() const;
   // With average_optimizer_state: the optimizer's statistics, over comm_.
   void average_optimizer_state(const char *why, double mine, double total, Clock::time_point deadline);
 
@@ -232,6 +237,7 @@ class Peer {
 
   // Health (set on the training thread, read by the background's records).
   std::atomic<bool> unhealthy_{false};
+  std::vector<float> synced_;  // see mark_synced
 
   // The fingerprint: fixed at setup.
   std::string fingerprint_text_;

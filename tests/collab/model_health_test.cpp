@@ -79,6 +79,12 @@ TEST(Health, MembersWithNonFiniteOrOutlyingNormsCountZero) {
   // Honest spread (a few times apart) all counts.
   w = member_weights({8, 256, 64}, {9.0, 0.5, 1.5});
   EXPECT_EQ(w.total, 328);
+  // A member that has not moved (norm 0, just loaded) is no reference.
+  w = member_weights({1, 1}, {0.0, 0.8});
+  EXPECT_EQ(w.total, 2);
+  EXPECT_TRUE(w.outliers.empty());
+  w = member_weights({1, 1, 1}, {0.0, 0.8, 552.0}, kParameterOutlierFactor);  // the drifts of lr = 1000
+  EXPECT_EQ(w.weight, (std::vector<double>{1, 1, 0}));
 }
 
 TEST(Health, SumOfSquaresSeesNanAndInfAndDoesNotOverflowFloats) {
