@@ -8,7 +8,6 @@ namespace loom_collab {
 namespace {
 
 constexpr char kContext[crypto_kdf_CONTEXTBYTES] = {'l', 'o', 'o', 'm', 's', 'w', 'r', 'm'};
-enum Subkey : uint64_t { kLocationSubkey = 1, kSealSubkey = 2 };  // 3 and on: the state server's (to come)
 
 static_assert(crypto_kdf_KEYBYTES == loom_key::kKeyBytes, "a swarm key is a libsodium KDF master key");
 static_assert(crypto_aead_xchacha20poly1305_ietf_NPUBBYTES + crypto_aead_xchacha20poly1305_ietf_ABYTES ==
@@ -16,11 +15,15 @@ static_assert(crypto_aead_xchacha20poly1305_ietf_NPUBBYTES + crypto_aead_xchacha
 
 }  // namespace
 
-Sealer::Sealer(const loom_key::SwarmKey &key) {
+std::array<uint8_t, 32> derive_subkey(const loom_key::SwarmKey &key, Subkey use) {
   if (sodium_init() < 0) throw std::runtime_error("libsodium could not start (sodium_init failed)");
-  crypto_kdf_derive_from_key(location_key_.data(), location_key_.size(), kLocationSubkey, kContext, key.data());
-  crypto_kdf_derive_from_key(seal_key_.data(), seal_key_.size(), kSealSubkey, kContext, key.data());
+  std::array<uint8_t, 32> out;
+  crypto_kdf_derive_from_key(out.data(), out.size(), uint64_t(use), kContext, key.data());
+  return out;
 }
+
+Sealer::Sealer(const loom_key::SwarmKey &key)
+    : location_key_(derive_subkey(key, Subkey::location)), seal_key_(derive_subkey(key, Subkey::seal)) {}
 
 Sealer::~Sealer() {
   sodium_memzero(location_key_.data(), location_key_.size());

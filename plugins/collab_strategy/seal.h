@@ -1,7 +1,8 @@
 // What a swarm key (plugins/common/swarm_key.h) protects in the DHT: where a
 // key's values live and what they say. libsodium stays inside seal.cpp.
 //
-// From the swarm key, libsodium's KDF (BLAKE2b) derives one subkey per use:
+// From the swarm key, derive_subkey (libsodium's KDF, BLAKE2b) gives one
+// subkey per use:
 //  - a location key: a DHT key name's location is the keyed BLAKE2b of the
 //    name, so an outsider who knows the run_id cannot even find the swarm's
 //    records (without a key the location is OpenDHT's SHA-1 of the name);
@@ -22,6 +23,18 @@
 #include "../common/swarm_key.h"
 
 namespace loom_collab {
+
+// The subkeys derived from a swarm key, one per use, so that no two uses
+// ever share a key.
+enum class Subkey : uint64_t {
+  location = 1,  // where a DHT key's values live (Sealer)
+  seal = 2,      // sealing DHT values (Sealer)
+  proof = 3,     // a state transfer's proofs (StateKeys, state_secret.h)
+  stream = 4,    // a state transfer's stream keys (StateKeys)
+};
+// libsodium's KDF (BLAKE2b) of the swarm key for one use. Throws
+// std::runtime_error if libsodium cannot start.
+std::array<uint8_t, 32> derive_subkey(const loom_key::SwarmKey &key, Subkey use);
 
 class Sealer {
  public:

@@ -1,5 +1,7 @@
 #include "state_secret.h"
 
+#include "seal.h"
+
 #include <sodium.h>
 
 #include <cstring>
@@ -7,9 +9,6 @@
 
 namespace loom_collab {
 namespace {
-
-constexpr char kContext[crypto_kdf_CONTEXTBYTES] = {'l', 'o', 'o', 'm', 's', 'w', 'r', 'm'};
-enum Subkey : uint64_t { kProofSubkey = 3, kStreamSubkey = 4 };  // 1, 2: seal.cpp
 
 static_assert(crypto_auth_BYTES == StateKeys::kProofBytes);
 static_assert(crypto_auth_KEYBYTES == 32);
@@ -19,11 +18,8 @@ static_assert(crypto_secretstream_xchacha20poly1305_KEYBYTES == 32);
 
 }  // namespace
 
-StateKeys::StateKeys(const loom_key::SwarmKey &key) {
-  if (sodium_init() < 0) throw std::runtime_error("libsodium could not start (sodium_init failed)");
-  crypto_kdf_derive_from_key(proof_key_.data(), proof_key_.size(), kProofSubkey, kContext, key.data());
-  crypto_kdf_derive_from_key(stream_key_.data(), stream_key_.size(), kStreamSubkey, kContext, key.data());
-}
+StateKeys::StateKeys(const loom_key::SwarmKey &key)
+    : proof_key_(derive_subkey(key, Subkey::proof)), stream_key_(derive_subkey(key, Subkey::stream)) {}
 
 StateKeys::~StateKeys() {
   sodium_memzero(proof_key_.data(), proof_key_.size());

@@ -4,7 +4,7 @@
 // inside state_secret.cpp.
 //
 // From the swarm key, libsodium's KDF derives a proof key and a stream key
-// (subkeys 3 and 4; seal.h has 1 and 2). A proof is crypto_auth
+// (Subkey::proof and Subkey::stream, seal.h). A proof is crypto_auth
 // (HMAC-SHA-512-256) over the role, the request and both sides' nonces; the
 // stream is crypto_secretstream (XChaCha20-Poly1305) under the keyed BLAKE2b
 // of both nonces, so every transfer has a key of its own, and its frames can

@@ -51,6 +51,17 @@ TEST(Sealer, LocationsDependOnTheKeyAndTheName) {
   EXPECT_NE(a.location("loom/run/progress"), a.location("loom/run2/progress"));
 }
 
+TEST(Sealer, EachUseHasASubkeyOfItsOwn) {
+  const auto k = key_of(7);
+  const Subkey uses[] = {Subkey::location, Subkey::seal, Subkey::proof, Subkey::stream};
+  for (Subkey a : uses) {
+    EXPECT_EQ(derive_subkey(k, a), derive_subkey(k, a));
+    EXPECT_NE(derive_subkey(k, a), derive_subkey(key_of(8), a));
+    for (Subkey b : uses)
+      if (a != b) EXPECT_NE(derive_subkey(k, a), derive_subkey(k, b));
+  }
+}
+
 class KeyFile : public ::testing::Test {
  protected:
   void SetUp() override {
