@@ -57,8 +57,11 @@ TEST(Sealer, EachUseHasASubkeyOfItsOwn) {
   for (Subkey a : uses) {
     EXPECT_EQ(derive_subkey(k, a), derive_subkey(k, a));
     EXPECT_NE(derive_subkey(k, a), derive_subkey(key_of(8), a));
-    for (Subkey b : uses)
-      if (a != b) EXPECT_NE(derive_subkey(k, a), derive_subkey(k, b));
+    for (Subkey b : uses) {
+      if (a != b) {
+        EXPECT_NE(derive_subkey(k, a), derive_subkey(k, b));
+      }
+    }
   }
 }
 
