@@ -148,6 +148,7 @@ std::string Peer::misfit_text(const std::string &difference) const {
 bool Peer::preflight_model(std::string *why) {
   const auto deadline =
       Clock::now() + std::chrono::milliseconds(int64_t(std::min(opt_.bootstrap_timeout, kPreflightSeconds) * 1000));
+  std::string key_mismatch;  // the first initial peer that refused over the swarm key
   for (const auto &peer : opt_.initial_peers) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     if (left.count() <= 0) break;
@@ -155,9 +156,12 @@ bool Peer::preflight_model(std::string *why) {
     const std::string host = peer.substr(0, colon);
     const auto port = static_cast<uint16_t>(std::stoul(peer.substr(colon + 1)));  // checked by the options
     std::string reason;
-    auto bytes = fetch_model(host, port, run_, std::min(left, kPreflightPerPeer), &reason, opt_.swarm_key);
+    KeyRefusal refusal = KeyRefusal::none;
+    auto bytes =
+        fetch_model(host, port, run_, std::min(left, kPreflightPerPeer), &reason, opt_.swarm_key, &refusal);
     std::optional<FingerprintRecord> f;
     if (bytes) f = decode_fingerprint(run_, bytes->data(), bytes->size(), &reason);
+    if (refusal != KeyRefusal::none && key_mismatch.empty()) key_mismatch = key_mismatch_text(peer, refusal);
     if (!f) {
       detail("could not ask " + peer + " which model the swarm trains (" + reason + ")");
       continue;
@@ -171,7 +175,31 @@ bool Peer::preflight_model(std::string *why) {
     *why = misfit_text(first_difference(fingerprint_text_, f->text, f->peers, f->truncated));
     return false;
   }
+  if (!key_mismatch.empty()) {
+    // The swarm this peer was pointed at would never see it: say so now
+    // rather than train alone.
+    *why = key_mismatch;
+    return false;
+  }
   return true;  // nobody could tell: check_model decides once records arrive
+}
+
+std::string Peer::key_mismatch_text(const std::string &peer, KeyRefusal refusal) const {
+  switch (refusal) {
+    case KeyRefusal::lacks_key:
+      return "the swarm of initial peer " + peer +
+             " has a swarm key and this peer holds none: give it the swarm's key file (swarm_key = \"FILE\" under "
+             "[strategy.options], or LOOM_SWARM_KEY=FILE)";
+    case KeyRefusal::other_key:
+      return "this peer's swarm key (" + opt_.swarm_key_path + ") is not the one of initial peer " + peer +
+             "'s swarm: use the same key file as its peers";
+    case KeyRefusal::swarm_has_none:
+      return "the swarm of initial peer " + peer + " is open (it has no swarm key), and this peer has swarm_key = " +
+             opt_.swarm_key_path + ": remove swarm_key, or join a swarm that uses this key";
+    case KeyRefusal::none:
+      break;
+  }
+  return "";
 }
 
 void Peer::serve_model() {

@@ -163,8 +163,11 @@ class Peer {
   bool misfit(std::string *why) const;
   std::string misfit_text(const std::string &difference) const;
   // Setup, before this peer's DHT node starts: false with *why when an
-  // initial peer's state server says the swarm trains another model.
+  // initial peer's state server says the swarm trains another model, or
+  // refuses this peer over the swarm key (none, another, or one too many)
+  // and no initial peer answered.
   bool preflight_model(std::string *why);
+  std::string key_mismatch_text(const std::string &peer, KeyRefusal refusal) const;
   // Background thread: what this peer's state server tells a peer about to
   // join (the model, once this peer is sure it is the swarm's).
   void serve_model();

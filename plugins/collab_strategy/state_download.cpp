@@ -218,7 +218,7 @@ class Receiver {
 // With a key, after the request: the challenge, this peer's proof, the
 // donor's proof and the stream's header. False with *why.
 bool prove_key(int fd, const StateKeys &keys, const uint8_t *req, const IoLimits &lim, Receiver *in, std::string *why,
-               const std::function<std::string(Io, int, const std::string &)> &io_text) {
+               const std::function<std::string(Io, int, const std::string &)> &io_text, KeyRefusal *refusal) {
   uint8_t ch[kStateChallengeSize];
   size_t got = 0;
   int err = 0;
@@ -229,6 +229,7 @@ bool prove_key(int fd, const StateKeys &keys, const uint8_t *req, const IoLimits
   }
   if (get32(ch) == kStateReplyMagic) {  // a plain refusal: its status follows
     const uint16_t status = get16(ch + 6);
+    if (status == uint16_t(StateStatus::bad_request)) *refusal = KeyRefusal::swarm_has_none;
     *why = status == uint16_t(StateStatus::bad_request)
                ? "donor refused the keyed request (its swarm has no key, or another wire version)"
                : std::string("donor refused: ") +
@@ -256,6 +257,7 @@ bool prove_key(int fd, const StateKeys &keys, const uint8_t *req, const IoLimits
   if (r == Io::ok && get32(acc) == kStateReplyMagic) {
     r = read_all(fd, acc + 4, kStateReplySize - 4, lim, &got, &err);
     const uint16_t status = get16(acc + 6);
+    if (r == Io::ok && status == uint16_t(StateStatus::not_key_holder)) *refusal = KeyRefusal::other_key;
     *why = r == Io::ok && status == uint16_t(StateStatus::not_key_holder)
                ? "donor refused this peer's proof: the two hold different swarm keys"
                : std::string("donor refused the request after the challenge: ") +
@@ -289,8 +291,11 @@ bool prove_key(int fd, const StateKeys &keys, const uint8_t *req, const IoLimits
 // flags: 0 for the state, kStateFlagModel for the model record.
 std::optional<DownloadedState> try_donor(const Donor &d, uint64_t run, int64_t min_epoch, Clock::time_point deadline,
                                          milliseconds stall, const std::atomic<bool> *cancel, std::string *why,
-                                         uint16_t flags = 0, const StateKeys *keys = nullptr) {
+                                         uint16_t flags = 0, const StateKeys *keys = nullptr,
+                                         KeyRefusal *refusal = nullptr) {
   if (keys) flags |= kStateFlagKeyed;
+  KeyRefusal ignored = KeyRefusal::none;
+  if (refusal == nullptr) refusal = &ignored;
   auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
   sockaddr_storage addr{};
   socklen_t len = 0;
@@ -351,7 +356,7 @@ std::optional<DownloadedState> try_donor(const Donor &d, uint64_t run, int64_t m
   }
 
   Receiver in(fd.get(), lim);
-  if (keys && !prove_key(fd.get(), *keys, req, lim, &in, why, io_text)) return std::nullopt;
+  if (keys && !prove_key(fd.get(), *keys, req, lim, &in, why, io_text, refusal)) return std::nullopt;
   uint8_t hb[kStateReplySize];
   size_t got = 0;
   r = in.read(hb, sizeof hb, &got, &err);
@@ -387,6 +392,7 @@ std::optional<DownloadedState> try_donor(const Donor &d, uint64_t run, int64_t m
     return std::nullopt;
   }
   h.status = StateStatus(status);
+  if (h.status == StateStatus::not_key_holder) *refusal = KeyRefusal::lacks_key;
   if (h.status != StateStatus::ok) {
     *why = to_string(h.status);
     if (h.status == StateStatus::behind)
@@ -473,11 +479,13 @@ using wire::emit;
 
 std::optional<Bytes> fetch_model(const std::string &host, uint16_t port, uint64_t run,
                                  std::chrono::milliseconds timeout, std::string *why,
-                                 const std::optional<loom_key::SwarmKey> &key) {
+                                 const std::optional<loom_key::SwarmKey> &key, KeyRefusal *refusal) {
   const Donor d{0, host, port, 0};
   std::unique_ptr<StateKeys> keys;
   if (key) keys = std::make_unique<StateKeys>(*key);
-  auto got = try_donor(d, run, 0, Clock::now() + timeout, timeout, nullptr, why, kStateFlagModel, keys.get());
+  if (refusal) *refusal = KeyRefusal::none;
+  auto got =
+      try_donor(d, run, 0, Clock::now() + timeout, timeout, nullptr, why, kStateFlagModel, keys.get(), refusal);
   if (!got) return std::nullopt;
   return std::move(got->bytes);
 }

@@ -154,9 +154,17 @@ class StateServer {
 // swarm trains (a model request), within timeout. Returns the encoded
 // FingerprintRecord, or nullopt with *why (unreachable, refused, not sure
 // of its model, malformed reply).
+// Why a donor refused over the swarm key, when it did.
+enum class KeyRefusal {
+  none,
+  lacks_key,      // the donor's swarm has a key; this peer offered none
+  other_key,      // both hold keys, not the same one
+  swarm_has_none  // this peer offered a key; the donor's swarm has none
+};
 std::optional<Bytes> fetch_model(const std::string &host, uint16_t port, uint64_t run,
                                  std::chrono::milliseconds timeout, std::string *why,
-                                 const std::optional<loom_key::SwarmKey> &key = std::nullopt);
+                                 const std::optional<loom_key::SwarmKey> &key = std::nullopt,
+                                 KeyRefusal *refusal = nullptr);
 
 struct Donor {
   uint64_t peer_id = 0;

@@ -50,20 +50,36 @@ TEST(SwarmKey, OnlyKeyHoldersTrainTogether) {
   Peer a(scratch, "a", digits_config(), with({"strategy.options.swarm_key=" + key}));
   ASSERT_TRUE(wait_until([&] { return !a.address().empty(); }, seconds(30))) << a.tail();
   Peer b(scratch, "b", digits_config(), common, {{"LOOM_INITIAL_PEERS", a.address()}, {"LOOM_SWARM_KEY", key}});
-  // Outsiders: no key, another key. Each waits for a second peer in vain.
-  const std::vector<std::string> outsider = {"strategy.options.bootstrap_timeout=8"};
-  auto no_key_sets = with(outsider);
-  Peer no_key(scratch, "no-key", digits_config(), no_key_sets, {{"LOOM_INITIAL_PEERS", a.address()}});
-  auto other_sets = with(outsider);
-  other_sets.push_back("strategy.options.swarm_key=" + other_key);
-  Peer other(scratch, "other-key", digits_config(), other_sets, {{"LOOM_INITIAL_PEERS", a.address()}});
+  // Outsiders. One without the key asks a for the swarm's model before it
+  // joins, is refused, and exits 2 saying what it lacks. One with another key
+  // joins through a DHT node that has no state server (nobody to ask): it
+  // never finds the swarm's records and waits for a second peer in vain.
+  Peer no_key(scratch, "no-key", digits_config(), common, {{"LOOM_INITIAL_PEERS", a.address()}});
+  const std::string rogue_binary = (std::filesystem::path(kLoomBinary).parent_path() / "loom_swarm_rogue").string();
+  const std::string rogue_log = scratch.path("rogue.log");
+  const std::string run_id = common[2].substr(common[2].find('=') + 1);
+  loom::test::Child rogue({rogue_binary, run_id, a.address(), "120"}, {}, rogue_log);
+  std::string rogue_address;
+  ASSERT_TRUE(wait_until(
+      [&] {
+        const std::string text = read_text(rogue_log);
+        const auto at = text.find("rogue dht ");
+        if (at == std::string::npos || text.find('\n', at) == std::string::npos) return false;
+        rogue_address = text.substr(at + 10, text.find('\n', at) - at - 10);
+        return true;
+      },
+      seconds(30)))
+      << read_text(rogue_log);
+  Peer other(scratch, "other-key", digits_config(),
+             with({"strategy.options.bootstrap_timeout=8", "strategy.options.swarm_key=" + other_key}),
+             {{"LOOM_INITIAL_PEERS", rogue_address}});
 
-  for (Peer* p : {&no_key, &other}) {
-    EXPECT_NE(p->wait_exit(seconds(60)), 0) << p->tail();
-    EXPECT_NE(p->log().find("only 1 of min_peers = 2 peers"), std::string::npos) << p->name() << "\n" << p->tail();
+  EXPECT_EQ(no_key.wait_exit(seconds(60)), 2) << no_key.tail();
+  EXPECT_NE(no_key.log().find("has a swarm key and this peer holds none"), std::string::npos) << no_key.tail();
+  EXPECT_NE(other.wait_exit(seconds(60)), 0) << other.tail();
+  EXPECT_NE(other.log().find("only 1 of min_peers = 2 peers"), std::string::npos) << other.tail();
+  for (Peer* p : {&no_key, &other})
     EXPECT_TRUE(averaged_rounds(p->log()).empty()) << p->name() << " averaged with someone";
-  }
-  EXPECT_NE(no_key.log().find("This swarm is open"), std::string::npos) << no_key.tail();
   for (Peer* p : {&a, &b}) {
     ASSERT_EQ(p->wait_exit(seconds(150)), 0) << p->tail();
     const std::string log = p->log();
@@ -91,6 +107,33 @@ TEST(SwarmKey, OnlyKeyHoldersTrainTogether) {
   const std::string hex = key_text.substr(key_text.find('\n') + 1, 64);
   EXPECT_NE(a.log().find("and a copy of the swarm key file " + key), std::string::npos) << a.tail();
   for (Peer* p : {&a, &b}) EXPECT_EQ(p->log().find(hex), std::string::npos) << p->name() << " printed the key";
+}
+
+// A peer given a key that joins an open swarm, and one whose key is not
+// the swarm's, each exit 2 naming the mismatch; the open peer says its
+// swarm is open.
+TEST(SwarmKey, AKeyThatIsNotTheSwarmsExits2NamingIt) {
+  Scratch scratch;
+  const std::string key = keygen(scratch, "swarm.key"), other_key = keygen(scratch, "other.key");
+  const std::vector<std::string> sets = {"strategy.options.listen=127.0.0.1", "strategy.options.verbose=true",
+                                         "strategy.options.run_id=" + unique_run_id("key-mismatch"),
+                                         "trainer.max_steps=1000000"};
+  Peer open(scratch, "open", digits_config(), sets);
+  ASSERT_TRUE(wait_until([&] { return !open.address().empty(); }, seconds(30))) << open.tail();
+  EXPECT_NE(open.log().find("This swarm is open"), std::string::npos) << open.tail();
+  Peer keyed(scratch, "keyed", digits_config(), sets, {{"LOOM_INITIAL_PEERS", open.address()}, {"LOOM_SWARM_KEY", key}});
+  EXPECT_EQ(keyed.wait_exit(seconds(60)), 2) << keyed.tail();
+  EXPECT_NE(keyed.log().find("is open (it has no swarm key), and this peer has swarm_key"), std::string::npos)
+      << keyed.tail();
+
+  auto keyed_sets = sets;
+  keyed_sets.push_back("strategy.options.swarm_key=" + key);
+  Peer holder(scratch, "holder", digits_config(), keyed_sets);
+  ASSERT_TRUE(wait_until([&] { return !holder.address().empty(); }, seconds(30))) << holder.tail();
+  Peer wrong(scratch, "wrong", digits_config(), sets,
+             {{"LOOM_INITIAL_PEERS", holder.address()}, {"LOOM_SWARM_KEY", other_key}});
+  EXPECT_EQ(wrong.wait_exit(seconds(60)), 2) << wrong.tail();
+  EXPECT_NE(wrong.log().find("is not the one of initial peer"), std::string::npos) << wrong.tail();
 }
 
 // A key holder that joins a running swarm loads the state from a donor
