@@ -127,7 +127,8 @@ const dht::ValueType &swarm_type() {
   return type;
 }
 
-// "host:port" with a non-empty host of hostname or IPv4 characters and a port 1-65535.
+}  // namespace
+
 bool split_host_port(const std::string &s, std::string *host, uint16_t *port) {
   const size_t colon = s.rfind(':');
   if (colon == std::string::npos || colon == 0 || colon + 1 == s.size() || s.size() - colon - 1 > 5) return false;
@@ -144,6 +145,8 @@ bool split_host_port(const std::string &s, std::string *host, uint16_t *port) {
   *port = static_cast<uint16_t>(p);
   return true;
 }
+
+namespace {
 
 dht::LogMethod log_to(const LogFn &log, Level level) {
   return dht::LogMethod([log, level](char const *format, va_list args) {

@@ -28,6 +28,10 @@ struct DhtConfig {
   LogFn log;  // also called from OpenDHT's thread (its warnings, at debug)
 };
 
+// Splits "host:port" (a non-empty host of hostname or IPv4 characters, a
+// port 1-65535); false when text is not that.
+bool split_host_port(const std::string &text, std::string *host, uint16_t *port);
+
 class SwarmDht {
  public:
   // Starts the node and contacts the bootstrap peers (without waiting).

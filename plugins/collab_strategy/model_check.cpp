@@ -90,11 +90,7 @@ void Peer::publish_fingerprint() {
   // An unconfirmed put blocks this thread for its timeout: not again at once.
   if (now - last_fingerprint_try_ms_ < kFingerprintRetryMs) return;
   last_fingerprint_try_ms_ = now;
-  FingerprintRecord r;
-  r.fingerprint = fingerprint_;
-  r.text = fingerprint_text_.substr(0, kMaxFingerprintText);
-  r.truncated = fingerprint_text_.size() > kMaxFingerprintText;
-  if (dht_->put(fingerprint_key(opt_.run_id, fingerprint_), id_, encode(run_, r), kFingerprintTtl,
+  if (dht_->put(fingerprint_key(opt_.run_id, fingerprint_), id_, encode(run_, fingerprint_record(1)), kFingerprintTtl,
                 std::chrono::milliseconds(1000)))
     last_fingerprint_publish_ms_ = now;
 }
@@ -152,10 +148,12 @@ bool Peer::preflight_model(std::string *why) {
   for (const auto &peer : opt_.initial_peers) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     if (left.count() <= 0) break;
-    const size_t colon = peer.rfind(':');
-    const std::string host = peer.substr(0, colon);
-    const auto port = static_cast<uint16_t>(std::stoul(peer.substr(colon + 1)));  // checked by the options
-    std::string reason;
+    std::string host, reason;
+    uint16_t port = 0;
+    if (!split_host_port(peer, &host, &port)) {
+      detail("could not ask " + peer + " which model the swarm trains (not host:port)");
+      continue;  // the DHT node refuses it next, naming it
+    }
     KeyRefusal refusal = KeyRefusal::none;
     auto bytes =
         fetch_model(host, port, run_, std::min(left, kPreflightPerPeer), &reason, opt_.swarm_key, &refusal);
@@ -214,12 +212,16 @@ void Peer::serve_model() {
     server_->publish_model({});
     return;
   }
+  server_->publish_model(encode(run_, fingerprint_record(peers)));
+}
+
+FingerprintRecord Peer::fingerprint_record(uint32_t peers) const {
   FingerprintRecord r;
   r.fingerprint = fingerprint_;
   r.text = fingerprint_text_.substr(0, kMaxFingerprintText);
   r.truncated = fingerprint_text_.size() > kMaxFingerprintText;
   r.peers = peers;
-  server_->publish_model(encode(run_, r));
+  return r;
 }
 
 bool Peer::misfit(std::string *why) const {

@@ -171,6 +171,8 @@ class Peer {
   // Background thread: what this peer's state server tells a peer about to
   // join (the model, once this peer is sure it is the swarm's).
   void serve_model();
+  // This peer's model as a record (its text cut to kMaxFingerprintText).
+  FingerprintRecord fingerprint_record(uint32_t peers) const;
 
   std::string join_hint() const;
 

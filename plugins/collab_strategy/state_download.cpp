@@ -192,7 +192,7 @@ class Receiver {
     Io r = read_all(fd_, lb, sizeof lb, lim_, &got, err);
     if (r != Io::ok) return r;
     const uint32_t len = get32(lb);
-    if (len < StreamSealer::kFrameOverhead - 4 || len > StreamSealer::kMaxFramePlain + StreamSealer::kFrameOverhead - 4) {
+    if (len < StreamSealer::kTagBytes || len > StreamSealer::kMaxFramePlain + StreamSealer::kTagBytes) {
       defect_ = "a frame of " + std::to_string(len) + " bytes in the donor's encrypted stream";
       return Io::closed;
     }

@@ -13,7 +13,7 @@ namespace {
 static_assert(crypto_auth_BYTES == StateKeys::kProofBytes);
 static_assert(crypto_auth_KEYBYTES == 32);
 static_assert(crypto_secretstream_xchacha20poly1305_HEADERBYTES == StreamSealer::kHeaderBytes);
-static_assert(crypto_secretstream_xchacha20poly1305_ABYTES + 4 == StreamSealer::kFrameOverhead);
+static_assert(crypto_secretstream_xchacha20poly1305_ABYTES == StreamSealer::kTagBytes);
 static_assert(crypto_secretstream_xchacha20poly1305_KEYBYTES == 32);
 
 }  // namespace

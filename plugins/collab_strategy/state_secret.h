@@ -53,7 +53,8 @@ class StateKeys {
 class StreamSealer {
  public:
   static constexpr size_t kHeaderBytes = 24;
-  static constexpr size_t kFrameOverhead = 4 + 17;  // length + secretstream's tag and MAC
+  static constexpr size_t kTagBytes = 17;  // secretstream's tag and MAC, in every frame
+  static constexpr size_t kFrameOverhead = 4 + kTagBytes;  // with the length
   static constexpr size_t kMaxFramePlain = 256 * 1024;
   // Fills header, which the receiver needs first.
   StreamSealer(const std::array<uint8_t, 32> &key, uint8_t header[kHeaderBytes]);

@@ -8,12 +8,10 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <thread>
 
 #include "support/subprocess.hpp"
 #include "swarm.hpp"
-#include "test_paths.hpp"
 
 namespace loom::swarm {
 namespace {
@@ -25,8 +23,7 @@ TEST(Swarm, ForeignAndMalformedRecordsAreRejectedAndTrainingGoesOn) {
                                            "strategy.options.run_id=" + run_id, "strategy.options.min_peers=2"};
   Peer first(scratch, "p1", digits_config(), common);
   ASSERT_TRUE(wait_until([&] { return !first.address().empty(); }, seconds(30))) << first.tail();
-  const std::string rogue_binary = (std::filesystem::path(kLoomBinary).parent_path() / "loom_swarm_rogue").string();
-  loom::test::Child rogue({rogue_binary, run_id, first.address(), "60"}, {}, scratch.path("rogue.log"));
+  loom::test::Child rogue({rogue_binary(), run_id, first.address(), "60"}, {}, scratch.path("rogue.log"));
   Peer second(scratch, "p2", digits_config(), common, {{"LOOM_INITIAL_PEERS", first.address()}});
 
   for (Peer* p : {&first, &second}) ASSERT_EQ(p->wait_exit(seconds(150)), 0) << p->tail();
@@ -52,20 +49,10 @@ TEST(Swarm, DonorWithAWrongChecksumIsRejectedAndTheJoinerLoadsFromAnother) {
                                            "strategy.options.matchmaking_time=0.5"};
   // The rogue starts the swarm; the honest peer joins through it and trains
   // (alone: the rogue never averages).
-  const std::string rogue_binary = (std::filesystem::path(kLoomBinary).parent_path() / "loom_swarm_rogue").string();
   const std::string rogue_log = scratch.path("rogue-donor.log");
-  loom::test::Child rogue({rogue_binary, "--donor", run_id, "-", "120"}, {}, rogue_log);
-  std::string rogue_address;
-  ASSERT_TRUE(wait_until(
-      [&] {
-        const std::string text = read_text(rogue_log);
-        auto at = text.find("rogue dht ");
-        if (at == std::string::npos || text.find('\n', at) == std::string::npos) return false;
-        rogue_address = text.substr(at + 10, text.find('\n', at) - at - 10);
-        return true;
-      },
-      seconds(20)))
-      << read_text(rogue_log);
+  loom::test::Child rogue({rogue_binary(), "--donor", run_id, "-", "120"}, {}, rogue_log);
+  const std::string rogue_address = rogue_dht_address(rogue_log, seconds(20));
+  ASSERT_FALSE(rogue_address.empty()) << read_text(rogue_log);
   Peer honest(scratch, "honest", digits_config(), common, {{"LOOM_INITIAL_PEERS", rogue_address}});
   // Once the rogue copies an epoch of 3 or more, freeze the honest peer until
   // its record is stale: the rogue is then the joiner's only donor.

@@ -77,6 +77,7 @@ TEST_P(Equivalence, TwoPeersFollowTheLossCurveOfSingle) {
     EXPECT_FALSE(averaged_rounds(p->log()).empty()) << p->tail();
     // The way asked for is the way taken.
     EXPECT_EQ(p->log().find("scaled into the gradients") != std::string::npos, scaled) << p->tail();
+    EXPECT_EQ(p->log().find("and a copy of the swarm key file") != std::string::npos, GetParam().keyed) << p->tail();
     const auto curve = read_metric(p->output_dir(), "train_loss");
     ASSERT_EQ(int64_t(curve.size()), kEpochs) << p->name();
     double worst = 0;

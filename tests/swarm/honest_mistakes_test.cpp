@@ -7,11 +7,9 @@
 
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
 
 #include "support/subprocess.hpp"
 #include "swarm.hpp"
-#include "test_paths.hpp"
 
 namespace loom::swarm {
 namespace {
@@ -168,20 +166,10 @@ TEST(HonestMistakes, PeerWithAnotherModelFoundFromTheRecordsExits2) {
   ASSERT_TRUE(wait_until([&] { return !a.address().empty(); }, seconds(30))) << a.tail();
   Peer b(scratch, "b", digits_config(), sets, {{"LOOM_INITIAL_PEERS", a.address()}});
   const std::string run_id = sets[2].substr(sets[2].find('=') + 1);
-  const std::string rogue_binary = (std::filesystem::path(kLoomBinary).parent_path() / "loom_swarm_rogue").string();
   const std::string rogue_log = scratch.path("rogue.log");
-  loom::test::Child rogue({rogue_binary, run_id, a.address(), "120"}, {}, rogue_log);
-  std::string rogue_address;
-  ASSERT_TRUE(wait_until(
-      [&] {
-        const std::string text = read_text(rogue_log);
-        const auto at = text.find("rogue dht ");
-        if (at == std::string::npos || text.find('\n', at) == std::string::npos) return false;
-        rogue_address = text.substr(at + 10, text.find('\n', at) - at - 10);
-        return true;
-      },
-      seconds(30)))
-      << read_text(rogue_log);
+  loom::test::Child rogue({rogue_binary(), run_id, a.address(), "120"}, {}, rogue_log);
+  const std::string rogue_address = rogue_dht_address(rogue_log, seconds(30));
+  ASSERT_FALSE(rogue_address.empty()) << read_text(rogue_log);
   auto misfit_sets = sets;
   misfit_sets.push_back("task.hidden=64");
   misfit_sets.push_back("strategy.options.bootstrap_timeout=10");

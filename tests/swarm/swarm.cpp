@@ -112,6 +112,25 @@ std::string Peer::tail(size_t lines) const {
   return "--- " + name_ + " (end) ---" + text.substr(at);
 }
 
+std::string rogue_binary() {
+  return (std::filesystem::path(kLoomBinary).parent_path() / "loom_swarm_rogue").string();
+}
+
+std::string rogue_dht_address(const std::string& log_path, milliseconds timeout) {
+  std::string address;
+  wait_until(
+      [&] {
+        const std::string text = read_text(log_path);
+        const auto at = text.find("rogue dht ");
+        const auto end = at == std::string::npos ? std::string::npos : text.find('\n', at);
+        if (end == std::string::npos) return false;
+        address = text.substr(at + 10, end - at - 10);
+        return true;
+      },
+      timeout);
+  return address;
+}
+
 bool wait_until(const std::function<bool()>& pred, milliseconds timeout, milliseconds poll) {
   const auto deadline = Clock::now() + timeout;
   while (!pred()) {

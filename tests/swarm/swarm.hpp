@@ -73,6 +73,12 @@ class Peer {
   std::unique_ptr<loom::test::Child> child_;
 };
 
+// The misbehaving member (tests/collab/rogue_peer.cpp), next to loom.
+std::string rogue_binary();
+// The DHT address a loom_swarm_rogue logging to log_path prints ("rogue dht
+// HOST:PORT") once it listens; empty if it did not within timeout.
+std::string rogue_dht_address(const std::string& log_path, milliseconds timeout);
+
 // Checks pred every poll until it holds (true) or timeout passes (false).
 bool wait_until(const std::function<bool()>& pred, milliseconds timeout, milliseconds poll = milliseconds(20));
 

@@ -4,7 +4,6 @@
 
 #include <sys/stat.h>
 
-#include <filesystem>
 
 #include "support/subprocess.hpp"
 #include "swarm.hpp"
@@ -55,21 +54,11 @@ TEST(SwarmKey, OnlyKeyHoldersTrainTogether) {
   // joins through a DHT node that has no state server (nobody to ask): it
   // never finds the swarm's records and waits for a second peer in vain.
   Peer no_key(scratch, "no-key", digits_config(), common, {{"LOOM_INITIAL_PEERS", a.address()}});
-  const std::string rogue_binary = (std::filesystem::path(kLoomBinary).parent_path() / "loom_swarm_rogue").string();
   const std::string rogue_log = scratch.path("rogue.log");
   const std::string run_id = common[2].substr(common[2].find('=') + 1);
-  loom::test::Child rogue({rogue_binary, run_id, a.address(), "120"}, {}, rogue_log);
-  std::string rogue_address;
-  ASSERT_TRUE(wait_until(
-      [&] {
-        const std::string text = read_text(rogue_log);
-        const auto at = text.find("rogue dht ");
-        if (at == std::string::npos || text.find('\n', at) == std::string::npos) return false;
-        rogue_address = text.substr(at + 10, text.find('\n', at) - at - 10);
-        return true;
-      },
-      seconds(30)))
-      << read_text(rogue_log);
+  loom::test::Child rogue({rogue_binary(), run_id, a.address(), "120"}, {}, rogue_log);
+  const std::string rogue_address = rogue_dht_address(rogue_log, seconds(30));
+  ASSERT_FALSE(rogue_address.empty()) << read_text(rogue_log);
   Peer other(scratch, "other-key", digits_config(),
              with({"strategy.options.bootstrap_timeout=8", "strategy.options.swarm_key=" + other_key}),
              {{"LOOM_INITIAL_PEERS", rogue_address}});
