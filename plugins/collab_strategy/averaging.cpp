@@ -270,7 +270,7 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
       if (!view().accumulating_at(epoch).empty()) continue;
       break;
     }
-    auto comm = std::make_unique<GroupComm>(collective_, collective_instance_, dht_.get(), round_space_, run_);
+    auto comm = std::make_unique<GroupComm>(collective_, collective_instance_, dht_.get(), round_space_, run_, &identity_);
     std::string why;
     const auto matched = Clock::now();
     // Building the communicator waits for every member's address: a member

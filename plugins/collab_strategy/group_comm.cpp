@@ -29,6 +29,7 @@ loom_status GroupComm::open(const GroupRecord &group, uint64_t me, Clock::time_p
   epoch_ = group.epoch;
   attempt_ = group.attempt;
   me_ = me;
+  members_ = group.members;
   oob_error_.clear();
   loom_oob_v1 oob{sizeof(loom_oob_v1), this, &GroupComm::oob_allgather};
   char name[64];
@@ -131,7 +132,7 @@ loom_status GroupComm::exchange(const void *send, size_t len, void *recv, int64_
   mine.rank = static_cast<uint32_t>(rank_);
   mine.size = static_cast<uint32_t>(size_);
   mine.payload.assign(static_cast<const uint8_t *>(send), static_cast<const uint8_t *>(send) + len);
-  const Bytes value = encode(run_, mine);
+  const Bytes value = encode(run_, mine, *identity_);
   const std::string key = oob_key(run_id_, epoch_, attempt_);
   std::vector<bool> have(static_cast<size_t>(size_), false);
   bool published = false;
@@ -157,6 +158,9 @@ loom_status GroupComm::exchange(const void *send, size_t len, void *recv, int64_
       std::string reason;
       auto r = decode_oob(run_, raw.data(), raw.size(), &reason);
       if (!r || r->group_hash != group_hash_ || r->size != uint32_t(size_) || r->payload.size() != len) continue;
+      // Only the member at that rank may speak for it: another's part (a
+      // forged address) would route the round through an outsider.
+      if (r->signer != members_[r->rank]) continue;
       if (!have[r->rank]) {
         std::memcpy(out + size_t(r->rank) * len, r->payload.data(), len);
         have[r->rank] = true;

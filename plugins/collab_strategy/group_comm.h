@@ -4,6 +4,7 @@
 // hash and reads the others'. Because the key is the hash of (epoch,
 // attempt, members), members that disagree about the group never meet:
 // their exchange times out and they retry, instead of averaging wrongly.
+// Each part is signed (records.h) and read only from the member at its rank.
 #ifndef LOOM_COLLAB_GROUP_COMM_H
 #define LOOM_COLLAB_GROUP_COMM_H
 
@@ -11,6 +12,7 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "dht.h"
 #include "loom/collective.h"
@@ -22,9 +24,10 @@ using Clock = std::chrono::steady_clock;
 
 class GroupComm {
  public:
+  // identity signs this member's part of the exchange (it must outlive this).
   GroupComm(const loom_collective_v1 *vt, loom_collective_ctx *instance, SwarmDht *dht, std::string run_id,
-            uint64_t run)
-      : vt_(vt), instance_(instance), dht_(dht), run_id_(std::move(run_id)), run_(run) {}
+            uint64_t run, const Identity *identity)
+      : vt_(vt), instance_(instance), dht_(dht), run_id_(std::move(run_id)), run_(run), identity_(identity) {}
   ~GroupComm() { close(false); }
   GroupComm(const GroupComm &) = delete;
   GroupComm &operator=(const GroupComm &) = delete;
@@ -75,7 +78,9 @@ class GroupComm {
   uint64_t group_hash_ = 0;
   int64_t epoch_ = 0;
   uint32_t attempt_ = 0;
+  const Identity *identity_;
   uint64_t me_ = 0;  // this member's peer id: its oob value's id (one per peer under a reused key)
+  std::vector<uint64_t> members_;  // the group's, by rank: each oob part must be signed by its member
   std::string oob_error_;
   const std::atomic<bool> *cancel_ = nullptr;
 };

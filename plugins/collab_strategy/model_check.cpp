@@ -10,6 +10,7 @@ namespace loom_collab {
 namespace {
 
 constexpr int64_t kLimitedEveryMs = 60 * 1000;
+constexpr size_t kLimitedKeys = 1024;  // distinct lines held back at once
 constexpr int64_t kHealEveryMs = 2000;  // a failed reload is retried this often, at most
 constexpr int64_t kFingerprintEveryMs = 60 * 1000;
 constexpr int64_t kFingerprintRetryMs = 5 * 1000;  // after a put no node confirmed
@@ -27,6 +28,13 @@ void Peer::log_limited(Level level, const std::string &key, const std::string &m
   uint64_t held = 0;
   {
     std::lock_guard<std::mutex> lock(limited_mutex_);
+    if (limited_.size() >= kLimitedKeys) {
+      // Keys may name peers (forged or replayed records): forget the quiet
+      // ones, so that an attacker's stream of new ids cannot grow this map.
+      for (auto it = limited_.begin(); it != limited_.end();)
+        it = now - it->second.last_ms >= kLimitedEveryMs ? limited_.erase(it) : std::next(it);
+      if (limited_.size() >= kLimitedKeys && !limited_.count(key)) return;  // a flood: already said enough
+    }
     Limited &l = limited_[key];
     if (l.last_ms != 0 && now - l.last_ms < kLimitedEveryMs) {
       ++l.held;
@@ -90,7 +98,7 @@ void Peer::publish_fingerprint() {
   // An unconfirmed put blocks this thread for its timeout: not again at once.
   if (now - last_fingerprint_try_ms_ < kFingerprintRetryMs) return;
   last_fingerprint_try_ms_ = now;
-  if (dht_->put(fingerprint_key(opt_.run_id, fingerprint_), id_, encode(run_, fingerprint_record(1)), kFingerprintTtl,
+  if (dht_->put(fingerprint_key(opt_.run_id, fingerprint_), id_, encode(run_, fingerprint_record(1), identity_), kFingerprintTtl,
                 std::chrono::milliseconds(1000)))
     last_fingerprint_publish_ms_ = now;
 }
@@ -212,7 +220,7 @@ void Peer::serve_model() {
     server_->publish_model({});
     return;
   }
-  server_->publish_model(encode(run_, fingerprint_record(peers)));
+  server_->publish_model(encode(run_, fingerprint_record(peers), identity_));
 }
 
 FingerprintRecord Peer::fingerprint_record(uint32_t peers) const {

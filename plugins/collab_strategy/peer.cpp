@@ -29,13 +29,6 @@ constexpr int64_t kRepublishMs = 1000;                 // refresh even when noth
 constexpr int64_t kIntroduceMs = 2000;                 // how often known peers are checked in the DHT's table
 constexpr int64_t kForgetAddressMs = 5 * 60 * 1000;    // a peer unseen this long is not introduced again
 
-uint64_t random_id() {
-  std::random_device rd;  // /dev/urandom: distinct across processes started at once
-  uint64_t id = 0;
-  while (id == 0) id = (uint64_t(rd()) << 32) ^ rd();
-  return id;
-}
-
 // The IPv4 address this machine reaches the outside from: connecting a UDP
 // socket sends nothing but makes the kernel choose the source address.
 std::string outward_address() {
@@ -117,7 +110,7 @@ Peer::Peer(const loom_host_v1 *host, Options options, const loom_collective_v1 *
       opt_(std::move(options)),
       collective_(collective),
       collective_instance_(collective_instance),
-      id_(random_id()),
+      id_(identity_.id()),
       run_(run_hash(opt_.run_id)) {
   logfn_ = [this](Level level, const std::string &message) { log(level, message); };
 }
@@ -260,7 +253,7 @@ loom_status Peer::teardown() {
   if (thread_.joinable()) thread_.join();
   // Goodbye: others stop counting this peer now rather than at expiry.
   flags_ |= ProgressRecord::kLeft;
-  if (dht_) dht_->put(progress_key(opt_.run_id), id_, encode(run_, own_record()), kRecordTtl, std::chrono::milliseconds(500));
+  if (dht_) dht_->put(progress_key(opt_.run_id), id_, encode(run_, own_record(), identity_), kRecordTtl, std::chrono::milliseconds(500));
   server_.reset();
   dht_.reset();
   return LOOM_OK;
@@ -314,6 +307,11 @@ void Peer::refresh() {
     std::string reason;
     auto r = decode_progress(run_, raw.data(), raw.size(), &reason);
     if (!r) {
+      if (reason.find("forged") != std::string::npos || reason.find("bad signature") != std::string::npos) {
+        // Someone speaking for another peer: said once a minute per claim.
+        log_limited(Level::warn, "forged " + reason, "rejected a progress record: " + reason);
+        continue;
+      }
       // Logged once per kind of defect (the reason up to its numbers), then
       // counted: a peer sending garbage must not flood the log.
       const std::string kind = reason.substr(0, reason.find_first_of("(:0123456789"));
@@ -337,8 +335,18 @@ void Peer::refresh() {
       if (r->flags & ProgressRecord::kLeft) addresses_.erase(r->peer_id);
       else addresses_[r->peer_id] = {r->state_host, r->state_port, wall_ms()};
     }
-    std::lock_guard<std::mutex> lock(mutex_);
-    tracker_.merge(*r);
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (!tracker_.merge(*r)) {
+      // A stale copy may come from a slow node now and then; a replay
+      // (someone re-publishing a peer's older record) repeats: either way
+      // it is refused, and said once a minute per peer.
+      const int64_t newer = tracker_.newest(r->peer_id);
+      lock.unlock();
+      log_limited(Level::warn, "replayed " + std::to_string(r->peer_id),
+                  "rejected a progress record of peer " + std::to_string(r->peer_id) + " made " +
+                      std::to_string(newer - r->time_ms) +
+                      " ms before one already seen from it (a replay, or a stale copy from a slow node)");
+    }
   }
   // Keep every peer seen lately in the DHT's routing table (its state server
   // listens on its DHT node's port number whenever that was free).
@@ -371,7 +379,7 @@ void Peer::publish(bool force) {
     return;
   if (!force && now - last_publish_ms_ < 50 && r.epoch == last_published_epoch_ && r.flags == last_published_flags_)
     return;  // sample counts alone refresh at most twenty times a second
-  dht_->put(progress_key(opt_.run_id), id_, encode(run_, r), kRecordTtl, std::chrono::milliseconds(1000));
+  dht_->put(progress_key(opt_.run_id), id_, encode(run_, r, identity_), kRecordTtl, std::chrono::milliseconds(1000));
   last_published_epoch_ = r.epoch;
   last_published_samples_ = r.samples;
   last_published_flags_ = r.flags;

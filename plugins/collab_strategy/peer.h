@@ -180,7 +180,8 @@ class Peer {
   Options opt_;
   const loom_collective_v1 *collective_;
   loom_collective_ctx *collective_instance_;
-  uint64_t id_ = 0;
+  Identity identity_;  // this process's key pair: it signs every record this peer publishes
+  uint64_t id_ = 0;    // identity_.id()
   uint64_t run_ = 0;
   LogFn logfn_;
 

@@ -1,13 +1,19 @@
-// Wire format of the swarm's records (version 2: progress records carry the
-// fingerprint and start time, group records the fingerprint):
+// Wire format of the swarm's records (version 3: every record is signed by
+// the peer that made it, identity.h):
 //
-//   magic "LMSW" | version u8 | kind u8 | run u64 | payload length u32 | payload | crc32 u32
+//   magic "LMSW" | version u8 | kind u8 | run u64 | payload length u32 | payload |
+//   signer's Ed25519 public key (32) | signature (64) | crc32 u32
 //
-// The CRC-32 (zlib's) covers every byte before it. Decoding checks, in this
-// order, what a byte of the frame could have broken: magic, header length,
-// version (a later version may move anything after it), total length,
-// checksum, kind, run, then the payload's fields, which must fill it exactly.
+// The signature covers every byte before it (the frame, the payload and the
+// public key); the CRC-32 (zlib's) every byte before the CRC, so a damaged
+// record is told from a forged one. Decoding checks, in this order, what a
+// byte of the frame could have broken: magic, header length, version (a
+// later version may move anything after it), total length, checksum, kind,
+// run, signature, then the payload's fields, which must fill it exactly, and
+// last that the peer the record speaks for is its signer.
 #include "records.h"
+
+#include "identity.h"
 
 #include <zlib.h>
 
@@ -21,9 +27,10 @@ namespace loom_collab {
 namespace {
 
 constexpr uint8_t kMagic[4] = {'L', 'M', 'S', 'W'};
-constexpr uint8_t kVersion = 2;
+constexpr uint8_t kVersion = 3;
 constexpr size_t kHeaderSize = 4 + 1 + 1 + 8 + 4;  // up to and including the payload length
-constexpr size_t kFrameSize = kHeaderSize + 4;     // header plus the trailing CRC
+constexpr size_t kTrailer = kPublicKeyBytes + kSignatureBytes + 4;  // signer, signature, CRC
+constexpr size_t kFrameSize = kHeaderSize + kTrailer;
 constexpr size_t kMaxPayload = 64 * 1024;          // OpenDHT's own value limit
 constexpr size_t kMaxString = 255;
 constexpr size_t kMaxMembers = 4096;
@@ -95,9 +102,12 @@ class Writer {
     u32(static_cast<uint32_t>(b.size()));
     out_.insert(out_.end(), b.begin(), b.end());
   }
-  Bytes finish() {
+  Bytes finish(const Identity &signer) {
     const size_t payload = out_.size() - kHeaderSize;
     for (int i = 0; i < 4; ++i) out_[kHeaderSize - 4 + i] = static_cast<uint8_t>(payload >> (8 * i));
+    out_.insert(out_.end(), signer.public_key().begin(), signer.public_key().end());
+    const Signature sig = signer.sign(out_.data(), out_.size());
+    out_.insert(out_.end(), sig.begin(), sig.end());
     u32(crc32_of(out_.data(), out_.size()));
     return std::move(out_);
   }
@@ -193,14 +203,16 @@ bool set_why(std::string *why, std::string text) {
   return false;
 }
 
-// Checks the frame and, on success, points *payload at the payload.
-bool open_frame(uint64_t run, uint8_t kind, const uint8_t *data, size_t len, Reader *payload, std::string *why) {
+// Checks the frame and its signature and, on success, points *payload at
+// the payload and sets *signer to the signing peer's id.
+bool open_frame(uint64_t run, uint8_t kind, const uint8_t *data, size_t len, Reader *payload, uint64_t *signer,
+                std::string *why) {
   const std::string expected = a_kind(kind_name(kind));
   if (data == nullptr || len == 0) {
     return set_why(why, "truncated: 0 of at least " + std::to_string(kFrameSize) + " bytes");
   }
   if (std::memcmp(data, kMagic, len < 4 ? len : 4) != 0) return set_why(why, "not a Loom swarm record (bad magic)");
-  if (len < kHeaderSize + 4) {
+  if (len < kHeaderSize) {
     return set_why(why, "truncated: " + std::to_string(len) + " of at least " + std::to_string(kFrameSize) + " bytes");
   }
   if (data[4] != kVersion) {
@@ -234,8 +246,29 @@ bool open_frame(uint64_t run, uint8_t kind, const uint8_t *data, size_t len, Rea
   }
   const uint64_t their_run = load64(data + 6);
   if (their_run != run) return set_why(why, "record of run " + hex64(their_run) + ", this run is " + hex64(run));
+  PublicKey pk;
+  Signature sig;
+  std::memcpy(pk.data(), data + kHeaderSize + plen, pk.size());
+  std::memcpy(sig.data(), data + kHeaderSize + plen + pk.size(), sig.size());
+  *signer = peer_id_of(pk);
+  if (!verify_signature(pk, sig, data, kHeaderSize + plen + pk.size())) {
+    return set_why(why, "bad signature: not signed by the key it carries (that of peer " + std::to_string(*signer) +
+                            ")");
+  }
   *payload = Reader(data + kHeaderSize, plen);
   return true;
+}
+
+// A record speaks for `claimed`: only that peer may have signed it.
+bool check_signer(Reader &r, const char *role, uint64_t claimed, uint64_t signer) {
+  return claimed == signer || r.fail(std::string(role) + " " + std::to_string(claimed) +
+                                     " is not its signer: signed by peer " + std::to_string(signer) + " (forged)");
+}
+
+void require_signer(uint64_t claimed, const Identity &signer, const char *role) {
+  if (claimed != signer.id())
+    throw std::invalid_argument("cannot encode swarm record: " + std::string(role) + " " + std::to_string(claimed) +
+                                " is not the signer " + std::to_string(signer.id()));
 }
 
 // Ends a payload parse: every byte read, no read failed.
@@ -303,10 +336,11 @@ uint64_t GroupRecord::group_hash() const {
   return h;
 }
 
-Bytes encode(uint64_t run, const ProgressRecord &r) {
+Bytes encode(uint64_t run, const ProgressRecord &r, const Identity &signer) {
   require(r.epoch >= 0, "negative epoch");
   require(std::isfinite(r.samples_per_second) && r.samples_per_second >= 0, "samples_per_second is not a finite rate >= 0");
   require(r.state_host.size() <= kMaxString, "state_host longer than " + std::to_string(kMaxString) + " bytes");
+  require_signer(r.peer_id, signer, "peer_id");
   Writer w(run, kProgress);
   w.u64(r.peer_id);
   w.i64(r.epoch);
@@ -319,31 +353,33 @@ Bytes encode(uint64_t run, const ProgressRecord &r) {
   w.u8(static_cast<uint8_t>(r.state_port >> 8));
   w.u64(r.fingerprint);
   w.i64(r.since_ms);
-  return w.finish();
+  return w.finish(signer);
 }
 
-Bytes encode(uint64_t run, const JoinRecord &r) {
+Bytes encode(uint64_t run, const JoinRecord &r, const Identity &signer) {
   require(r.epoch >= 0, "negative epoch");
+  require_signer(r.peer_id, signer, "peer_id");
   Writer w(run, kJoin);
   w.u64(r.peer_id);
   w.i64(r.epoch);
   w.u32(r.attempt);
   w.i64(r.time_ms);
-  return w.finish();
+  return w.finish(signer);
 }
 
-Bytes encode(uint64_t run, const GroupRecord &r) {
+Bytes encode(uint64_t run, const GroupRecord &r, const Identity &signer) {
   require(r.epoch >= 0, "negative epoch");
+  require_signer(r.leader, signer, "leader");
   Writer w(run, kGroup);
   w.u64(r.fingerprint);
   w.u64(r.leader);
   w.i64(r.epoch);
   w.u32(r.attempt);
   write_members(w, r.members);
-  return w.finish();
+  return w.finish(signer);
 }
 
-Bytes encode(uint64_t run, const OobRecord &r) {
+Bytes encode(uint64_t run, const OobRecord &r, const Identity &signer) {
   require(r.size <= kMaxMembers, "size " + std::to_string(r.size) + " above " + std::to_string(kMaxMembers));
   require(r.rank < r.size, "rank " + std::to_string(r.rank) + " not below size " + std::to_string(r.size));
   require(r.payload.size() <= kMaxOobPayload, "payload of " + std::to_string(r.payload.size()) + " bytes, above " +
@@ -353,10 +389,10 @@ Bytes encode(uint64_t run, const OobRecord &r) {
   w.u32(r.rank);
   w.u32(r.size);
   w.bytes(r.payload);
-  return w.finish();
+  return w.finish(signer);
 }
 
-Bytes encode(uint64_t run, const FingerprintRecord &r) {
+Bytes encode(uint64_t run, const FingerprintRecord &r, const Identity &signer) {
   require(r.text.size() <= kMaxFingerprintText, "fingerprint text of " + std::to_string(r.text.size()) +
                                                     " bytes, above " + std::to_string(kMaxFingerprintText));
   require(r.peers >= 1 && r.peers <= kMaxPeers, "peers " + std::to_string(r.peers) + " outside 1.." +
@@ -366,12 +402,13 @@ Bytes encode(uint64_t run, const FingerprintRecord &r) {
   w.u8(r.truncated ? 1 : 0);
   w.bytes(Bytes(r.text.begin(), r.text.end()));
   w.u32(r.peers);
-  return w.finish();
+  return w.finish(signer);
 }
 
 std::optional<ProgressRecord> decode_progress(uint64_t run, const uint8_t *data, size_t len, std::string *why) {
   Reader r(nullptr, 0);
-  if (!open_frame(run, kProgress, data, len, &r, why)) return std::nullopt;
+  uint64_t signer = 0;
+  if (!open_frame(run, kProgress, data, len, &r, &signer, why)) return std::nullopt;
   ProgressRecord p;
   uint8_t port_lo = 0, port_hi = 0;
   if (r.u64(&p.peer_id) && r.i64(&p.epoch) && check_epoch(r, p.epoch) && r.u64(&p.samples) &&
@@ -382,6 +419,7 @@ std::optional<ProgressRecord> decode_progress(uint64_t run, const uint8_t *data,
       r.fail("samples_per_second " + std::to_string(p.samples_per_second) + " is not a finite rate >= 0");
     }
     p.state_port = static_cast<uint16_t>(port_lo | (port_hi << 8));
+    check_signer(r, "peer", p.peer_id, signer);
   }
   if (!close_payload(r, why)) return std::nullopt;
   return p;
@@ -389,16 +427,19 @@ std::optional<ProgressRecord> decode_progress(uint64_t run, const uint8_t *data,
 
 std::optional<JoinRecord> decode_join(uint64_t run, const uint8_t *data, size_t len, std::string *why) {
   Reader r(nullptr, 0);
-  if (!open_frame(run, kJoin, data, len, &r, why)) return std::nullopt;
+  uint64_t signer = 0;
+  if (!open_frame(run, kJoin, data, len, &r, &signer, why)) return std::nullopt;
   JoinRecord j;
-  if (r.u64(&j.peer_id) && r.i64(&j.epoch) && check_epoch(r, j.epoch) && r.u32(&j.attempt)) r.i64(&j.time_ms);
+  if (r.u64(&j.peer_id) && r.i64(&j.epoch) && check_epoch(r, j.epoch) && r.u32(&j.attempt) && r.i64(&j.time_ms))
+    check_signer(r, "peer", j.peer_id, signer);
   if (!close_payload(r, why)) return std::nullopt;
   return j;
 }
 
 std::optional<GroupRecord> decode_group(uint64_t run, const uint8_t *data, size_t len, std::string *why) {
   Reader r(nullptr, 0);
-  if (!open_frame(run, kGroup, data, len, &r, why)) return std::nullopt;
+  uint64_t signer = 0;
+  if (!open_frame(run, kGroup, data, len, &r, &signer, why)) return std::nullopt;
   GroupRecord g;
   uint32_t count = 0;
   if (r.u64(&g.fingerprint) && r.u64(&g.leader) && r.i64(&g.epoch) && check_epoch(r, g.epoch) && r.u32(&g.attempt) && r.u32(&count)) {
@@ -418,6 +459,7 @@ std::optional<GroupRecord> decode_group(uint64_t run, const uint8_t *data, size_
           break;
         }
       }
+      check_signer(r, "leader", g.leader, signer);
     }
   }
   if (!close_payload(r, why)) return std::nullopt;
@@ -426,8 +468,8 @@ std::optional<GroupRecord> decode_group(uint64_t run, const uint8_t *data, size_
 
 std::optional<OobRecord> decode_oob(uint64_t run, const uint8_t *data, size_t len, std::string *why) {
   Reader r(nullptr, 0);
-  if (!open_frame(run, kOob, data, len, &r, why)) return std::nullopt;
   OobRecord o;
+  if (!open_frame(run, kOob, data, len, &r, &o.signer, why)) return std::nullopt;
   uint32_t n = 0;
   if (r.u64(&o.group_hash) && r.u32(&o.rank) && r.u32(&o.size) && r.u32(&n)) {
     const uint8_t *at;
@@ -447,7 +489,8 @@ std::optional<OobRecord> decode_oob(uint64_t run, const uint8_t *data, size_t le
 
 std::optional<FingerprintRecord> decode_fingerprint(uint64_t run, const uint8_t *data, size_t len, std::string *why) {
   Reader r(nullptr, 0);
-  if (!open_frame(run, kFingerprint, data, len, &r, why)) return std::nullopt;
+  uint64_t signer = 0;
+  if (!open_frame(run, kFingerprint, data, len, &r, &signer, why)) return std::nullopt;
   FingerprintRecord f;
   uint8_t truncated = 0;
   uint32_t n = 0;

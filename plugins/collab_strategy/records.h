@@ -1,7 +1,10 @@
 // The swarm's wire records: what peers publish in the DHT. Every record is
 // framed (magic, format version, kind, the run's hash, length, CRC-32), so a
 // record of another run, a truncated or a corrupted one is rejected with a
-// reason, never half-read. Integers are little-endian, fixed width.
+// reason, never half-read; and signed by the peer that made it (identity.h),
+// so a record that speaks for a peer (its progress, join, group as leader,
+// oob part) is accepted only if that peer signed it. Integers are
+// little-endian, fixed width.
 #ifndef LOOM_COLLAB_RECORDS_H
 #define LOOM_COLLAB_RECORDS_H
 
@@ -9,6 +12,8 @@
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "identity.h"
 
 namespace loom_collab {
 
@@ -67,6 +72,7 @@ struct OobRecord {
   uint32_t rank = 0;
   uint32_t size = 0;
   Bytes payload;  // at most kMaxOobPayload bytes
+  uint64_t signer = 0;  // set by decode: the peer that signed it (the group's member at rank, or a forgery)
 };
 constexpr size_t kMaxOobPayload = 48 * 1024;
 
@@ -82,19 +88,23 @@ struct FingerprintRecord {
 constexpr size_t kMaxFingerprintText = 60 * 1024;
 constexpr uint32_t kMaxPeers = 1u << 20;
 
-// Each throws std::invalid_argument when a field is outside what decode
-// accepts (negative epoch, string over 255 bytes, member list empty, unsorted
-// or over 4096, rank >= size, oob payload over kMaxOobPayload, rate NaN,
-// infinite or negative): a record is never published that peers would refuse.
-Bytes encode(uint64_t run, const ProgressRecord &r);
-Bytes encode(uint64_t run, const JoinRecord &r);
-Bytes encode(uint64_t run, const GroupRecord &r);
-Bytes encode(uint64_t run, const OobRecord &r);
-Bytes encode(uint64_t run, const FingerprintRecord &r);
+// Each signs the record with signer's key, and throws std::invalid_argument
+// when a field is outside what decode accepts (negative epoch, string over
+// 255 bytes, member list empty, unsorted or over 4096, rank >= size, oob
+// payload over kMaxOobPayload, rate NaN, infinite or negative; a progress or
+// join record's peer_id or a group's leader that is not signer's id): a
+// record is never published that peers would refuse.
+Bytes encode(uint64_t run, const ProgressRecord &r, const Identity &signer);
+Bytes encode(uint64_t run, const JoinRecord &r, const Identity &signer);
+Bytes encode(uint64_t run, const GroupRecord &r, const Identity &signer);
+Bytes encode(uint64_t run, const OobRecord &r, const Identity &signer);
+Bytes encode(uint64_t run, const FingerprintRecord &r, const Identity &signer);
 
 // Each returns nullopt and sets *why (what is wrong, e.g. "record of another
 // run", "truncated: 12 of 40 bytes", "bad checksum", "not a progress
-// record") when data is not a well-formed record of this kind and run.
+// record", "bad signature", "peer 7 is not its signer: signed by peer 9
+// (forged)") when data is not a well-formed record of this kind and run,
+// signed by the peer it speaks for.
 std::optional<ProgressRecord> decode_progress(uint64_t run, const uint8_t *data, size_t len, std::string *why);
 std::optional<JoinRecord> decode_join(uint64_t run, const uint8_t *data, size_t len, std::string *why);
 std::optional<GroupRecord> decode_group(uint64_t run, const uint8_t *data, size_t len, std::string *why);

@@ -228,7 +228,7 @@ std::optional<GroupRecord> Peer::matchmake(int64_t epoch, uint32_t attempt, Cloc
   const auto close_at = std::min(start + window, round_deadline);
   JoinRecord join{id_, epoch, attempt, wall_ms()};
   const std::string jkey = join_key(round_space_, epoch, attempt), gkey = group_key(round_space_, epoch, attempt);
-  const Bytes join_bytes = encode(run_, join);
+  const Bytes join_bytes = encode(run_, join, identity_);
   bool joined = false;
   std::set<uint64_t> joiners{id_};
 
@@ -281,7 +281,7 @@ std::optional<GroupRecord> Peer::matchmake(int64_t epoch, uint32_t attempt, Cloc
     g.attempt = attempt;
     g.members.assign(joiners.begin(), joiners.end());
     if (g.members.size() > 1)
-      dht_->put(gkey, id_, encode(run_, g), std::chrono::seconds(60), std::chrono::milliseconds(500));
+      dht_->put(gkey, id_, encode(run_, g, identity_), std::chrono::seconds(60), std::chrono::milliseconds(500));
     return g;
   }
   // A follower waits for its leader's record, at most one more window.
@@ -336,7 +336,7 @@ void Peer::run_prematch(Prematch *p) {
     } else if (p->group->members.size() < 2 || int64_t(p->group->members.size()) < opt_.min_group_size) {
       p->why = "the group was too small";
     } else {
-      auto comm = std::make_unique<GroupComm>(collective_, collective_instance_, dht_.get(), round_space_, run_);
+      auto comm = std::make_unique<GroupComm>(collective_, collective_instance_, dht_.get(), round_space_, run_, &identity_);
       comm->set_cancel(&p->cancel);
       const auto setup_deadline =
           std::min(deadline, p->matched + std::chrono::milliseconds(int64_t(opt_.matchmaking_time * 1000) + 2000));

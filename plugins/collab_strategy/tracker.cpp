@@ -20,10 +20,16 @@ std::vector<uint64_t> SwarmView::accumulating_at(int64_t epoch) const {
   return out;
 }
 
-void Tracker::merge(const ProgressRecord &r) {
+bool Tracker::merge(const ProgressRecord &r) {
   auto it = peers_.find(r.peer_id);
-  if (it != peers_.end() && it->second.time_ms > r.time_ms) return;  // an older copy from a slow node
+  if (it != peers_.end() && it->second.time_ms > r.time_ms) return false;
   peers_[r.peer_id] = r;
+  return true;
+}
+
+int64_t Tracker::newest(uint64_t peer) const {
+  auto it = peers_.find(peer);
+  return it == peers_.end() ? 0 : it->second.time_ms;
 }
 
 bool Tracker::live(const ProgressRecord &r, int64_t now_ms) const {

@@ -35,8 +35,14 @@ class Tracker {
   explicit Tracker(int64_t ttl_ms) : ttl_ms_(ttl_ms) {}
 
   // Keeps the newest record of each peer. A goodbye record removes the peer
-  // until it publishes a newer one.
-  void merge(const ProgressRecord &r);
+  // until it publishes a newer one. Returns false, and keeps what it had,
+  // for a record older (by its time_ms) than one already merged from that
+  // peer: a replay (a signed record re-published to undo a later one, such
+  // as its goodbye) or a stale copy from a slow node. Records are signed, so
+  // a replay can only bring back what the peer once said.
+  bool merge(const ProgressRecord &r);
+  // The newest time_ms merged from peer (0: none).
+  int64_t newest(uint64_t peer) const;
 
   // The swarm as seen at now_ms, with this peer's own numbers; this peer
   // entered my_epoch at epoch_start_ms.

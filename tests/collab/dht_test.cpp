@@ -148,13 +148,14 @@ TEST_F(Swarm, DistinctIdsUnderOneKeyAreAllReturned) {
 
 TEST_F(Swarm, RecordsOfAnotherRunUnderTheSameKeyAreRejectedByDecode) {
   const uint64_t ours = run_hash("run-a"), theirs = run_hash("run-b");
+  const Identity one, two;
   ProgressRecord p;
-  p.peer_id = 1;
+  p.peer_id = one.id();
   p.epoch = 3;
-  ASSERT_TRUE(nodes[1]->put(progress_key("run-a"), 1, encode(ours, p), seconds(60), kOp));
-  p.peer_id = 2;
+  ASSERT_TRUE(nodes[1]->put(progress_key("run-a"), 1, encode(ours, p, one), seconds(60), kOp));
+  p.peer_id = two.id();
   p.epoch = 99;
-  ASSERT_TRUE(nodes[2]->put(progress_key("run-a"), 2, encode(theirs, p), seconds(60), kOp));
+  ASSERT_TRUE(nodes[2]->put(progress_key("run-a"), 2, encode(theirs, p, two), seconds(60), kOp));
   ASSERT_TRUE(nodes[3]->put(progress_key("run-a"), 3, bytes("not a record"), seconds(60), kOp));
 
   const auto values = nodes[0]->get(progress_key("run-a"), kOp);
@@ -170,7 +171,7 @@ TEST_F(Swarm, RecordsOfAnotherRunUnderTheSameKeyAreRejectedByDecode) {
     }
   }
   ASSERT_EQ(accepted.size(), 1u);
-  EXPECT_EQ(accepted[0].peer_id, 1u);
+  EXPECT_EQ(accepted[0].peer_id, one.id());
   EXPECT_EQ(accepted[0].epoch, 3);
   std::sort(reasons.begin(), reasons.end());
   ASSERT_EQ(reasons.size(), 2u);
@@ -209,7 +210,7 @@ TEST_F(Swarm, AFullSizeOobRecordCrossesTheDht) {
   o.payload.resize(kMaxOobPayload);
   for (size_t i = 0; i < o.payload.size(); ++i) o.payload[i] = static_cast<uint8_t>(i * 31);
   const uint64_t run = run_hash("big");
-  ASSERT_TRUE(nodes[1]->put(oob_key("big", 7, 0), 11, encode(run, o), seconds(60), kOp));
+  ASSERT_TRUE(nodes[1]->put(oob_key("big", 7, 0), 11, encode(run, o, Identity()), seconds(60), kOp));
   const auto got = nodes[3]->get(oob_key("big", 7, 0), kOp);
   ASSERT_EQ(got.size(), 1u);
   std::string why;

@@ -13,7 +13,8 @@ Bytes model_record(uint64_t fingerprint, uint32_t peers) {
   r.fingerprint = fingerprint;
   r.text = "parameter '0.weight': Float [128, 64]\n";
   r.peers = peers;
-  return encode(kRun, r);
+  static const Identity signer;
+  return encode(kRun, r, signer);
 }
 
 TEST(ModelRequest, NotReadyUntilPublishedThenTheRecordThenNotReadyWhenWithdrawn) {

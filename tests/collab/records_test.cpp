@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <algorithm>
 #include <functional>
 #include <limits>
 #include <stdexcept>
@@ -17,9 +18,16 @@ namespace {
 
 const uint64_t kRun = run_hash("test-run");
 
+// The key pair that signs this file's records (a fresh one per process).
+const Identity &me() {
+  static const Identity identity;
+  return identity;
+}
+
 // Builds a frame by hand from the documented layout (magic "LMSW", version,
-// kind, run, length, payload, CRC-32 of all before it), so tests can make
-// well-framed records with out-of-range payloads that encode() refuses.
+// kind, run, length, payload, signer's public key, signature of all before
+// it, CRC-32 of all before it), so tests can make well-framed records with
+// out-of-range payloads that encode() refuses.
 struct Frame {
   Bytes b;
   void u8(uint8_t v) { b.push_back(v); }
@@ -37,7 +45,8 @@ struct Frame {
   }
 };
 
-Bytes frame(uint8_t kind, const Bytes &payload, uint64_t run = kRun, uint8_t version = 2) {
+Bytes frame(uint8_t kind, const Bytes &payload, uint64_t run = kRun, uint8_t version = 3,
+            const Identity &signer = me()) {
   Frame f;
   for (char c : std::string("LMSW")) f.u8(static_cast<uint8_t>(c));
   f.u8(version);
@@ -45,13 +54,26 @@ Bytes frame(uint8_t kind, const Bytes &payload, uint64_t run = kRun, uint8_t ver
   f.u64(run);
   f.u32(static_cast<uint32_t>(payload.size()));
   f.b.insert(f.b.end(), payload.begin(), payload.end());
+  f.b.insert(f.b.end(), signer.public_key().begin(), signer.public_key().end());
+  const Signature sig = signer.sign(f.b.data(), f.b.size());
+  f.b.insert(f.b.end(), sig.begin(), sig.end());
   f.u32(static_cast<uint32_t>(crc32_z(0, f.b.data(), f.b.size())));
   return f.b;
 }
 
+// A record's payload: what lies between its header and its trailer.
+Bytes payload_of(const Bytes &record) { return Bytes(record.begin() + 18, record.end() - 100); }
+
+// Rewrites a record's CRC after a test changed its bytes on purpose, so
+// that what decode sees is a damaged signature, not a damaged frame.
+void fix_crc(Bytes &b) {
+  const uint32_t crc = static_cast<uint32_t>(crc32_z(0, b.data(), b.size() - 4));
+  for (int i = 0; i < 4; ++i) b[b.size() - 4 + i] = static_cast<uint8_t>(crc >> (8 * i));
+}
+
 ProgressRecord sample_progress() {
   ProgressRecord p;
-  p.peer_id = 0x0123456789abcdefULL;
+  p.peer_id = me().id();
   p.epoch = 42;
   p.samples = 1000;
   p.samples_per_second = 123.5;
@@ -67,10 +89,12 @@ ProgressRecord sample_progress() {
 GroupRecord sample_group() {
   GroupRecord g;
   g.fingerprint = 0xabcdef;
-  g.leader = 7;
+  g.leader = me().id();
   g.epoch = 3;
   g.attempt = 2;
-  g.members = {1, 7, 99, 0xffffffffffffffffULL};
+  g.members = {1, 7, 99, me().id(), 0xffffffffffffffffULL};
+  std::sort(g.members.begin(), g.members.end());
+  g.members.erase(std::unique(g.members.begin(), g.members.end()), g.members.end());
   return g;
 }
 
@@ -92,17 +116,17 @@ struct Kind {
 };
 
 std::vector<Kind> all_kinds() {
-  JoinRecord j{5, 9, 1, 1700000000000};
+  JoinRecord j{me().id(), 9, 1, 1700000000000};
   return {
-      {"progress", encode(kRun, sample_progress()),
+      {"progress", encode(kRun, sample_progress(), me()),
        [](const Bytes &b, std::string *w) { return decode_progress(kRun, b.data(), b.size(), w).has_value(); }},
-      {"join", encode(kRun, j),
+      {"join", encode(kRun, j, me()),
        [](const Bytes &b, std::string *w) { return decode_join(kRun, b.data(), b.size(), w).has_value(); }},
-      {"group", encode(kRun, sample_group()),
+      {"group", encode(kRun, sample_group(), me()),
        [](const Bytes &b, std::string *w) { return decode_group(kRun, b.data(), b.size(), w).has_value(); }},
-      {"oob", encode(kRun, sample_oob()),
+      {"oob", encode(kRun, sample_oob(), me()),
        [](const Bytes &b, std::string *w) { return decode_oob(kRun, b.data(), b.size(), w).has_value(); }},
-      {"fingerprint", encode(kRun, FingerprintRecord{0x1234, "parameter 'w': Float [2]\n", false}),
+      {"fingerprint", encode(kRun, FingerprintRecord{0x1234, "parameter 'w': Float [2]\n", false}, me()),
        [](const Bytes &b, std::string *w) { return decode_fingerprint(kRun, b.data(), b.size(), w).has_value(); }},
   };
 }
@@ -125,7 +149,7 @@ TEST(Records, ProgressRoundTrip) {
   p.state_host.assign(255, 'h');  // the longest host allowed
   p.state_port = 65535;
   p.time_ms = -1;
-  const Bytes b = encode(kRun, p);
+  const Bytes b = encode(kRun, p, me());
   std::string why;
   auto back = decode_progress(kRun, b.data(), b.size(), &why);
   ASSERT_TRUE(back) << why;
@@ -143,17 +167,21 @@ TEST(Records, ProgressRoundTrip) {
 
 TEST(Records, ProgressIsLittleEndianOnTheWire) {
   ProgressRecord p;
-  p.peer_id = 0x0807060504030201ULL;
-  const Bytes b = encode(kRun, p);
-  ASSERT_GE(b.size(), 26u);
+  p.peer_id = me().id();
+  p.epoch = 0x0807060504030201LL;
+  const Bytes b = encode(kRun, p, me());
+  ASSERT_GE(b.size(), 34u);
   EXPECT_EQ(std::string(b.begin(), b.begin() + 4), "LMSW");
-  EXPECT_EQ(b[4], 2);  // format version
-  for (int i = 0; i < 8; ++i) EXPECT_EQ(b[18 + i], i + 1);
+  EXPECT_EQ(b[4], 3);  // format version
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(b[18 + i], uint8_t(me().id() >> (8 * i)));
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(b[26 + i], i + 1);
+  // The trailer: the signer's public key, then its signature.
+  EXPECT_TRUE(std::equal(me().public_key().begin(), me().public_key().end(), b.end() - 100));
 }
 
 TEST(Records, JoinRoundTrip) {
-  JoinRecord j{0xfedcba9876543210ULL, 123456789012LL, 4000000000u, 1700000000999LL};
-  const Bytes b = encode(kRun, j);
+  JoinRecord j{me().id(), 123456789012LL, 4000000000u, 1700000000999LL};
+  const Bytes b = encode(kRun, j, me());
   std::string why;
   auto back = decode_join(kRun, b.data(), b.size(), &why);
   ASSERT_TRUE(back) << why;
@@ -168,7 +196,7 @@ TEST(Records, GroupRoundTripUpToTheMemberLimit) {
     GroupRecord g = sample_group();
     g.members.clear();
     for (size_t i = 0; i < n; ++i) g.members.push_back(i * 3 + 1);
-    const Bytes b = encode(kRun, g);
+    const Bytes b = encode(kRun, g, me());
     std::string why;
     auto back = decode_group(kRun, b.data(), b.size(), &why);
     ASSERT_TRUE(back) << why;
@@ -185,7 +213,7 @@ TEST(Records, OobRoundTripUpToThePayloadLimit) {
     OobRecord o = sample_oob();
     o.payload.assign(n, 0);
     for (size_t i = 0; i < n; ++i) o.payload[i] = static_cast<uint8_t>(i * 7);
-    const Bytes b = encode(kRun, o);
+    const Bytes b = encode(kRun, o, me());
     std::string why;
     auto back = decode_oob(kRun, b.data(), b.size(), &why);
     ASSERT_TRUE(back) << why;
@@ -276,8 +304,8 @@ TEST(Records, RejectsBadMagicVersionAndChecksum) {
   EXPECT_NE(rejection(k, Bytes{'L', 'M', 'X'}).find("bad magic"), std::string::npos);
   EXPECT_NE(rejection(k, Bytes{'{', '"'}).find("bad magic"), std::string::npos);
 
-  Bytes payload(k.valid.begin() + 18, k.valid.end() - 4);
-  EXPECT_NE(rejection(k, frame(1, payload, kRun, 1)).find("unknown record format version 1 (this build reads 2)"),
+  const Bytes payload = payload_of(k.valid);
+  EXPECT_NE(rejection(k, frame(1, payload, kRun, 1)).find("unknown record format version 1 (this build reads 3)"),
             std::string::npos);
 
   b = k.valid;
@@ -308,7 +336,7 @@ TEST(Records, RejectsAnotherKind) {
 TEST(Records, RejectsAnotherRun) {
   const uint64_t other = run_hash("other-run");
   for (const Kind &k : all_kinds()) {
-    Bytes payload(k.valid.begin() + 18, k.valid.end() - 4);
+    const Bytes payload = payload_of(k.valid);
     char expected[128];
     std::snprintf(expected, sizeof expected, "record of run 0x%016llx, this run is 0x%016llx",
                   static_cast<unsigned long long>(other), static_cast<unsigned long long>(kRun));
@@ -319,7 +347,7 @@ TEST(Records, RejectsAnotherRun) {
 TEST(Records, RejectsAnOversizedPayloadLengthBeforeReadingIt) {
   Frame f;
   for (char c : std::string("LMSW")) f.u8(static_cast<uint8_t>(c));
-  f.u8(2);
+  f.u8(3);
   f.u8(1);
   f.u64(kRun);
   f.u32(0xffffffffu);
@@ -328,9 +356,10 @@ TEST(Records, RejectsAnOversizedPayloadLengthBeforeReadingIt) {
   EXPECT_NE(rejection(k, f.b).find("payload length 4294967295 exceeds the limit"), std::string::npos);
 }
 
-Bytes progress_payload(const std::string &host, double rate, int64_t epoch = 1, size_t extra = 0) {
+Bytes progress_payload(const std::string &host, double rate, int64_t epoch = 1, size_t extra = 0,
+                       uint64_t peer = me().id()) {
   Frame f;
-  f.u64(1);
+  f.u64(peer);
   f.u64(static_cast<uint64_t>(epoch));
   f.u64(10);
   f.f64(rate);
@@ -451,33 +480,118 @@ TEST(Records, RejectsOutOfRangeFingerprintFields) {
 TEST(Records, EncodeRefusesWhatDecodeWouldReject) {
   ProgressRecord p = sample_progress();
   p.state_host.assign(256, 'x');
-  EXPECT_THROW(encode(kRun, p), std::invalid_argument);
+  EXPECT_THROW(encode(kRun, p, me()), std::invalid_argument);
   p = sample_progress();
   p.samples_per_second = std::nan("");
-  EXPECT_THROW(encode(kRun, p), std::invalid_argument);
+  EXPECT_THROW(encode(kRun, p, me()), std::invalid_argument);
   p.samples_per_second = -0.5;
-  EXPECT_THROW(encode(kRun, p), std::invalid_argument);
+  EXPECT_THROW(encode(kRun, p, me()), std::invalid_argument);
   p = sample_progress();
   p.epoch = -1;
-  EXPECT_THROW(encode(kRun, p), std::invalid_argument);
+  EXPECT_THROW(encode(kRun, p, me()), std::invalid_argument);
 
   GroupRecord g = sample_group();
   g.members = {3, 2};
-  EXPECT_THROW(encode(kRun, g), std::invalid_argument);
+  EXPECT_THROW(encode(kRun, g, me()), std::invalid_argument);
   g.members = {};
-  EXPECT_THROW(encode(kRun, g), std::invalid_argument);
+  EXPECT_THROW(encode(kRun, g, me()), std::invalid_argument);
   g.members.resize(4097);
   for (size_t i = 0; i < g.members.size(); ++i) g.members[i] = i;
-  EXPECT_THROW(encode(kRun, g), std::invalid_argument);
+  EXPECT_THROW(encode(kRun, g, me()), std::invalid_argument);
 
   OobRecord o = sample_oob();
   o.rank = o.size;
-  EXPECT_THROW(encode(kRun, o), std::invalid_argument);
+  EXPECT_THROW(encode(kRun, o, me()), std::invalid_argument);
   o = sample_oob();
   o.payload.resize(kMaxOobPayload + 1);
-  EXPECT_THROW(encode(kRun, o), std::invalid_argument);
+  EXPECT_THROW(encode(kRun, o, me()), std::invalid_argument);
 }
 
+
+// ---- Signatures: who may speak for whom -------------------------------------
+
+TEST(Records, PeerIdsDeriveFromPublicKeys) {
+  const Identity a, b;
+  EXPECT_NE(a.id(), b.id());
+  EXPECT_NE(a.id(), 0u);
+  EXPECT_EQ(peer_id_of(a.public_key()), a.id());
+  PublicKey other = a.public_key();
+  other[0] ^= 1;
+  EXPECT_NE(peer_id_of(other), a.id());
+}
+
+TEST(Records, EveryKindDecodesItsSigner) {
+  const Identity other;
+  OobRecord o = sample_oob();
+  const Bytes b = encode(kRun, o, other);
+  std::string why;
+  auto back = decode_oob(kRun, b.data(), b.size(), &why);
+  ASSERT_TRUE(back) << why;
+  EXPECT_EQ(back->signer, other.id());  // the group reads a rank's part only from that member
+}
+
+TEST(Records, ARecordThatSpeaksForAnotherPeerIsRejectedAsForged) {
+  const Identity victim;
+  const std::string forged = " is not its signer: signed by peer " + std::to_string(me().id()) + " (forged)";
+  std::string why;
+  // Progress: the victim's id in the payload, signed by this test's key.
+  const Bytes p = frame(1, progress_payload("host", 1.0, 1, 0, victim.id()));
+  EXPECT_FALSE(decode_progress(kRun, p.data(), p.size(), &why));
+  EXPECT_EQ(why, "peer " + std::to_string(victim.id()) + forged);
+  // Join: the same.
+  Frame j;
+  j.u64(victim.id());
+  j.u64(1);
+  j.u32(0);
+  j.u64(0);
+  const Bytes jb = frame(2, j.b);
+  EXPECT_FALSE(decode_join(kRun, jb.data(), jb.size(), &why));
+  EXPECT_EQ(why, "peer " + std::to_string(victim.id()) + forged);
+  // Group: a leader that did not sign it.
+  GroupRecord g = sample_group();
+  g.leader = victim.id();
+  Frame gf;
+  gf.u64(g.fingerprint);
+  gf.u64(g.leader);
+  gf.u64(uint64_t(g.epoch));
+  gf.u32(g.attempt);
+  gf.u32(uint32_t(g.members.size()));
+  for (uint64_t m : g.members) gf.u64(m);
+  const Bytes gb = frame(3, gf.b);
+  EXPECT_FALSE(decode_group(kRun, gb.data(), gb.size(), &why));
+  EXPECT_EQ(why, "leader " + std::to_string(victim.id()) + forged);
+  // And encode never makes one.
+  ProgressRecord q = sample_progress();
+  q.peer_id = victim.id();
+  EXPECT_THROW(encode(kRun, q, me()), std::invalid_argument);
+  JoinRecord jr{victim.id(), 1, 0, 0};
+  EXPECT_THROW(encode(kRun, jr, me()), std::invalid_argument);
+  EXPECT_THROW(encode(kRun, g, me()), std::invalid_argument);
+}
+
+TEST(Records, ASignatureThatDoesNotMatchIsRejected) {
+  const Identity victim;
+  for (const Kind &k : all_kinds()) {
+    // Someone else's public key put in place of the signer's (the CRC made
+    // good again): the signature no longer verifies.
+    Bytes swapped = k.valid;
+    std::copy(victim.public_key().begin(), victim.public_key().end(), swapped.end() - 100);
+    fix_crc(swapped);
+    EXPECT_EQ(rejection(k, swapped),
+              "bad signature: not signed by the key it carries (that of peer " + std::to_string(victim.id()) + ")")
+        << k.name;
+    // A payload changed after signing, CRC made good.
+    Bytes altered = k.valid;
+    altered[18] ^= 1;
+    fix_crc(altered);
+    EXPECT_NE(rejection(k, altered).find("bad signature"), std::string::npos) << k.name;
+    // A damaged signature.
+    Bytes damaged = k.valid;
+    damaged[damaged.size() - 10] ^= 0x40;
+    fix_crc(damaged);
+    EXPECT_NE(rejection(k, damaged).find("bad signature"), std::string::npos) << k.name;
+  }
+}
 }  // namespace
 }  // namespace loom_collab
 
@@ -486,7 +600,7 @@ namespace {
 
 TEST(Records, FingerprintRoundTripAndLimits) {
   FingerprintRecord f{0x42, std::string(kMaxFingerprintText, 'x'), true, 7};
-  const Bytes b = encode(kRun, f);
+  const Bytes b = encode(kRun, f, me());
   std::string why;
   auto back = decode_fingerprint(kRun, b.data(), b.size(), &why);
   ASSERT_TRUE(back) << why;
@@ -495,11 +609,11 @@ TEST(Records, FingerprintRoundTripAndLimits) {
   EXPECT_TRUE(back->truncated);
   EXPECT_EQ(back->peers, 7u);
   f.text += 'x';
-  EXPECT_THROW(encode(kRun, f), std::invalid_argument);
+  EXPECT_THROW(encode(kRun, f, me()), std::invalid_argument);
   f.text.pop_back();
   for (uint32_t bad : {0u, kMaxPeers + 1}) {
     f.peers = bad;
-    EXPECT_THROW(encode(kRun, f), std::invalid_argument) << bad;
+    EXPECT_THROW(encode(kRun, f, me()), std::invalid_argument) << bad;
   }
   // A group's hash covers what its members train.
   GroupRecord g = sample_group(), other = sample_group();

@@ -3,7 +3,10 @@
 //   loom_swarm_rogue RUN_ID HOST:PORT SECONDS
 //     joins a run's DHT and publishes, under the run's progress key, a record
 //     of another run, a truncated record, a record with a flipped bit and
-//     plain garbage, again and again until killed or its time is up. Prints
+//     plain garbage, again and again until killed or its time is up; and,
+//     once it has seen an honest peer's records, that peer's first record
+//     again (a replay) and its latest signed by the rogue's own key (a
+//     forgery: another peer's id). Prints
 //     "rogue dht 127.0.0.1:PORT" once it joined (a DHT node without a state
 //     server: a peer that joins through it cannot ask it for the model).
 //   loom_swarm_rogue --donor RUN_ID HOST:PORT|- SECONDS
@@ -121,8 +124,9 @@ int run_donor(const std::string &run_id, const std::string &bootstrap, int secon
   std::atomic<int> served{0};
   std::thread server(serve_bad_state, listener, &epoch, &stop, &served);
   const uint64_t run = run_hash(run_id);
+  const Identity identity;
   ProgressRecord me;
-  me.peer_id = 0xD0D0D0D0ull;
+  me.peer_id = identity.id();
   me.state_host = "127.0.0.1";
   me.state_port = ntohs(addr.sin_port);
   const std::string key = progress_key(run_id);
@@ -140,18 +144,35 @@ int run_donor(const std::string &run_id, const std::string &bootstrap, int secon
     }
     me.epoch = epoch;
     me.time_ms = now_ms();
-    dht.put(key, me.peer_id, encode(run, me), std::chrono::seconds(10), std::chrono::milliseconds(500));
+    dht.put(key, me.peer_id, encode(run, me, identity), std::chrono::seconds(10), std::chrono::milliseconds(500));
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
   }
   std::printf("rogue served %d bad states\n", served.load());
   std::fflush(stdout);
   me.flags = ProgressRecord::kLeft;
   me.time_ms = now_ms();
-  dht.put(key, me.peer_id, encode(run, me), std::chrono::seconds(10), std::chrono::milliseconds(500));
+  dht.put(key, me.peer_id, encode(run, me, identity), std::chrono::seconds(10), std::chrono::milliseconds(500));
   stop = true;
   server.join();
   ::close(listener);
   return 0;
+}
+
+// honest's record as it would be, signed by signer instead: encode() refuses
+// to make one, so the peer id is patched in and the record signed again.
+Bytes forge(uint64_t run, ProgressRecord honest, const Identity &signer) {
+  const uint64_t victim = honest.peer_id;
+  honest.peer_id = signer.id();
+  honest.time_ms = now_ms();
+  Bytes b = encode(run, honest, signer);
+  constexpr size_t kHeader = 18;  // records.cpp's layout: header, payload, key, signature, CRC
+  for (int i = 0; i < 8; ++i) b[kHeader + size_t(i)] = static_cast<uint8_t>(victim >> (8 * i));
+  const size_t signed_bytes = b.size() - 64 - 4;
+  const Signature sig = signer.sign(b.data(), signed_bytes);
+  std::copy(sig.begin(), sig.end(), b.begin() + long(signed_bytes));
+  const uint32_t crc = static_cast<uint32_t>(crc32_z(0, b.data(), b.size() - 4));
+  for (int i = 0; i < 4; ++i) b[b.size() - 4 + size_t(i)] = static_cast<uint8_t>(crc >> (8 * i));
+  return b;
 }
 
 int run_records(const std::string &run_id, const std::string &bootstrap, int seconds) {
@@ -166,8 +187,9 @@ int run_records(const std::string &run_id, const std::string &bootstrap, int sec
   // Others may join through this node: it has no state server.
   std::printf("rogue dht 127.0.0.1:%u\n", unsigned(dht.port()));
   std::fflush(stdout);
+  const Identity identity;
   ProgressRecord r;
-  r.peer_id = 0xBADBADBADull;
+  r.peer_id = identity.id();
   r.epoch = 5;
   r.samples = 100;
   r.samples_per_second = 10;
@@ -175,10 +197,14 @@ int run_records(const std::string &run_id, const std::string &bootstrap, int sec
   r.state_port = 9;
   const std::string key = progress_key(run_id);
   const auto until = Clock::now() + std::chrono::seconds(seconds);
+  uint64_t victim = 0;
+  Bytes captured, forged;
+  int64_t captured_ms = 0;
+  bool newer = false;
   while (Clock::now() < until) {
     r.time_ms = now_ms();
-    Bytes other = encode(run_hash(run_id + "-another-run"), r);
-    Bytes good = encode(run_hash(run_id), r);
+    Bytes other = encode(run_hash(run_id + "-another-run"), r, identity);
+    Bytes good = encode(run_hash(run_id), r, identity);
     Bytes truncated(good.begin(), good.begin() + long(good.size() / 2));
     Bytes flipped = good;
     flipped[flipped.size() / 2] ^= 0x10;
@@ -186,6 +212,22 @@ int run_records(const std::string &run_id, const std::string &bootstrap, int sec
     uint64_t id = 0xBAD000;
     for (const Bytes *b : {&other, &truncated, &flipped, &garbage})
       dht.put(key, ++id, *b, std::chrono::seconds(10), std::chrono::milliseconds(500));
+    // An honest peer's record, kept as first seen and replayed once that
+    // peer said something newer; and its latest, re-signed by this rogue
+    // under the honest peer's id.
+    for (const auto &raw : dht.get(key, std::chrono::milliseconds(300))) {
+      auto seen = decode_progress(run_hash(run_id), raw.data(), raw.size(), nullptr);
+      if (!seen || seen->peer_id == identity.id() || (victim != 0 && seen->peer_id != victim)) continue;
+      if (victim == 0) {
+        victim = seen->peer_id;
+        captured = raw;
+        captured_ms = seen->time_ms;
+      }
+      if (seen->time_ms > captured_ms + 1500) newer = true;
+      forged = forge(run_hash(run_id), *seen, identity);
+    }
+    if (newer) dht.put(key, ++id, captured, std::chrono::seconds(10), std::chrono::milliseconds(500));
+    if (!forged.empty()) dht.put(key, ++id, forged, std::chrono::seconds(10), std::chrono::milliseconds(500));
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
   }
   return 0;

@@ -36,6 +36,20 @@ TEST(Tracker, GlobalEpochIsTheHighestLivePeersAndSamplesAreCountedThere) {
   EXPECT_EQ(v.peers, 4u);
 }
 
+TEST(Tracker, AReplayedOlderRecordIsRefusedAndCannotUndoAGoodbye) {
+  Tracker t(5000);
+  const ProgressRecord old = record(2, 7, 100, 0, 3000);
+  EXPECT_TRUE(t.merge(old));
+  EXPECT_TRUE(t.merge(record(2, 7, 10, 0, 1000, ProgressRecord::kLeft)));  // its goodbye
+  EXPECT_EQ(t.view(kMe, 7, 0, 0, kNow).peers, 1u);
+  EXPECT_FALSE(t.merge(old));  // replayed: the peer stays gone
+  EXPECT_EQ(t.view(kMe, 7, 0, 0, kNow).peers, 1u);
+  EXPECT_EQ(t.newest(2), kNow - 1000);
+  EXPECT_EQ(t.newest(99), 0);
+  EXPECT_TRUE(t.merge(record(2, 8, 0, 0, 0)));  // what it says next counts again
+  EXPECT_EQ(t.view(kMe, 8, 0, 0, kNow).peers, 2u);
+}
+
 TEST(Tracker, RecordsAreExtrapolatedByTheirRateForAtMostOneSecond) {
   Tracker t(5000);
   t.merge(record(2, 3, 100, 50, /*age_ms=*/500));

@@ -1,6 +1,7 @@
 // Misbehaving members (loom_swarm_rogue): one publishes foreign, truncated,
-// corrupted and garbage progress records into the run's DHT key, and the
-// peers reject each, log it, and train on together; another serves a state
+// corrupted and garbage progress records into the run's DHT key, another
+// peer's record signed by its own key and a peer's old record replayed, and
+// the peers reject each, log it, and train on together; another serves a state
 // with a wrong checksum, and a joiner rejects it, logs it, and loads the
 // state from an honest donor.
 #include <gtest/gtest.h>
@@ -27,11 +28,24 @@ TEST(Swarm, ForeignAndMalformedRecordsAreRejectedAndTrainingGoesOn) {
   Peer second(scratch, "p2", digits_config(), common, {{"LOOM_INITIAL_PEERS", first.address()}});
 
   for (Peer* p : {&first, &second}) ASSERT_EQ(p->wait_exit(seconds(150)), 0) << p->tail();
+  auto occurrences = [](const std::string& text, const std::string& what) {
+    int n = 0;
+    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+    return n;
+  };
+  int replays = 0;  // the rogue replays one peer's first record: the other refuses it
   for (Peer* p : {&first, &second}) {
     const std::string log = p->log();
     for (const char* reason : {"record of run 0x", "truncated: ", "bad checksum", "not a Loom swarm record"})
       EXPECT_NE(log.find(std::string("rejected a progress record: ") + reason), std::string::npos)
           << p->name() << " did not log rejecting a record with " << reason << "\n" << p->tail();
+    // The rogue re-signs one peer's record under its own key: both refuse it,
+    // said at most once a minute (the run is shorter than two).
+    const int forged = occurrences(log, "(forged)");
+    EXPECT_GE(forged, 1) << p->name() << "\n" << p->tail();
+    EXPECT_LE(forged, 2) << p->name() << "\n" << p->tail();
+    replays += occurrences(log, "(a replay, or a stale copy");
+    EXPECT_LE(occurrences(log, "(a replay, or a stale copy"), 2) << p->name();
     auto final = final_result(log);
     ASSERT_TRUE(final) << p->tail();
     EXPECT_GE(final->accuracy, 0.9) << p->name();
@@ -39,6 +53,7 @@ TEST(Swarm, ForeignAndMalformedRecordsAreRejectedAndTrainingGoesOn) {
     for (const auto& round : averaged_rounds(log)) with_two += round.peers == 2;
     EXPECT_GE(with_two, 1) << p->name() << " never averaged with the other peer\n" << p->tail();
   }
+  EXPECT_GE(replays, 1) << "no peer logged refusing the replayed record\n" << first.tail() << second.tail();
 }
 
 TEST(Swarm, DonorWithAWrongChecksumIsRejectedAndTheJoinerLoadsFromAnother) {
