@@ -168,26 +168,47 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
       pending_ = std::move(p);
       return RoundEnd::short_of_target;
     }
-    // A member that counts 0 (diverged, or an outlier) sends zeros.
-    const float *send = buffer_.data();
-    if (mine > 0) {
-      fill();
-    } else if (direct) {
-      zeros_.assign(numel_, 0.0f);
-      send = zeros_.data();
-    } else {
-      std::fill(buffer_.begin(), buffer_.end(), 0.0f);
-      filled = false;
-    }
     const auto posted = Clock::now();
-    if (direct) {
-      grads_written = true;
-      // Every member divides by the same summed weights (bit for bit: one
-      // allreduce's result), as allreduce_scaled requires.
-      if (comm->allreduce_scaled(send, flat_grads_, numel_, 1.0 / total, deadline, &why) != LOOM_OK) return failed();
+    const bool robust = opt_.centered_clip;
+    if (robust) {
+      // Each member sends its mean gradient; CenteredClip weighs them by
+      // their samples (capped, robust.h), so the honest result is the mean's
+      // near neighbour and a rogue's pull is bounded. The gradients are
+      // written only once it is done, so a retry starts from them again.
+      const float inv = float(1.0 / windows);
+      if (direct) {
+        scale_into(buffer_.data(), flat_grads_, numel_, inv);
+      } else {
+        size_t at = 0;
+        for (const auto &g : grads_) {
+          scale_into(buffer_.data() + at, g.data, g.numel, inv);
+          at += g.numel;
+        }
+      }
+      filled = false;
+      if (!robust_average(*comm, buffer_.data(), numel_, members.weight, buffer_.data(), deadline, &why))
+        return failed();
     } else {
-      filled = false;  // from here buffer_ holds (part of) a sum
-      if (comm->allreduce_sum(buffer_.data(), numel_, deadline, &why) != LOOM_OK) return failed();
+      // A member that counts 0 (diverged, or an outlier) sends zeros.
+      const float *send = buffer_.data();
+      if (mine > 0) {
+        fill();
+      } else if (direct) {
+        zeros_.assign(numel_, 0.0f);
+        send = zeros_.data();
+      } else {
+        std::fill(buffer_.begin(), buffer_.end(), 0.0f);
+        filled = false;
+      }
+      if (direct) {
+        grads_written = true;
+        // Every member divides by the same summed weights (bit for bit: one
+        // allreduce's result), as allreduce_scaled requires.
+        if (comm->allreduce_scaled(send, flat_grads_, numel_, 1.0 / total, deadline, &why) != LOOM_OK) return failed();
+      } else {
+        filled = false;  // from here buffer_ holds (part of) a sum
+        if (comm->allreduce_sum(buffer_.data(), numel_, deadline, &why) != LOOM_OK) return failed();
+      }
     }
     // The result counts only once every member has finished the allreduce,
     // and only if it is finite everywhere. A member that failed it (its own
@@ -196,7 +217,7 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
     // could finish with that data. Such a member never comes here, so this
     // step fails for the others too, and they start again from their
     // weighted copies.
-    const float *result = direct ? flat_grads_ : buffer_.data();
+    const float *result = direct && !robust ? flat_grads_ : buffer_.data();
     double finished[2] = {1, std::isfinite(sum_of_squares(result, numel_)) ? 0.0 : 1.0};
     if (comm->allreduce(finished, 2, LOOM_DTYPE_F64, LOOM_REDUCE_SUM, deadline, &why) != LOOM_OK) return failed();
     if (finished[1] > 0) {
@@ -205,7 +226,17 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
                       " are not finite; the round is discarded on every member (no step)");
       return RoundEnd::discarded;
     }
-    if (!direct) {
+    if (robust) {
+      if (direct) {
+        std::memcpy(flat_grads_, buffer_.data(), numel_ * sizeof(float));
+      } else {
+        size_t at = 0;
+        for (auto &g : grads_) {
+          std::memcpy(g.data, buffer_.data() + at, g.numel * sizeof(float));
+          at += g.numel;
+        }
+      }
+    } else if (!direct) {
       size_t at = 0;
       for (auto &g : grads_) {
         divide_into(g.data, buffer_.data() + at, g.numel, float(total));
@@ -216,8 +247,8 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
     detail("epoch " + std::to_string(epoch) + ": averaged gradients of " + std::to_string(uint64_t(total)) +
            " samples with " + group_text(group) + " (matchmaking " + ms(waited) + " ms" +
            (ahead ? ", group and communicator prepared ahead" : "") + ", averaging " + ms(setup + reduced) +
-           " ms: communicator " + ms(setup) + " ms, allreduce " + ms(reduced) + " ms" +
-           (direct ? ", scaled into the gradients" : "") + ")");
+           " ms: communicator " + ms(setup) + " ms, " + (robust ? "centered_clip " : "allreduce ") + ms(reduced) +
+           " ms" + (direct && !robust ? ", scaled into the gradients" : "") + ")");
     comm_ = std::move(comm);
     last_local_reason_.clear();
     return RoundEnd::averaged;
@@ -304,11 +335,28 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
   return RoundEnd::alone;
 }
 
-bool Peer::average_views(std::vector<FloatView> &views, double mine, double total, Clock::time_point deadline,
+bool Peer::average_views(std::vector<FloatView> &views, const MemberWeights &members, Clock::time_point deadline,
                          std::string *why) {
+  const double mine = members.weight[size_t(comm_->rank())], total = members.total;
   uint64_t numel = 0;
   for (const auto &v : views) numel += v.numel;
   scratch_.resize(numel);
+  if (opt_.centered_clip) {
+    // The same protection as the gradients': each member's values as they
+    // are, combined by CenteredClip over the members that count.
+    size_t at = 0;
+    for (const auto &v : views) {
+      std::memcpy(scratch_.data() + at, v.data, v.numel * sizeof(float));
+      at += v.numel;
+    }
+    if (!robust_average(*comm_, scratch_.data(), numel, members.weight, scratch_.data(), deadline, why)) return false;
+    at = 0;
+    for (auto &v : views) {
+      std::memcpy(v.data, scratch_.data() + at, v.numel * sizeof(float));
+      at += v.numel;
+    }
+    return true;
+  }
   size_t at = 0;
   for (const auto &v : views) {
     if (mine > 0) scale_into(scratch_.data() + at, v.data, v.numel, float(mine));
@@ -371,7 +419,7 @@ void Peer::average_parameters(const char *reason) {
                 std::string(reason) + ": no member's parameters were healthy; each keeps its own");
     return;
   }
-  if (!average_views(views, mine, members.total, deadline, &why)) {
+  if (!average_views(views, members, deadline, &why)) {
     log_limited(Level::warn, "state averaging", std::string(reason) + ": parameter averaging failed (" + why +
                                                     "); keeping this peer's");
     return;
@@ -380,7 +428,7 @@ void Peer::average_parameters(const char *reason) {
   detail(std::string(reason) + ": averaged the parameters" + (buffers ? " and " + std::to_string(buffers) + " buffers" : "") +
          " with " + std::to_string(comm_->size()) + " peers" +
          (mine > 0 ? "" : " (this peer's own counted 0: it took the others' mean)"));
-  if (opt_.average_optimizer_state) average_optimizer_state(reason, mine, members.total, deadline);
+  if (opt_.average_optimizer_state) average_optimizer_state(reason, members, deadline);
 }
 
 size_t Peer::append_buffer_views(std::vector<FloatView> *views) {
@@ -405,7 +453,7 @@ size_t Peer::append_buffer_views(std::vector<FloatView> *views) {
   return added;
 }
 
-void Peer::average_optimizer_state(const char *reason, double mine, double total, Clock::time_point deadline) {
+void Peer::average_optimizer_state(const char *reason, const MemberWeights &members, Clock::time_point deadline) {
   if (state_.struct_size < LOOM_TRAINING_STATE_V1_2_SIZE || state_.optimizer_state == nullptr) return;  // said at setup
   const DLTensor *tensors = nullptr;
   uint32_t count = 0;
@@ -439,7 +487,7 @@ void Peer::average_optimizer_state(const char *reason, double mine, double total
     return;
   }
   if (numel == 0) return;
-  if (!average_views(views, mine, total, deadline, &why)) {
+  if (!average_views(views, members, deadline, &why)) {
     log_limited(Level::warn, "optimizer state", std::string(reason) + ": averaging the optimizer's statistics failed (" + why + "); keeping this peer's");
     return;
   }

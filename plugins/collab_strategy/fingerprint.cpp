@@ -1,5 +1,7 @@
 #include "fingerprint.h"
 
+#include <cstdio>
+
 #include <algorithm>
 #include <map>
 #include <sstream>
@@ -51,6 +53,13 @@ std::string fingerprint_text(const loom_training_state_v1 &state, const Options 
   out += "collab collective: " + o.collective + "\n";
   out += std::string("collab gradients: ") + (direct ? "scaled into one flat vector" : "averaged through a copy") + "\n";
   out += "collab average_state_every: " + std::to_string(o.average_state_every) + "\n";
+  if (o.centered_clip) {
+    // Listed only when set, so that "mean" swarms keep their fingerprints.
+    char radius[32];
+    std::snprintf(radius, sizeof radius, "%.6g", o.clip_radius);
+    out += std::string("collab aggregation: centered_clip, clip_radius ") + radius + ", clip_iterations " +
+           std::to_string(o.clip_iterations) + "\n";
+  }
   out += std::string("collab average_optimizer_state: ") + (o.average_optimizer_state ? "true" : "false") + "\n";
   out += "collab target_batch_size: " + std::to_string(o.target_batch_size) + "\n";
   return out;

@@ -69,6 +69,22 @@ loom_status GroupComm::allreduce_scaled(const float *send, float *recv, uint64_t
   return complete(posted, request, deadline, "allreduce", why);
 }
 
+loom_status GroupComm::alltoall(const float *send, float *recv, uint64_t count, Clock::time_point deadline,
+                                std::string *why) {
+  if (comm_ == nullptr) return no_comm(why);
+  loom_request *request = nullptr;
+  const loom_status posted = vt_->alltoall(comm_, send, recv, count, LOOM_DTYPE_F32, &request);
+  return complete(posted, request, deadline, "alltoall", why);
+}
+
+loom_status GroupComm::allgather(const float *send, float *recv, uint64_t count, Clock::time_point deadline,
+                                 std::string *why) {
+  if (comm_ == nullptr) return no_comm(why);
+  loom_request *request = nullptr;
+  const loom_status posted = vt_->allgather(comm_, send, recv, count, LOOM_DTYPE_F32, &request);
+  return complete(posted, request, deadline, "allgather", why);
+}
+
 loom_status GroupComm::barrier(Clock::time_point deadline, std::string *why) {
   if (comm_ == nullptr) return no_comm(why);
   loom_request *request = nullptr;

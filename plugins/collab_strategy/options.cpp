@@ -68,6 +68,16 @@ const loom_option_decl kOptions[kNumOptions] = {
      "Path of the swarm key file (`loom swarm keygen FILE`, mode 0600; also LOOM_SWARM_KEY). With a key, the "
      "swarm's DHT records are sealed and kept where only key holders find them. Empty: an open swarm, which "
      "anyone who knows the run_id and reaches a peer can join and read."},
+    {sizeof(loom_option_decl), LOOM_OPTION_STRING, "aggregation", "mean",
+     "How a group combines its members' gradients and parameters: \"mean\" (weighted by samples; one allreduce) "
+     "or \"centered_clip\" (CenteredClip, Karimireddy et al. 2021: each member owns a slice, receives every "
+     "member's copy of it, clips their pull, and the slices are gathered), which a minority of members sending "
+     "arbitrary values cannot drag away. Every peer of a run must use the same value (part of the fingerprint)."},
+    {sizeof(loom_option_decl), LOOM_OPTION_FLOAT, "clip_radius", "0.5",
+     "centered_clip's radius, in units of the median distance of the members' values from their coordinate-wise "
+     "median (so it follows the gradients' scale): smaller resists more, larger is closer to the mean."},
+    {sizeof(loom_option_decl), LOOM_OPTION_INT, "clip_iterations", "5",
+     "centered_clip's iterations per slice (1 to 100)."},
 };
 
 namespace {
@@ -227,6 +237,14 @@ bool read_options(const loom_host_v1 *host, Options *o, std::string *why) {
   double idle = 0;
   if (!r.number(kOptServeIdleTimeout, 0.1, 3600, &idle)) return false;
   o->serve.idle_timeout = std::chrono::milliseconds(int64_t(idle * 1000));
+  if (!r.text(kOptAggregation, &t)) return false;
+  if (t != "mean" && t != "centered_clip") {
+    *why = "option aggregation = '" + t + "' is not valid; use \"mean\" or \"centered_clip\"";
+    return false;
+  }
+  o->centered_clip = t == "centered_clip";
+  if (!r.number(kOptClipRadius, 0.01, 1e6, &o->clip_radius)) return false;
+  if (!r.integer(kOptClipIterations, 1, 100, &o->clip_iterations)) return false;
   if (!r.text(kOptSwarmKey, &o->swarm_key_path)) return false;
   if (!o->swarm_key_path.empty()) {
     loom_key::SwarmKey key;

@@ -38,6 +38,9 @@ enum OptionIndex {
   kOptServeRequestsPerMinute,
   kOptServeIdleTimeout,
   kOptSwarmKey,
+  kOptAggregation,
+  kOptClipRadius,
+  kOptClipIterations,
   kNumOptions
 };
 
@@ -65,6 +68,9 @@ struct Options {
   ServeLimits serve;  // the state server's serve_* limits
   std::string swarm_key_path;                // empty: an open swarm
   std::optional<loom_key::SwarmKey> swarm_key;  // read from swarm_key_path
+  bool centered_clip = false;   // aggregation = "centered_clip" (robust.h); false: "mean"
+  double clip_radius = 0.5;     // CenteredClip's radius, in medians of the members' distances
+  int64_t clip_iterations = 5;  // CenteredClip's iterations
 };
 
 // Reads and validates every option through host->get_option. On a bad value

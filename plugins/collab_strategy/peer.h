@@ -133,11 +133,20 @@ class Peer {
   bool exchange_weights(GroupComm &comm, double weight, double norm, Clock::time_point deadline, MemberWeights *out,
                         std::string *why, double factor = kOutlierFactor);
   void average_parameters(const char *why);
-  // Replaces each view's data by the weighted mean over comm_'s members
-  // (mine: this peer's weight, total: the members'); false, with *why, when
-  // the allreduce failed (the data is then unchanged).
-  bool average_views(std::vector<FloatView> &views, double mine, double total, Clock::time_point deadline,
+  // Replaces each view's data by the mean over comm_'s members weighted by
+  // members.weight (aggregation mean), or by their CenteredClip
+  // (centered_clip); false, with *why, when the collective failed (the
+  // data is then unchanged).
+  bool average_views(std::vector<FloatView> &views, const MemberWeights &members, Clock::time_point deadline,
                      std::string *why);
+  // aggregation = centered_clip (robust_round.cpp): out (numel values) gets
+  // the CenteredClip (robust.h) of every member's values, weighted by
+  // weights (per rank; 0 leaves a member out). Each member owns a slice:
+  // an alltoall brings it every member's copy of its slice, and an
+  // allgather brings every member the results. out may be values. False,
+  // with *why, when the collective failed.
+  bool robust_average(GroupComm &comm, const float *values, uint64_t numel, const std::vector<double> &weights,
+                      float *out, Clock::time_point deadline, std::string *why);
   // Adds views of the host's float32 buffers (ABI 1.4) to *views; returns
   // how many.
   size_t append_buffer_views(std::vector<FloatView> *views);
@@ -147,7 +156,7 @@ class Peer {
   void mark_synced();
   double drift_since_sync() const;
   // With average_optimizer_state: the optimizer's statistics, over comm_.
-  void average_optimizer_state(const char *why, double mine, double total, Clock::time_point deadline);
+  void average_optimizer_state(const char *why, const MemberWeights &members, Clock::time_point deadline);
 
   // Health: a peer that saw a non-finite loss or gradient since it last
   // loaded the swarm's state contributes nothing and reloads the state.
@@ -237,6 +246,8 @@ class Peer {
   std::string last_local_reason_;  // why the last epoch stepped alone, if it did
   std::unique_ptr<Pending> pending_;
   std::vector<float, loom_plugin_common::HugePageAllocator<float>> zeros_;  // what a member counting 0 sends
+  // centered_clip's slices: what this member sends, what it receives, its result.
+  std::vector<float, loom_plugin_common::HugePageAllocator<float>> robust_send_, robust_recv_, robust_slice_;
   int64_t last_heal_try_ms_ = 0;
   bool alone_until_target_ = false;  // an early round found nobody: this epoch waits for a whole target
   bool set_up_ = false;

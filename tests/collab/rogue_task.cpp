@@ -2,7 +2,8 @@
 // peers: a library `loom train` loads ([trainer] task_library) that registers
 // task "rogue". It wraps digits (passing on digits' options as set) and, after `after` losses, multiplies each loss
 // by nan (mode "nan": every gradient is nan) or by `scale` (mode "huge":
-// finite gradients scale times too large). It names itself after the
+// finite gradients scale times too large; mode "scale" with a negative
+// scale: sign-flipped gradients, the Byzantine tests' attack). It names itself after the
 // wrapped task, so its swarm fingerprint is the honest peers'.
 #include <loom/train/task.hpp>
 
@@ -30,8 +31,9 @@ class RogueTask : public Task {
       : inner_(loom::train::make_task("digits", wrapped_options(args), seed)),
         mode_(args.get_string("mode")),
         after_(args.get_int("after", 0)),
-        scale_(args.get_float("scale", 1, 1e38)) {
-    if (mode_ != "nan" && mode_ != "huge") throw args.invalid("mode", "must be \"nan\" or \"huge\", not \"" + mode_ + "\"");
+        scale_(args.get_float("scale", -1e38, 1e38)) {
+    if (mode_ != "nan" && mode_ != "huge" && mode_ != "scale")
+      throw args.invalid("mode", "must be \"nan\", \"huge\" or \"scale\", not \"" + mode_ + "\"");
   }
   std::string name() const override { return inner_->name(); }
   std::vector<NamedTensor> parameters() override { return inner_->parameters(); }
@@ -57,9 +59,11 @@ class RogueTask : public Task {
 
 const bool registered = [] {
   std::vector<loom::train::TaskOptionInfo> options = {
-      {"mode", "string", "nan", "nan: every loss times nan; huge: every loss times scale"},
+      {"mode", "string", "nan",
+       "nan: every loss times nan; huge or scale: every loss times scale (scale -10: sign-flipped gradients ten "
+       "times too large, a Byzantine peer's attack)"},
       {"after", "int", "10", "honest losses before it goes wrong"},
-      {"scale", "float", "1e30", "the factor of mode huge"}};
+      {"scale", "float", "1e30", "the factor of modes huge and scale"}};
   for (const auto& o : loom::train::task_options("digits")) options.push_back(o);
   loom::train::register_task("rogue", options, [](const loom::train::TaskArgs& args, uint64_t seed) {
     return std::make_unique<RogueTask>(args, seed);

@@ -38,6 +38,9 @@ TEST(Swarm, BadOptionsExitWithCode2AndTheReason) {
       {"strategy.options.run_id=no spaces", {"run_id", "'no spaces'", "[A-Za-z0-9_.-]"}},
       {"strategy.options.serve_max_per_address=0", {"serve_max_per_address", "= 0", "from 1 to 1024"}},
       {"strategy.options.serve_idle_timeout=0", {"serve_idle_timeout", "= 0", "from 0.1 to 3600"}},
+      {"strategy.options.aggregation=median", {"aggregation", "'median'", "\"mean\" or \"centered_clip\""}},
+      {"strategy.options.clip_radius=0", {"clip_radius", "= 0", "from 0.01 to"}},
+      {"strategy.options.clip_iterations=0", {"clip_iterations", "= 0", "from 1 to 100"}},
   };
   for (const auto& c : cases) {
     auto r = run_peer(scratch, {c.set});
