@@ -32,6 +32,26 @@ bool verify_signature(const PublicKey &pk, const Signature &sig, const uint8_t *
   return crypto_sign_verify_detached(sig.data(), msg, n, pk.data()) == 0;
 }
 
+Digest::Digest() {
+  static_assert(sizeof(crypto_generichash_state) <= sizeof(state_), "Digest::state_ is too small");
+  start_sodium();
+  crypto_generichash_init(reinterpret_cast<crypto_generichash_state *>(state_), nullptr, 0, 16);
+}
+
+void Digest::update(const void *data, size_t n) {
+  if (n == 0) return;
+  crypto_generichash_update(reinterpret_cast<crypto_generichash_state *>(state_),
+                            static_cast<const uint8_t *>(data), n);
+}
+
+uint64_t Digest::finish() {
+  uint8_t h[16];
+  crypto_generichash_final(reinterpret_cast<crypto_generichash_state *>(state_), h, sizeof h);
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(h[i]) << (8 * i);
+  return v;
+}
+
 Identity::Identity() {
   static_assert(crypto_sign_PUBLICKEYBYTES == kPublicKeyBytes && crypto_sign_BYTES == kSignatureBytes &&
                 crypto_sign_SECRETKEYBYTES == 64);

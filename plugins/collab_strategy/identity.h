@@ -30,6 +30,20 @@ uint64_t peer_id_of(const PublicKey &pk);
 // True when sig is pk's Ed25519 signature of msg.
 bool verify_signature(const PublicKey &pk, const Signature &sig, const uint8_t *msg, size_t n);
 
+// A 64-bit digest (BLAKE2b) of a sequence of byte ranges, as if they were
+// one: what peers publish of their parameters after each state averaging
+// (records.h, ProgressRecord::sync_hash). Finding other parameters with the
+// same digest takes about 2^64 tries.
+class Digest {
+ public:
+  Digest();
+  void update(const void *data, size_t n);
+  uint64_t finish();  // once
+
+ private:
+  alignas(64) uint8_t state_[384];  // crypto_generichash_state (checked in identity.cpp)
+};
+
 class Identity {
  public:
   // A fresh key pair from libsodium's generator (never id 0, which the swarm

@@ -283,6 +283,8 @@ ProgressRecord Peer::own_record() const {
   r.state_port = server_ ? server_->port() : 0;
   r.fingerprint = fingerprint_;
   r.since_ms = since_ms_;
+  r.sync_epoch = sync_epoch_.load();
+  r.sync_hash = sync_hash_.load();
   return r;
 }
 
@@ -410,6 +412,8 @@ void Peer::background() {
 
 void Peer::serve_if_wanted() {
   if (!server_ || !server_->wanted()) return;
+  // A state a joiner can check is one of a sync point: served only there.
+  if (opt_.average_state_every > 0 && !at_sync_) return;
   const uint8_t *data = nullptr;
   size_t len = 0;
   const auto t0 = Clock::now();
@@ -443,6 +447,11 @@ bool Peer::load_state(int64_t min_epoch, std::string *why) {
   constexpr auto kAloneGiveUp = std::chrono::seconds(3);
   Clock::time_point alone_since{};
   bool restored_bad = false;  // this peer's state was overwritten by one that is not finite
+  // This peer's own state, kept before a donor's first replaces it, so that
+  // a refused donor's state (poisoned, or not finite) never stays.
+  Bytes own;
+  bool replaced = false;
+  const bool checked = opt_.average_state_every > 0;
   while (!got && Clock::now() < deadline) {
     std::vector<Donor> donors;
     {
@@ -478,8 +487,27 @@ bool Peer::load_state(int64_t min_epoch, std::string *why) {
       for (const auto &d : donors) resting[d.peer_id] = Clock::now() + kRest;
       continue;
     }
-    if (state_.restore(state_.user, got->bytes.data(), got->bytes.size()) != LOOM_OK) {
+    if (checked && !is_sync_epoch(got->epoch)) {
+      reasons = "peer " + std::to_string(got->donor) + " sent a state of epoch " + std::to_string(got->epoch) +
+                ", which is not a state-averaging epoch: peers publish no hash for it to check it against";
+      log_limited(Level::warn, "unsynced donor " + std::to_string(got->donor), reasons + "; trying the next donor");
+      resting[got->donor] = deadline;
+      got.reset();
+      continue;
+    }
+    if (!replaced) {
+      const uint8_t *data = nullptr;
+      size_t len = 0;
+      if (state_.snapshot(state_.user, &data, &len) == LOOM_OK) own.assign(data, data + len);
+    }
+    const bool restored = state_.restore(state_.user, got->bytes.data(), got->bytes.size()) == LOOM_OK;
+    replaced = replaced || restored;
+    const std::string refusal = restored && checked ? check_loaded(got->epoch, got->donor, deadline) : "";
+    if (!restored) {
       reasons = "the state from peer " + std::to_string(got->donor) + " does not fit this model";
+      log(Level::warn, reasons + "; trying the next donor");
+    } else if (!refusal.empty()) {
+      reasons = refusal;
       log(Level::warn, reasons + "; trying the next donor");
     } else if (!state_finite()) {
       // A donor that diverged (or a state damaged on its way) must not
@@ -495,6 +523,9 @@ bool Peer::load_state(int64_t min_epoch, std::string *why) {
     got.reset();
   }
   flags_ &= ~ProgressRecord::kLoading;
+  if (!got && replaced && !own.empty() && !restored_bad &&
+      state_.restore(state_.user, own.data(), own.size()) == LOOM_OK)
+    detail("no donor's state was accepted; this peer's own state is back");
   if (!got) {
     *why = reasons.empty() ? "no donor at epoch " + std::to_string(min_epoch) + " or later was found within " +
                                  seconds_text(opt_.load_state_timeout) + " s"
@@ -505,6 +536,12 @@ bool Peer::load_state(int64_t min_epoch, std::string *why) {
   }
   unhealthy_ = false;
   mark_synced();
+  if (checked) {
+    // Checked against the swarm: this peer now holds (and serves) that sync point.
+    sync_epoch_ = got->epoch;
+    sync_hash_ = state_digest();
+    if (server_) server_->publish(got->epoch, got->bytes);
+  }
   zero_grads();
   alone_until_target_ = false;
   epoch_ = got->epoch;
@@ -514,7 +551,10 @@ bool Peer::load_state(int64_t min_epoch, std::string *why) {
   double seconds = std::chrono::duration<double>(Clock::now() - start).count();
   log(Level::info, "loaded the state of epoch " + std::to_string(got->epoch) + " from peer " +
                        std::to_string(got->donor) + " (" + std::to_string(got->bytes.size()) + " bytes in " +
-                       std::to_string(seconds) + " s)");
+                       std::to_string(seconds) + " s)" +
+                       (checked ? "; its parameters match the hash most peers published for that epoch"
+                                : "; not checked against the swarm: with average_state_every = 0 peers publish "
+                                  "no hash of their parameters"));
   wake_background();
   return true;
 }

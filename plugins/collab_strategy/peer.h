@@ -154,6 +154,19 @@ class Peer {
   // (averaged them, or loaded the state), and how far they moved since: the
   // drift state averaging compares (health.h).
   void mark_synced();
+  // Sync points (sync_state.cpp): at every state-averaging epoch (and the
+  // last) a peer records its parameters' digest (and those of its buffers,
+  // and of the optimizer's statistics when they are averaged too) in its
+  // progress record, and serves joiners only the state of such an epoch, so
+  // that a joiner can check what it loaded against what most peers
+  // published (a poisoned donor's state does not match).
+  bool is_sync_epoch(int64_t epoch) const;
+  uint64_t state_digest();
+  void record_sync(int64_t epoch);
+  // After a donor's state was restored: "" when its digest is the one most
+  // peers published for epoch (waiting a few seconds for their records),
+  // else why it is refused.
+  std::string check_loaded(int64_t epoch, uint64_t donor, Clock::time_point deadline);
   double drift_since_sync() const;
   // With average_optimizer_state: the optimizer's statistics, over comm_.
   void average_optimizer_state(const char *why, const MemberWeights &members, Clock::time_point deadline);
@@ -211,6 +224,9 @@ class Peer {
 
   // Shared with the background thread.
   std::atomic<int64_t> epoch_{0};
+  std::atomic<int64_t> sync_epoch_{0};  // record_sync: the last sync point's epoch and digest
+  std::atomic<uint64_t> sync_hash_{0};
+  bool at_sync_ = false;  // training thread: the state is that of a sync point (nothing trained since)
   std::atomic<uint64_t> samples_{0};
   std::atomic<double> rate_{0};
   std::atomic<uint32_t> flags_{0};

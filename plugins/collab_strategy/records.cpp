@@ -337,7 +337,7 @@ uint64_t GroupRecord::group_hash() const {
 }
 
 Bytes encode(uint64_t run, const ProgressRecord &r, const Identity &signer) {
-  require(r.epoch >= 0, "negative epoch");
+  require(r.epoch >= 0 && r.sync_epoch >= 0, "negative epoch");
   require(std::isfinite(r.samples_per_second) && r.samples_per_second >= 0, "samples_per_second is not a finite rate >= 0");
   require(r.state_host.size() <= kMaxString, "state_host longer than " + std::to_string(kMaxString) + " bytes");
   require_signer(r.peer_id, signer, "peer_id");
@@ -353,6 +353,8 @@ Bytes encode(uint64_t run, const ProgressRecord &r, const Identity &signer) {
   w.u8(static_cast<uint8_t>(r.state_port >> 8));
   w.u64(r.fingerprint);
   w.i64(r.since_ms);
+  w.i64(r.sync_epoch);
+  w.u64(r.sync_hash);
   return w.finish(signer);
 }
 
@@ -414,7 +416,9 @@ std::optional<ProgressRecord> decode_progress(uint64_t run, const uint8_t *data,
   if (r.u64(&p.peer_id) && r.i64(&p.epoch) && check_epoch(r, p.epoch) && r.u64(&p.samples) &&
       r.f64(&p.samples_per_second) && r.i64(&p.time_ms) && r.u32(&p.flags) &&
       read_string(r, &p.state_host, "state_host") && r.u8(&port_lo) && r.u8(&port_hi) && r.u64(&p.fingerprint) &&
-      r.i64(&p.since_ms)) {
+      r.i64(&p.since_ms) && r.i64(&p.sync_epoch)) {
+    if (p.sync_epoch < 0) r.fail("sync_epoch " + std::to_string(p.sync_epoch) + " is negative");
+    r.u64(&p.sync_hash);
     if (!std::isfinite(p.samples_per_second) || p.samples_per_second < 0) {
       r.fail("samples_per_second " + std::to_string(p.samples_per_second) + " is not a finite rate >= 0");
     }

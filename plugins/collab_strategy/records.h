@@ -45,6 +45,12 @@ struct ProgressRecord {
   uint16_t state_port = 0;
   uint64_t fingerprint = 0;  // hash of what it trains (fingerprint.h); peers that differ never mix
   int64_t since_ms = 0;      // the sender's wall clock when it started: the older side of a tie is the swarm
+  // Its parameters' digest (identity.h's Digest) right after its last state
+  // averaging, at epoch sync_epoch: peers that averaged together publish
+  // the same, and a joiner accepts a state only if it matches what most
+  // peers published for its epoch. sync_hash 0: none yet.
+  int64_t sync_epoch = 0;
+  uint64_t sync_hash = 0;
 };
 
 // "I am ready to average at (epoch, attempt)": matchmaking's declaration.

@@ -25,6 +25,7 @@ constexpr double kEnterFraction = 0.75;
 loom_status Peer::after_backward(uint64_t local_samples, loom_step_decision *decision, std::string *why) {
   *decision = LOOM_STEP_ACCUMULATE;
   if (misfit(why)) return LOOM_ERR_INVALID_ARGUMENT;
+  at_sync_ = false;  // a backward pass since: the state is no longer the sync point's
   serve_if_wanted();
   const uint64_t counted = opt_.batch_size ? opt_.batch_size : local_samples;
   samples_ += counted;
@@ -210,6 +211,7 @@ loom_status Peer::after_optimizer_step(std::string *why) {
   if (comm_ && (last || (opt_.average_state_every > 0 && done % opt_.average_state_every == 0)))
     average_parameters(last ? "the last epoch" : "state averaging");
   comm_.reset();
+  if (opt_.average_state_every > 0 && is_sync_epoch(done)) record_sync(done);
   wake_background();
   heal();
   serve_if_wanted();

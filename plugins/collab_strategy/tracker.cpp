@@ -24,7 +24,44 @@ bool Tracker::merge(const ProgressRecord &r) {
   auto it = peers_.find(r.peer_id);
   if (it != peers_.end() && it->second.time_ms > r.time_ms) return false;
   peers_[r.peer_id] = r;
+  if (r.sync_hash != 0) {
+    auto &history = syncs_[r.peer_id];
+    history[r.sync_epoch] = r.sync_hash;
+    while (history.size() > kSyncHistory) history.erase(history.begin());
+  }
   return true;
+}
+
+std::optional<uint64_t> SyncVotes::winner() const {
+  std::optional<uint64_t> best;
+  size_t most = 0, second = 0;
+  for (const auto &[hash, n] : votes) {
+    if (n > most) {
+      second = most;
+      most = n;
+      best = hash;
+    } else if (n > second) {
+      second = n;
+    }
+  }
+  if (most < 2 || most == second) return std::nullopt;
+  return best;
+}
+
+SyncVotes Tracker::sync_votes(int64_t epoch, uint64_t donor, int64_t now_ms) const {
+  SyncVotes v;
+  for (const auto &[id, r] : peers_) {
+    if (!live(r, now_ms) || (r.flags & ProgressRecord::kAway)) continue;
+    auto h = syncs_.find(id);
+    if (h == syncs_.end() || h->second.empty()) continue;
+    if (id != donor) {
+      ++v.others;
+      if (h->second.rbegin()->first >= epoch) ++v.others_reached;
+    }
+    auto at = h->second.find(epoch);
+    if (at != h->second.end()) ++v.votes[at->second];
+  }
+  return v;
 }
 
 int64_t Tracker::newest(uint64_t peer) const {

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <vector>
 
 #include "records.h"
@@ -29,6 +30,23 @@ struct SwarmView {
   std::vector<ProgressRecord> others;  // live, not this one
 };
 
+// What the live peers published of their parameters for one
+// state-averaging epoch (ProgressRecord::sync_hash). Peers that are loading
+// or unhealthy (ProgressRecord::kAway) do not vote: their hashes are old or
+// of diverged parameters.
+struct SyncVotes {
+  std::map<uint64_t, size_t> votes;  // hash -> peers that published it for the epoch
+  size_t others = 0;                 // voting peers besides the one asked about
+  size_t others_reached = 0;         // of them, those that published this epoch or a later one
+  // The hash most peers published: at least two of them (a donor alone
+  // cannot vouch for itself), and more than published any other.
+  std::optional<uint64_t> winner() const;
+  size_t count(uint64_t hash) const {
+    auto it = votes.find(hash);
+    return it == votes.end() ? 0 : it->second;
+  }
+};
+
 class Tracker {
  public:
   // ttl_ms: a record older than this (by its sender's clock) is a dead peer.
@@ -49,6 +67,12 @@ class Tracker {
   SwarmView view(uint64_t me, int64_t my_epoch, uint64_t my_samples, double my_rate, int64_t now_ms,
                  int64_t epoch_start_ms = 0) const;
 
+  // What the live peers published for epoch; others counts those besides
+  // donor. Each peer's last kSyncHistory hashes are remembered, so a joiner
+  // can still check an epoch the swarm has just left.
+  SyncVotes sync_votes(int64_t epoch, uint64_t donor, int64_t now_ms) const;
+  static constexpr size_t kSyncHistory = 8;
+
   // Peers to download state from, best first: highest epoch, then idle
   // (not serving), then fewer recent picks; only epochs >= min_epoch.
   std::vector<Donor> donors(uint64_t me, int64_t min_epoch, int64_t now_ms) const;
@@ -57,6 +81,7 @@ class Tracker {
   bool live(const ProgressRecord &r, int64_t now_ms) const;
   int64_t ttl_ms_;
   std::map<uint64_t, ProgressRecord> peers_;
+  std::map<uint64_t, std::map<int64_t, uint64_t>> syncs_;  // peer -> its recent (sync_epoch -> sync_hash)
 };
 
 }  // namespace loom_collab

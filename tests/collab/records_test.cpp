@@ -83,6 +83,8 @@ ProgressRecord sample_progress() {
   p.state_port = 31337;
   p.fingerprint = 0xfeedfacecafebeefULL;
   p.since_ms = 1699999999000;
+  p.sync_epoch = 40;
+  p.sync_hash = 0x5eed5eed5eed5eedULL;
   return p;
 }
 
@@ -163,6 +165,8 @@ TEST(Records, ProgressRoundTrip) {
   EXPECT_EQ(back->state_port, p.state_port);
   EXPECT_EQ(back->fingerprint, p.fingerprint);
   EXPECT_EQ(back->since_ms, p.since_ms);
+  EXPECT_EQ(back->sync_epoch, p.sync_epoch);
+  EXPECT_EQ(back->sync_hash, p.sync_hash);
 }
 
 TEST(Records, ProgressIsLittleEndianOnTheWire) {
@@ -370,6 +374,8 @@ Bytes progress_payload(const std::string &host, double rate, int64_t epoch = 1, 
   f.u16(80);
   f.u64(0);  // fingerprint
   f.u64(0);  // since_ms
+  f.u64(0);  // sync_epoch
+  f.u64(0);  // sync_hash
   f.b.resize(f.b.size() + extra);
   return f.b;
 }
@@ -391,7 +397,7 @@ TEST(Records, RejectsOutOfRangeProgressFields) {
   EXPECT_EQ(bad(progress_payload("h", 1.0, -1)), "epoch -1 is negative");
   EXPECT_EQ(bad(progress_payload("h", 1.0, 1, 3)), "3 unread bytes at the end of the payload");
   Bytes short_host = progress_payload("hostname", 1.0);
-  short_host.resize(short_host.size() - 21);  // the string's length runs past the payload
+  short_host.resize(short_host.size() - 37);  // the string's length runs past the payload
   EXPECT_NE(bad(short_host).find("payload ends inside data"), std::string::npos);
 }
 
@@ -488,6 +494,9 @@ TEST(Records, EncodeRefusesWhatDecodeWouldReject) {
   EXPECT_THROW(encode(kRun, p, me()), std::invalid_argument);
   p = sample_progress();
   p.epoch = -1;
+  EXPECT_THROW(encode(kRun, p, me()), std::invalid_argument);
+  p = sample_progress();
+  p.sync_epoch = -1;
   EXPECT_THROW(encode(kRun, p, me()), std::invalid_argument);
 
   GroupRecord g = sample_group();

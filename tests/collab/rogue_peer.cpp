@@ -15,6 +15,8 @@
 //     with a state whose chunk checksum is wrong; once it has served one, it
 //     says goodbye (a record flagged as left) and exits. Prints "rogue dht
 //     127.0.0.1:PORT" once its DHT node listens, so peers can join through it.
+//   loom_swarm_rogue --poison RUN_ID HOST:PORT SECONDS EVERY
+//     serves a poisoned training state as a donor (rogue_poison.cpp).
 //   loom_swarm_rogue [--run RUN_ID] [--idle N] [--slowloris N] [--slow-readers N]
 //                    [--garbage N] HOST:PORT SECONDS
 //     floods one donor's state server with junk connections (rogue_flood.cpp).
@@ -99,6 +101,7 @@ void serve_bad_state(int listener, const std::atomic<int64_t> *epoch, const std:
 }
 
 int run_donor(const std::string &run_id, const std::string &bootstrap, int seconds) {
+  const Identity identity;
   DhtConfig config;
   config.listen_host = "127.0.0.1";
   if (bootstrap != "-") config.bootstrap = {bootstrap};
@@ -117,14 +120,14 @@ int run_donor(const std::string &run_id, const std::string &bootstrap, int secon
     std::perror("rogue: state server");
     return 1;
   }
-  std::printf("rogue dht 127.0.0.1:%u\n", unsigned(dht.port()));
+  std::printf("rogue peer %llu\nrogue dht 127.0.0.1:%u\n", static_cast<unsigned long long>(identity.id()),
+              unsigned(dht.port()));
   std::fflush(stdout);
   std::atomic<int64_t> epoch{0};
   std::atomic<bool> stop{false};
   std::atomic<int> served{0};
   std::thread server(serve_bad_state, listener, &epoch, &stop, &served);
   const uint64_t run = run_hash(run_id);
-  const Identity identity;
   ProgressRecord me;
   me.peer_id = identity.id();
   me.state_host = "127.0.0.1";
@@ -236,8 +239,11 @@ int run_records(const std::string &run_id, const std::string &bootstrap, int sec
 }  // namespace
 
 int flood_main(int argc, char **argv);  // rogue_flood.cpp
+int poison_main(const std::string &run_id, const std::string &bootstrap, int seconds, int every);  // rogue_poison.cpp
 
 int main(int argc, char **argv) {
+  if (argc == 6 && std::strcmp(argv[1], "--poison") == 0)
+    return poison_main(argv[2], argv[3], std::atoi(argv[4]), std::atoi(argv[5]));
   if (argc > 1 && std::strncmp(argv[1], "--", 2) == 0 && std::strcmp(argv[1], "--donor") != 0)
     return flood_main(argc, argv);
   const bool donor = argc == 5 && std::strcmp(argv[1], "--donor") == 0;

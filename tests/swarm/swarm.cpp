@@ -131,6 +131,13 @@ std::string rogue_dht_address(const std::string& log_path, milliseconds timeout)
   return address;
 }
 
+std::string rogue_peer_id(const std::string& log_path) {
+  const std::string text = read_text(log_path);
+  const auto at = text.find("rogue peer ");
+  const auto end = at == std::string::npos ? std::string::npos : text.find('\n', at);
+  return end == std::string::npos ? "" : text.substr(at + 11, end - at - 11);
+}
+
 bool wait_until(const std::function<bool()>& pred, milliseconds timeout, milliseconds poll) {
   const auto deadline = Clock::now() + timeout;
   while (!pred()) {

@@ -78,6 +78,9 @@ std::string rogue_binary();
 // The DHT address a loom_swarm_rogue logging to log_path prints ("rogue dht
 // HOST:PORT") once it listens; empty if it did not within timeout.
 std::string rogue_dht_address(const std::string& log_path, milliseconds timeout);
+// The peer id a loom_swarm_rogue prints ("rogue peer ID") before its DHT
+// address; empty if its log has none.
+std::string rogue_peer_id(const std::string& log_path);
 
 // Checks pred every poll until it holds (true) or timeout passes (false).
 bool wait_until(const std::function<bool()>& pred, milliseconds timeout, milliseconds poll = milliseconds(20));

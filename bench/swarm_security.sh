@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# What a swarm's protections cost (issue 13), in one run on loopback:
+#  1. loom_bench_swarm_key: a joiner's state load (SIZE MiB) and a record's
+#     DHT round trip, open against keyed (bench/swarm_key.cpp);
+#  2. two teacher peers training EPOCHS collaborative epochs, open and keyed,
+#     twice each, alternated: the median time a round holds the training
+#     thread (matchmaking + averaging, from the peers' round lines) and the
+#     run's wall time, keyed/open;
+#  3. four teacher peers training EPOCHS/2 epochs with aggregation "mean" and
+#     "centered_clip", twice each, alternated: the same figures,
+#     centered_clip/mean.
+# The issue's targets: the keyed round at most 1.05x, the keyed load at most
+# 1.3x, centered_clip's round on 4 peers at most 2x mean's.
+# Usage: bench/swarm_security.sh [build-dir] [SIZE_MIB=256] [EPOCHS=200]
+set -euo pipefail
+build=${1:-build}
+size=${2:-256}
+epochs=${3:-200}
+loom=$build/bin/loom
+[[ -x $loom && -x $build/bin/loom_bench_swarm_key ]] || { echo "swarm_security.sh: build first ($build)" >&2; exit 2; }
+here=$(cd "$(dirname "$0")/.." && pwd)
+out=$(mktemp -d)
+pids=()
+trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; rm -rf "$out"' EXIT
+
+"$build/bin/loom_bench_swarm_key" "$size" 5
+
+"$loom" swarm keygen "$out/swarm.key" > /dev/null
+swarm() {  # swarm TAG PEERS STEPS [--set ...]: prints "wall_s median_round_ms rounds"
+  local tag=$1 peers=$2 steps=$3 sets=() t0 t1 addr="" logs=() members=()
+  shift 3
+  sets=(--set trainer.max_steps="$steps" --set trainer.threads=1 --set trainer.log_every=1000
+        --set strategy.name=collab --set strategy.options.target_batch_size=256
+        --set strategy.options.listen=127.0.0.1 --set strategy.options.verbose=true
+        --set strategy.options.run_id="bench-sec-$tag-$$" --set strategy.options.min_peers="$peers" "$@")
+  t0=$(date +%s.%N)
+  for i in $(seq "$peers"); do
+    LOOM_INITIAL_PEERS=$addr "$loom" train "$here/examples/configs/teacher.toml" "${sets[@]}" \
+      --set trainer.output_dir="$out/$tag-$i" > "$out/$tag-$i.log" 2>&1 &
+    pids+=($!); members+=($!); logs+=("$out/$tag-$i.log")
+    if [[ -z $addr ]]; then
+      for _ in $(seq 300); do
+        addr=$(grep -o "listening on [0-9.:]*" "$out/$tag-1.log" | head -1 | cut -d' ' -f3) && [[ -n $addr ]] && break
+        sleep 0.1
+      done
+    fi
+  done
+  wait "${members[@]}" || { echo "swarm_security.sh: the $tag peers failed (logs: $out/$tag-*.log)" >&2; tail -5 "$out/$tag-1.log" >&2; exit 1; }
+  t1=$(date +%s.%N)
+  python3 - "$t0" "$t1" "${logs[@]}" <<'PY'
+import re, statistics, sys
+t0, t1 = float(sys.argv[1]), float(sys.argv[2])
+rounds = []
+for path in sys.argv[3:]:
+    for line in open(path):
+        m = re.search(r"averaged gradients .*\(matchmaking (\d+) ms.*averaging (\d+) ms", line)
+        if m: rounds.append(int(m.group(1)) + int(m.group(2)))
+print(f"{t1 - t0:.2f} {statistics.median(rounds) if rounds else float('nan')} {len(rounds)}")
+PY
+}
+# compare NAME A B PEERS STEPS "A's sets" "B's sets": two runs of each, alternated.
+compare() {
+  local name=$1 a=$2 b=$3 peers=$4 steps=$5 a_sets=$6 b_sets=$7 results=()
+  for rep in 1 2; do
+    # shellcheck disable=SC2086  # the sets are words on purpose
+    read -r aw ar an < <(swarm "$a$rep" "$peers" "$steps" $a_sets)
+    # shellcheck disable=SC2086
+    read -r bw br bn < <(swarm "$b$rep" "$peers" "$steps" $b_sets)
+    echo "rep $rep: $a $aw s (median round $ar ms, $an rounds), $b $bw s (median round $br ms, $bn rounds)"
+    results+=("$aw $ar" "$bw $br")
+  done
+  python3 - "$name" "$a" "$b" "${results[@]}" <<'PY'
+import statistics, sys
+name, a, b = sys.argv[1:4]
+vals = [tuple(map(float, v.split())) for v in sys.argv[4:]]
+first, second = vals[0::2], vals[1::2]
+aw = statistics.median(v[0] for v in first); bw = statistics.median(v[0] for v in second)
+ar = statistics.median(v[1] for v in first); br = statistics.median(v[1] for v in second)
+print(f"{name}: wall {bw / aw:.2f}x {b}/{a}; median round on the training thread "
+      f"{ar:.0f} ms {a}, {br:.0f} ms {b} ({br / ar if ar else float('nan'):.2f}x {b}/{a})")
+PY
+}
+compare "two teacher peers (target: round <= 1.05x)" open keyed 2 "$epochs" "" \
+  "--set strategy.options.swarm_key=$out/swarm.key"
+compare "four teacher peers (target: round <= 2x)" mean clip 4 $((epochs / 2)) \
+  "--set strategy.options.aggregation=mean" "--set strategy.options.aggregation=centered_clip"

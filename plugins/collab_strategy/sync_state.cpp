@@ -1,0 +1,117 @@
+// Sync points: what lets a joiner check the state a donor sent it. At a
+// state-averaging epoch the members of a group end with the same parameters
+// (one collective's result, bit for bit), so their digests agree; each
+// publishes its digest in its progress record and serves joiners only the
+// state of such an epoch. A joiner restores a donor's state, takes its
+// digest, and keeps it only if it is the one most peers published for its
+// epoch (at least two, more than any other hash: tracker.h's SyncVotes): a
+// donor that sends poisoned parameters is refused, and the next donor is
+// tried.
+//
+// What this cannot stop: most peers lying together (Sybil peers in an open
+// swarm; in a keyed swarm only key holders publish), and a swarm with fewer
+// than two healthy honest peers that agree: when no other healthy peer
+// publishes hashes, or those that do disagree (they averaged alone or in
+// different groups) once all of them published for the epoch, the state is
+// taken on trust, with a warning. A donor that claims an epoch the others
+// have not reached waits for them (a state-averaging epoch comes within
+// average_state_every epochs) and is refused if they do not come in time. The optimizer's statistics are covered only when they are
+// averaged (average_optimizer_state); otherwise each peer's differ and a
+// donor's are taken on trust.
+#include <cinttypes>
+#include <cstdio>
+#include <thread>
+
+#include "peer.h"
+
+namespace loom_collab {
+namespace {
+
+std::string hex64(uint64_t v) {
+  char text[24];
+  std::snprintf(text, sizeof text, "0x%016" PRIx64, v);
+  return text;
+}
+
+
+}  // namespace
+
+bool Peer::is_sync_epoch(int64_t epoch) const {
+  if (epoch <= 0) return false;
+  if (max_steps_ >= 0 && epoch == max_steps_) return true;
+  return opt_.average_state_every > 0 && epoch % opt_.average_state_every == 0;
+}
+
+uint64_t Peer::state_digest() {
+  Digest d;
+  for (const auto &p : params_) d.update(p.data, p.numel * sizeof(float));
+  std::vector<FloatView> buffers;
+  append_buffer_views(&buffers);
+  for (const auto &b : buffers) d.update(b.data, b.numel * sizeof(float));
+  if (opt_.average_optimizer_state && state_.struct_size >= LOOM_TRAINING_STATE_V1_2_SIZE &&
+      state_.optimizer_state != nullptr) {
+    const DLTensor *tensors = nullptr;
+    uint32_t count = 0;
+    if (state_.optimizer_state(state_.user, &tensors, &count) == LOOM_OK) {
+      for (uint32_t i = 0; i < count; ++i) {
+        FloatView v;
+        if (float_view(tensors[i], &v)) d.update(v.data, v.numel * sizeof(float));
+      }
+    }
+  }
+  const uint64_t h = d.finish();
+  return h == 0 ? 1 : h;  // 0 means "none" on the wire
+}
+
+void Peer::record_sync(int64_t epoch) {
+  at_sync_ = true;
+  if (unhealthy_) return;  // diverged parameters: no vote
+  const uint64_t h = state_digest();
+  sync_epoch_ = epoch;
+  sync_hash_ = h;
+  detail("epoch " + std::to_string(epoch) + ": parameters' hash " + hex64(h) + " published");
+}
+
+std::string Peer::check_loaded(int64_t epoch, uint64_t donor, Clock::time_point deadline) {
+  const uint64_t mine = state_digest();
+  const std::string of = "the state of epoch " + std::to_string(epoch) + " from peer " + std::to_string(donor);
+  SyncVotes v;
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      v = tracker_.sync_votes(epoch, donor, wall_ms());
+    }
+    // Decided once a hash wins, or once every other peer that publishes
+    // hashes has published for this epoch (or passed it). Until then their
+    // records of this sync point may be on their way, or the donor claims
+    // an epoch they have not reached: a state-averaging epoch comes within
+    // average_state_every epochs, so wait for it, up to the load's deadline.
+    if (v.winner() || v.others_reached == v.others || Clock::now() >= deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  auto tally = [&](uint64_t hash) {
+    return std::to_string(v.count(hash)) + " of " + std::to_string(v.others + 1) + " peers";
+  };
+  if (auto w = v.winner()) {
+    if (*w != mine) {
+      return of + " does not match the parameters' hash that " + tally(*w) + " published for that epoch (" +
+             hex64(mine) + ", not " + hex64(*w) + "): a poisoned or damaged state";
+    }
+    detail(of + " matches the parameters' hash that " + tally(*w) + " published");
+    return "";
+  }
+  if (v.others_reached < v.others)
+    return of + " cannot be checked: the other peers that publish parameters' hashes did not reach that epoch in time";
+  // Nobody else to vouch for it (the donor is the only healthy peer that
+  // publishes hashes), or the peers disagree (they averaged alone or in
+  // different groups): nothing to check it against.
+  log_limited(Level::warn, "unchecked state",
+              of + " could not be checked: " +
+                  (v.others == 0 ? std::string("no other healthy peer publishes parameters' hashes")
+                                 : "the " + std::to_string(v.others + 1) +
+                                       " peers that publish parameters' hashes do not agree on one for that epoch") +
+                  "; it is taken on trust");
+  return "";
+}
+
+}  // namespace loom_collab
