@@ -91,17 +91,21 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
     else std::memset(flat_grads_, 0, numel_ * sizeof(float));  // nothing of this peer's counts
     grads_written = false;
   };
-  auto fill = [&] {
-    if (filled) return;
+  // buffer_ = the gradients x k.
+  auto gather = [&](float k) {
     if (direct) {
-      scale_into(buffer_.data(), flat_grads_, numel_, contribution);
+      scale_into(buffer_.data(), flat_grads_, numel_, k);
     } else {
       size_t at = 0;
       for (const auto &g : grads_) {
-        scale_into(buffer_.data() + at, g.data, g.numel, contribution);
+        scale_into(buffer_.data() + at, g.data, g.numel, k);
         at += g.numel;
       }
     }
+  };
+  auto fill = [&] {
+    if (filled) return;
+    gather(contribution);
     filled = true;
   };
   const auto start = Clock::now();
@@ -175,16 +179,7 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
       // their samples (capped, robust.h), so the honest result is the mean's
       // near neighbour and a rogue's pull is bounded. The gradients are
       // written only once it is done, so a retry starts from them again.
-      const float inv = float(1.0 / windows);
-      if (direct) {
-        scale_into(buffer_.data(), flat_grads_, numel_, inv);
-      } else {
-        size_t at = 0;
-        for (const auto &g : grads_) {
-          scale_into(buffer_.data() + at, g.data, g.numel, inv);
-          at += g.numel;
-        }
-      }
+      gather(float(1.0 / windows));
       filled = false;
       if (!robust_average(*comm, buffer_.data(), numel_, members.weight, buffer_.data(), deadline, &why))
         return failed();
