@@ -18,6 +18,7 @@
 // average_state_every epochs) and is refused if they do not come in time. The optimizer's statistics are covered only when they are
 // averaged (average_optimizer_state); otherwise each peer's differ and a
 // donor's are taken on trust.
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <thread>
@@ -75,6 +76,15 @@ void Peer::record_sync(int64_t epoch) {
 std::string Peer::check_loaded(int64_t epoch, uint64_t donor, Clock::time_point deadline) {
   const uint64_t mine = state_digest();
   const std::string of = "the state of epoch " + std::to_string(epoch) + " from peer " + std::to_string(donor);
+  // A donor that claims an epoch further ahead of every other peer than one
+  // state-averaging period is refused at once, rather than waited for: the
+  // others would not publish a hash for it before the load's deadline.
+  int64_t others_top = -1;
+  for (const auto &r : view().others)
+    if (r.peer_id != donor && !(r.flags & ProgressRecord::kAway)) others_top = std::max(others_top, r.epoch);
+  if (others_top >= 0 && epoch > others_top + opt_.average_state_every)
+    return of + " cannot be checked: it claims an epoch ahead of every other peer (the furthest is at " +
+           std::to_string(others_top) + ")";
   SyncVotes v;
   for (;;) {
     {
