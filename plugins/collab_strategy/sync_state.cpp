@@ -24,6 +24,7 @@
 #include <thread>
 
 #include "peer.h"
+#include "state_check.h"
 
 namespace loom_collab {
 namespace {
@@ -74,54 +75,37 @@ void Peer::record_sync(int64_t epoch) {
 }
 
 std::string Peer::check_loaded(int64_t epoch, uint64_t donor, Clock::time_point deadline) {
-  const uint64_t mine = state_digest();
-  const std::string of = "the state of epoch " + std::to_string(epoch) + " from peer " + std::to_string(donor);
-  // A donor that claims an epoch further ahead of every other peer than one
-  // state-averaging period is refused at once, rather than waited for: the
-  // others would not publish a hash for it before the load's deadline.
-  int64_t others_top = -1;
+  StateCheck c;
+  c.epoch = epoch;
+  c.donor = donor;
+  c.digest = state_digest();
+  c.every = opt_.average_state_every;
   for (const auto &r : view().others)
-    if (r.peer_id != donor && !(r.flags & ProgressRecord::kAway)) others_top = std::max(others_top, r.epoch);
-  if (others_top >= 0 && epoch > others_top + opt_.average_state_every)
-    return of + " cannot be checked: it claims an epoch ahead of every other peer (the furthest is at " +
-           std::to_string(others_top) + ")";
-  SyncVotes v;
+    if (r.peer_id != donor && !(r.flags & ProgressRecord::kAway)) c.others_top = std::max(c.others_top, r.epoch);
   for (;;) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      v = tracker_.sync_votes(epoch, donor, wall_ms());
+      c.votes = tracker_.sync_votes(epoch, donor, wall_ms());
     }
-    // Decided once a hash wins, or once every other peer that publishes
-    // hashes has published for this epoch (or passed it). Until then their
-    // records of this sync point may be on their way, or the donor claims
-    // an epoch they have not reached: a state-averaging epoch comes within
-    // average_state_every epochs, so wait for it, up to the load's deadline.
-    if (v.winner() || v.others_reached == v.others || Clock::now() >= deadline) break;
+    c.out_of_time = Clock::now() >= deadline;
+    // Waiting: the others' records of this sync point may be on their way,
+    // or the donor claims an epoch they have yet to reach (one comes within
+    // average_state_every epochs), up to the load's deadline.
+    const Judgement j = judge(c);
+    switch (j.verdict) {
+      case Verdict::keep:
+        detail(j.why);
+        return "";
+      case Verdict::refuse:
+        return j.why;
+      case Verdict::trust:
+        log_limited(Level::warn, "unchecked state", j.why);
+        return "";
+      case Verdict::wait:
+        break;
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  auto tally = [&](uint64_t hash) {
-    return std::to_string(v.count(hash)) + " of " + std::to_string(v.others + 1) + " peers";
-  };
-  if (auto w = v.winner()) {
-    if (*w != mine) {
-      return of + " does not match the parameters' hash that " + tally(*w) + " published for that epoch (" +
-             hex64(mine) + ", not " + hex64(*w) + "): a poisoned or damaged state";
-    }
-    detail(of + " matches the parameters' hash that " + tally(*w) + " published");
-    return "";
-  }
-  if (v.others_reached < v.others)
-    return of + " cannot be checked: the other peers that publish parameters' hashes did not reach that epoch in time";
-  // Nobody else to vouch for it (the donor is the only healthy peer that
-  // publishes hashes), or the peers disagree (they averaged alone or in
-  // different groups): nothing to check it against.
-  log_limited(Level::warn, "unchecked state",
-              of + " could not be checked: " +
-                  (v.others == 0 ? std::string("no other healthy peer publishes parameters' hashes")
-                                 : "the " + std::to_string(v.others + 1) +
-                                       " peers that publish parameters' hashes do not agree on one for that epoch") +
-                  "; it is taken on trust");
-  return "";
 }
 
 }  // namespace loom_collab

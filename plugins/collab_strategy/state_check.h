@@ -1,0 +1,45 @@
+// Whether a joiner keeps a donor's state, judged from what it restored (its
+// parameters' digest) and what the other peers published for that epoch
+// (tracker.h's SyncVotes). Pure, so every branch is tested on its own; the
+// peer (sync_state.cpp) asks again while the verdict is wait.
+#ifndef LOOM_COLLAB_STATE_CHECK_H
+#define LOOM_COLLAB_STATE_CHECK_H
+
+#include <cstdint>
+#include <string>
+
+#include "tracker.h"
+
+namespace loom_collab {
+
+enum class Verdict {
+  keep,    // its digest is the one most peers published for that epoch
+  refuse,  // poisoned, damaged, or a claim nobody can vouch for in time
+  trust,   // nothing to check it against (no other healthy peer publishes, or they disagree): kept, with a warning
+  wait,    // the others have not published for that epoch yet: ask again
+};
+
+struct StateCheck {
+  int64_t epoch = 0;        // of the state the donor sent
+  uint64_t donor = 0;
+  uint64_t digest = 0;      // of the parameters restored from it
+  SyncVotes votes;          // for epoch, others besides the donor
+  int64_t others_top = -1;  // the furthest epoch of the other healthy peers (-1: none)
+  int64_t every = 0;        // average_state_every
+  bool out_of_time = false; // the load's deadline passed
+};
+
+struct Judgement {
+  Verdict verdict = Verdict::wait;
+  std::string why;  // what the joiner logs: the reason to refuse, or what it matched, or why it trusts
+};
+
+// A donor that claims an epoch more than `every` ahead of every other peer
+// is refused at once (the others would not publish for it in time); else a
+// winning hash decides; else the joiner waits until every other voter has
+// published for that epoch (or passed it), and refuses when out of time.
+Judgement judge(const StateCheck &c);
+
+}  // namespace loom_collab
+
+#endif
