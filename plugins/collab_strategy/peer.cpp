@@ -283,8 +283,11 @@ ProgressRecord Peer::own_record() const {
   r.state_port = server_ ? server_->port() : 0;
   r.fingerprint = fingerprint_;
   r.since_ms = since_ms_;
-  r.sync_epoch = sync_epoch_.load();
-  r.sync_hash = sync_hash_.load();
+  {
+    std::lock_guard<std::mutex> lock(sync_mutex_);
+    r.sync_epoch = sync_epoch_;
+    r.sync_hash = sync_hash_;
+  }
   return r;
 }
 
@@ -310,8 +313,9 @@ void Peer::refresh() {
     auto r = decode_progress(run_, raw.data(), raw.size(), &reason);
     if (!r) {
       if (reason.find("forged") != std::string::npos || reason.find("bad signature") != std::string::npos) {
-        // Someone speaking for another peer: said once a minute per claim.
-        log_limited(Level::warn, "forged " + reason, "rejected a progress record: " + reason);
+        // Someone speaking for another peer. Its ids are the sender's to
+        // choose, so one key for all: said once a minute, with a count.
+        log_limited(Level::warn, "forged record", "rejected a progress record: " + reason);
         continue;
       }
       // Logged once per kind of defect (the reason up to its numbers), then
@@ -333,21 +337,24 @@ void Peer::refresh() {
                         "' but trains another model (its fingerprint differs); it is ignored");
       continue;
     }
-    if (r->state_port != 0 && !r->state_host.empty()) {
-      if (r->flags & ProgressRecord::kLeft) addresses_.erase(r->peer_id);
-      else addresses_[r->peer_id] = {r->state_host, r->state_port, wall_ms()};
-    }
     std::unique_lock<std::mutex> lock(mutex_);
     if (!tracker_.merge(*r)) {
       // A stale copy may come from a slow node now and then; a replay
       // (someone re-publishing a peer's older record) repeats: either way
-      // it is refused, and said once a minute per peer.
+      // it is refused, and said once a minute (one key: whoever replays
+      // may mint identities).
       const int64_t newer = tracker_.newest(r->peer_id);
       lock.unlock();
-      log_limited(Level::warn, "replayed " + std::to_string(r->peer_id),
+      log_limited(Level::warn, "replayed record",
                   "rejected a progress record of peer " + std::to_string(r->peer_id) + " made " +
                       std::to_string(newer - r->time_ms) +
                       " ms before one already seen from it (a replay, or a stale copy from a slow node)");
+      continue;
+    }
+    lock.unlock();
+    if (r->state_port != 0 && !r->state_host.empty()) {
+      if (r->flags & ProgressRecord::kLeft) addresses_.erase(r->peer_id);
+      else addresses_[r->peer_id] = {r->state_host, r->state_port, wall_ms()};
     }
   }
   // Keep every peer seen lately in the DHT's routing table (its state server
@@ -446,12 +453,13 @@ bool Peer::load_state(int64_t min_epoch, std::string *why) {
   constexpr auto kRest = std::chrono::seconds(2);
   constexpr auto kAloneGiveUp = std::chrono::seconds(3);
   Clock::time_point alone_since{};
-  bool restored_bad = false;  // this peer's state was overwritten by one that is not finite
   // This peer's own state, kept before a donor's first replaces it, so that
   // a refused donor's state (poisoned, or not finite) never stays.
   Bytes own;
   bool replaced = false;
   const bool checked = opt_.average_state_every > 0;
+  Verdict verdict = Verdict::keep;
+  uint64_t digest = 0;
   while (!got && Clock::now() < deadline) {
     std::vector<Donor> donors;
     {
@@ -490,7 +498,7 @@ bool Peer::load_state(int64_t min_epoch, std::string *why) {
     if (checked && !is_sync_epoch(got->epoch)) {
       reasons = "peer " + std::to_string(got->donor) + " sent a state of epoch " + std::to_string(got->epoch) +
                 ", which is not a state-averaging epoch: peers publish no hash for it to check it against";
-      log_limited(Level::warn, "unsynced donor " + std::to_string(got->donor), reasons + "; trying the next donor");
+      log_limited(Level::warn, "unsynced donor", reasons + "; trying the next donor");
       resting[got->donor] = deadline;
       got.reset();
       continue;
@@ -498,48 +506,59 @@ bool Peer::load_state(int64_t min_epoch, std::string *why) {
     if (!replaced) {
       const uint8_t *data = nullptr;
       size_t len = 0;
-      if (state_.snapshot(state_.user, &data, &len) == LOOM_OK) own.assign(data, data + len);
+      if (state_.snapshot(state_.user, &data, &len) != LOOM_OK) {
+        reasons = "this peer could not keep a copy of its own state to put back if a donor's were refused";
+        got.reset();
+        break;
+      }
+      own.assign(data, data + len);
     }
     const bool restored = state_.restore(state_.user, got->bytes.data(), got->bytes.size()) == LOOM_OK;
     replaced = replaced || restored;
-    const std::string refusal = restored && checked ? check_loaded(got->epoch, got->donor, deadline) : "";
+    std::string judged;
+    verdict = restored && checked ? check_loaded(got->epoch, got->donor, deadline, &digest, &judged) : Verdict::keep;
     if (!restored) {
       reasons = "the state from peer " + std::to_string(got->donor) + " does not fit this model";
       log(Level::warn, reasons + "; trying the next donor");
-    } else if (!refusal.empty()) {
-      reasons = refusal;
+    } else if (verdict == Verdict::refuse) {
+      reasons = judged;
       log(Level::warn, reasons + "; trying the next donor");
     } else if (!state_finite()) {
       // A donor that diverged (or a state damaged on its way) must not
       // spread: the next donor's state replaces it.
-      restored_bad = true;
       reasons = "the state of epoch " + std::to_string(got->epoch) + " from peer " + std::to_string(got->donor) +
                 " is not finite (nan or inf)";
       log(Level::warn, reasons + "; trying the next donor");
     } else {
+      if (verdict == Verdict::trust) log_limited(Level::warn, "unchecked state", judged);
+      else if (checked) detail(judged);
       break;
     }
     resting[got->donor] = deadline;  // not again in this load
     got.reset();
   }
   flags_ &= ~ProgressRecord::kLoading;
-  if (!got && replaced && !own.empty() && !restored_bad &&
-      state_.restore(state_.user, own.data(), own.size()) == LOOM_OK)
-    detail("no donor's state was accepted; this peer's own state is back");
   if (!got) {
     *why = reasons.empty() ? "no donor at epoch " + std::to_string(min_epoch) + " or later was found within " +
                                  seconds_text(opt_.load_state_timeout) + " s"
                            : reasons;
-    if (restored_bad) mark_unhealthy("the state loaded from the swarm is not finite");
+    // A refused donor's state never stays: this peer's own comes back.
+    if (replaced) {
+      if (state_.restore(state_.user, own.data(), own.size()) == LOOM_OK) {
+        detail("no donor's state was kept; this peer's own state is back");
+      } else {
+        mark_unhealthy("a refused donor's state could not be replaced by this peer's own");
+      }
+    }
     wake_background();
     return false;
   }
   unhealthy_ = false;
   mark_synced();
-  if (checked) {
-    // Checked against the swarm: this peer now holds (and serves) that sync point.
-    sync_epoch_ = got->epoch;
-    sync_hash_ = state_digest();
+  if (checked && verdict == Verdict::keep) {
+    // Checked against the swarm: this peer now holds (and serves) that sync
+    // point. A state taken on trust is neither vouched for nor served.
+    set_sync(got->epoch, digest);
     if (server_) server_->publish(got->epoch, got->bytes);
   }
   zero_grads();
@@ -552,9 +571,10 @@ bool Peer::load_state(int64_t min_epoch, std::string *why) {
   log(Level::info, "loaded the state of epoch " + std::to_string(got->epoch) + " from peer " +
                        std::to_string(got->donor) + " (" + std::to_string(got->bytes.size()) + " bytes in " +
                        std::to_string(seconds) + " s)" +
-                       (checked ? "; its parameters match the hash most peers published for that epoch"
-                                : "; not checked against the swarm: with average_state_every = 0 peers publish "
-                                  "no hash of their parameters"));
+                       (!checked ? "; not checked against the swarm: with average_state_every = 0 peers publish "
+                                   "no hash of their parameters"
+                        : verdict == Verdict::keep ? "; its parameters match the hash most peers published for that epoch"
+                                                   : "; taken on trust: nothing to check it against"));
   wake_background();
   return true;
 }

@@ -24,6 +24,7 @@
 #include "loom/strategy.h"
 #include "options.h"
 #include "records.h"
+#include "state_check.h"
 #include "state_transfer.h"
 #include "../common/huge_pages.h"
 #include "tracker.h"
@@ -163,10 +164,11 @@ class Peer {
   bool is_sync_epoch(int64_t epoch) const;
   uint64_t state_digest();
   void record_sync(int64_t epoch);
-  // After a donor's state was restored: "" when its digest is the one most
-  // peers published for epoch (waiting a few seconds for their records),
-  // else why it is refused.
-  std::string check_loaded(int64_t epoch, uint64_t donor, Clock::time_point deadline);
+  // After a donor's state was restored: whether to keep it (state_check.h),
+  // waiting for the others' records of that epoch up to deadline; *digest
+  // gets the restored parameters' digest.
+  Verdict check_loaded(int64_t epoch, uint64_t donor, Clock::time_point deadline, uint64_t *digest,
+                       std::string *why);
   double drift_since_sync() const;
   // With average_optimizer_state: the optimizer's statistics, over comm_.
   void average_optimizer_state(const char *why, const MemberWeights &members, Clock::time_point deadline);
@@ -224,8 +226,12 @@ class Peer {
 
   // Shared with the background thread.
   std::atomic<int64_t> epoch_{0};
-  std::atomic<int64_t> sync_epoch_{0};  // record_sync: the last sync point's epoch and digest
-  std::atomic<uint64_t> sync_hash_{0};
+  // record_sync: the last sync point's epoch and digest, set and read as a
+  // pair (the background thread publishes them) under sync_mutex_.
+  mutable std::mutex sync_mutex_;
+  int64_t sync_epoch_ = 0;
+  uint64_t sync_hash_ = 0;
+  void set_sync(int64_t epoch, uint64_t hash);
   bool at_sync_ = false;  // training thread: the state is that of a sync point (nothing trained since)
   std::atomic<uint64_t> samples_{0};
   std::atomic<double> rate_{0};

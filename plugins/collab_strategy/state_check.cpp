@@ -21,26 +21,34 @@ Judgement judge(const StateCheck &c) {
     return {Verdict::refuse, of + " cannot be checked: it claims an epoch ahead of every other peer (the furthest is at " +
                                  std::to_string(c.others_top) + ")"};
   auto tally = [&](uint64_t hash) {
-    return std::to_string(v.count(hash)) + " of " + std::to_string(v.others + 1) + " peers";
+    return std::to_string(v.count(hash)) + " of the " + std::to_string(v.others) + " other peers";
   };
-  if (auto w = v.winner()) {
-    if (*w != c.digest)
-      return {Verdict::refuse, of + " does not match the parameters' hash that " + tally(*w) +
-                                   " published for that epoch (" + hex64(c.digest) + ", not " + hex64(*w) +
-                                   "): a poisoned or damaged state"};
-    return {Verdict::keep, of + " matches the parameters' hash that " + tally(*w) + " published"};
+  auto mismatch = [&](uint64_t theirs) {
+    return Judgement{Verdict::refuse, of + " does not match the parameters' hash that " + tally(theirs) +
+                                          " published for that epoch (" + hex64(c.digest) + ", not " + hex64(theirs) +
+                                          "): a poisoned or damaged state"};
+  };
+  if (auto m = v.majority()) {
+    if (*m != c.digest) return mismatch(*m);
+    return {Verdict::keep, of + " matches the parameters' hash that " + tally(*m) + " published"};
   }
-  if (v.others_reached < v.others) {
-    if (!c.out_of_time) return {Verdict::wait, ""};
-    return {Verdict::refuse,
-            of + " cannot be checked: the other peers that publish parameters' hashes did not reach that epoch in time"};
+  if (v.others_reached < v.others && !c.out_of_time) return {Verdict::wait, ""};
+  if (v.others == 0)
+    return {Verdict::trust, of + " could not be checked: no other healthy peer publishes parameters' hashes; it is "
+                                 "taken on trust"};
+  if (v.votes.empty())
+    return {Verdict::refuse, of + " cannot be checked: none of the " + std::to_string(v.others) +
+                                 " other peers that publish parameters' hashes published one for that epoch in time"};
+  if (auto lead = v.leader()) {
+    if (*lead != c.digest) return mismatch(*lead);
+    return {Verdict::keep, of + " matches the parameters' hash that " + tally(*lead) + " published (the most)"};
   }
-  return {Verdict::trust,
-          of + " could not be checked: " +
-              (v.others == 0 ? std::string("no other healthy peer publishes parameters' hashes")
-                             : "the " + std::to_string(v.others + 1) +
-                                   " peers that publish parameters' hashes do not agree on one for that epoch") +
-              "; it is taken on trust"};
+  if (v.count(c.digest) == 0) {
+    return {Verdict::refuse, of + " does not match any parameters' hash the other peers published for that epoch (" +
+                                 hex64(c.digest) + "): a poisoned or damaged state"};
+  }
+  return {Verdict::trust, of + " could not be checked: the other peers that publish parameters' hashes are split "
+                               "between it and others for that epoch; it is taken on trust"};
 }
 
 }  // namespace loom_collab

@@ -15,7 +15,7 @@ namespace loom_collab {
 enum class Verdict {
   keep,    // its digest is the one most peers published for that epoch
   refuse,  // poisoned, damaged, or a claim nobody can vouch for in time
-  trust,   // nothing to check it against (no other healthy peer publishes, or they disagree): kept, with a warning
+  trust,   // nothing to check it against (no other healthy peer publishes, or they are split evenly): kept, with a warning
   wait,    // the others have not published for that epoch yet: ask again
 };
 
@@ -35,9 +35,13 @@ struct Judgement {
 };
 
 // A donor that claims an epoch more than `every` ahead of every other peer
-// is refused at once (the others would not publish for it in time); else a
-// winning hash decides; else the joiner waits until every other voter has
-// published for that epoch (or passed it), and refuses when out of time.
+// is refused at once (the others would not publish for it in time). A hash
+// more than half of the other peers published decides at once. Otherwise
+// the joiner waits until every other peer has published for that epoch (or
+// passed it), or its time is out, and then: with no other peer publishing
+// hashes it trusts; with none of them having published for that epoch it
+// refuses; the hash most of them published decides; a digest none of them
+// published is refused; a tie that includes it is trusted.
 Judgement judge(const StateCheck &c);
 
 }  // namespace loom_collab

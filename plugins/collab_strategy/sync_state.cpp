@@ -24,7 +24,6 @@
 #include <thread>
 
 #include "peer.h"
-#include "state_check.h"
 
 namespace loom_collab {
 namespace {
@@ -65,20 +64,27 @@ uint64_t Peer::state_digest() {
   return h == 0 ? 1 : h;  // 0 means "none" on the wire
 }
 
+void Peer::set_sync(int64_t epoch, uint64_t hash) {
+  std::lock_guard<std::mutex> lock(sync_mutex_);
+  sync_epoch_ = epoch;
+  sync_hash_ = hash;
+}
+
 void Peer::record_sync(int64_t epoch) {
   at_sync_ = true;
   if (unhealthy_) return;  // diverged parameters: no vote
   const uint64_t h = state_digest();
-  sync_epoch_ = epoch;
-  sync_hash_ = h;
+  set_sync(epoch, h);
   detail("epoch " + std::to_string(epoch) + ": parameters' hash " + hex64(h) + " published");
 }
 
-std::string Peer::check_loaded(int64_t epoch, uint64_t donor, Clock::time_point deadline) {
+Verdict Peer::check_loaded(int64_t epoch, uint64_t donor, Clock::time_point deadline, uint64_t *digest,
+                           std::string *why) {
   StateCheck c;
   c.epoch = epoch;
   c.donor = donor;
   c.digest = state_digest();
+  *digest = c.digest;
   c.every = opt_.average_state_every;
   for (const auto &r : view().others)
     if (r.peer_id != donor && !(r.flags & ProgressRecord::kAway)) c.others_top = std::max(c.others_top, r.epoch);
@@ -91,18 +97,10 @@ std::string Peer::check_loaded(int64_t epoch, uint64_t donor, Clock::time_point 
     // Waiting: the others' records of this sync point may be on their way,
     // or the donor claims an epoch they have yet to reach (one comes within
     // average_state_every epochs), up to the load's deadline.
-    const Judgement j = judge(c);
-    switch (j.verdict) {
-      case Verdict::keep:
-        detail(j.why);
-        return "";
-      case Verdict::refuse:
-        return j.why;
-      case Verdict::trust:
-        log_limited(Level::warn, "unchecked state", j.why);
-        return "";
-      case Verdict::wait:
-        break;
+    Judgement j = judge(c);
+    if (j.verdict != Verdict::wait) {
+      *why = std::move(j.why);
+      return j.verdict;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }

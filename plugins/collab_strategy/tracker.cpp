@@ -32,19 +32,26 @@ bool Tracker::merge(const ProgressRecord &r) {
   return true;
 }
 
-std::optional<uint64_t> SyncVotes::winner() const {
+std::optional<uint64_t> SyncVotes::majority() const {
+  for (const auto &[hash, n] : votes)
+    if (2 * n > others) return hash;
+  return std::nullopt;
+}
+
+std::optional<uint64_t> SyncVotes::leader() const {
   std::optional<uint64_t> best;
-  size_t most = 0, second = 0;
+  size_t most = 0;
+  bool tie = false;
   for (const auto &[hash, n] : votes) {
     if (n > most) {
-      second = most;
       most = n;
       best = hash;
-    } else if (n > second) {
-      second = n;
+      tie = false;
+    } else if (n == most) {
+      tie = true;
     }
   }
-  if (most < 2 || most == second) return std::nullopt;
+  if (tie) return std::nullopt;
   return best;
 }
 
@@ -54,10 +61,9 @@ SyncVotes Tracker::sync_votes(int64_t epoch, uint64_t donor, int64_t now_ms) con
     if (!live(r, now_ms) || (r.flags & ProgressRecord::kAway)) continue;
     auto h = syncs_.find(id);
     if (h == syncs_.end() || h->second.empty()) continue;
-    if (id != donor) {
-      ++v.others;
-      if (h->second.rbegin()->first >= epoch) ++v.others_reached;
-    }
+    if (id == donor) continue;
+    ++v.others;
+    if (h->second.rbegin()->first >= epoch) ++v.others_reached;
     auto at = h->second.find(epoch);
     if (at != h->second.end()) ++v.votes[at->second];
   }

@@ -30,17 +30,19 @@ struct SwarmView {
   std::vector<ProgressRecord> others;  // live, not this one
 };
 
-// What the live peers published of their parameters for one
-// state-averaging epoch (ProgressRecord::sync_hash). Peers that are loading
-// or unhealthy (ProgressRecord::kAway) do not vote: their hashes are old or
-// of diverged parameters.
+// What the live peers other than a donor published of their parameters
+// for one state-averaging epoch (ProgressRecord::sync_hash): the donor's
+// own vote never counts for the state it sends. Peers that are loading or
+// unhealthy (ProgressRecord::kAway) do not vote: their hashes are old or of
+// diverged parameters.
 struct SyncVotes {
-  std::map<uint64_t, size_t> votes;  // hash -> peers that published it for the epoch
-  size_t others = 0;                 // voting peers besides the one asked about
+  std::map<uint64_t, size_t> votes;  // hash -> other peers that published it for the epoch
+  size_t others = 0;                 // other peers that publish hashes at all
   size_t others_reached = 0;         // of them, those that published this epoch or a later one
-  // The hash most peers published: at least two of them (a donor alone
-  // cannot vouch for itself), and more than published any other.
-  std::optional<uint64_t> winner() const;
+  // The hash more than half of the others published (it cannot change).
+  std::optional<uint64_t> majority() const;
+  // The hash more of the others published than any other (none on a tie).
+  std::optional<uint64_t> leader() const;
   size_t count(uint64_t hash) const {
     auto it = votes.find(hash);
     return it == votes.end() ? 0 : it->second;

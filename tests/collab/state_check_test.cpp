@@ -23,21 +23,30 @@ StateCheck check(uint64_t digest, std::map<uint64_t, size_t> votes, size_t other
   return c;
 }
 
-TEST(StateCheck, TheHashMostPeersPublishedIsKept) {
-  const Judgement j = judge(check(kHonest, {{kHonest, 3}}, 2, 2));
+TEST(StateCheck, TheHashMostOtherPeersPublishedIsKept) {
+  const Judgement j = judge(check(kHonest, {{kHonest, 2}}, 2, 2));
   EXPECT_EQ(j.verdict, Verdict::keep);
-  EXPECT_NE(j.why.find("matches the parameters' hash that 3 of 3 peers published"), std::string::npos) << j.why;
+  EXPECT_NE(j.why.find("matches the parameters' hash that 2 of the 2 other peers published"), std::string::npos)
+      << j.why;
+  // One other peer is enough when it is the only one.
+  EXPECT_EQ(judge(check(kHonest, {{kHonest, 1}}, 1, 1)).verdict, Verdict::keep);
+  // A majority decides before the rest have published.
+  EXPECT_EQ(judge(check(kHonest, {{kHonest, 2}}, 3, 2)).verdict, Verdict::keep);
 }
 
-TEST(StateCheck, APoisonedStateIsRefusedEvenWhenItsDonorVotesForTheHonestHash) {
-  const Judgement j = judge(check(kPoisoned, {{kHonest, 3}}, 2, 2));
+TEST(StateCheck, APoisonedStateIsRefused) {
+  const Judgement j = judge(check(kPoisoned, {{kHonest, 2}}, 2, 2));
   EXPECT_EQ(j.verdict, Verdict::refuse);
-  EXPECT_NE(j.why.find("from peer 7 does not match the parameters' hash that 3 of 3 peers published for that epoch "
-                       "(0x0000000000000bad, not 0x0000000000000aaa): a poisoned or damaged state"),
+  EXPECT_NE(j.why.find("from peer 7 does not match the parameters' hash that 2 of the 2 other peers published for "
+                       "that epoch (0x0000000000000bad, not 0x0000000000000aaa): a poisoned or damaged state"),
             std::string::npos)
       << j.why;
-  // Its donor voting for its own hash is outvoted.
-  EXPECT_EQ(judge(check(kPoisoned, {{kHonest, 2}, {kPoisoned, 1}}, 2, 2)).verdict, Verdict::refuse);
+  // A single honest peer outvotes a donor alone.
+  EXPECT_EQ(judge(check(kPoisoned, {{kHonest, 1}}, 1, 1)).verdict, Verdict::refuse);
+  // One accomplice is outvoted by two honest peers, and a hash nobody else
+  // published is refused even among a split.
+  EXPECT_EQ(judge(check(kPoisoned, {{kHonest, 2}, {kPoisoned, 1}}, 3, 3)).verdict, Verdict::refuse);
+  EXPECT_EQ(judge(check(kPoisoned, {{kHonest, 1}, {0xCCC, 1}}, 2, 2)).verdict, Verdict::refuse);
 }
 
 TEST(StateCheck, AClaimBeyondEveryOtherPeerIsRefusedAtOnce) {
@@ -45,25 +54,32 @@ TEST(StateCheck, AClaimBeyondEveryOtherPeerIsRefusedAtOnce) {
   EXPECT_EQ(j.verdict, Verdict::refuse);
   EXPECT_NE(j.why.find("claims an epoch ahead of every other peer (the furthest is at 21)"), std::string::npos) << j.why;
   // Within one state-averaging period ahead: waited for.
-  EXPECT_EQ(judge(check(kPoisoned, {{kPoisoned, 1}}, 2, 0, 30, 21)).verdict, Verdict::wait);
+  EXPECT_EQ(judge(check(kPoisoned, {}, 2, 0, 30, 21)).verdict, Verdict::wait);
 }
 
-TEST(StateCheck, UntilTheOthersPublishTheJoinerWaitsThenRefuses) {
-  StateCheck c = check(kHonest, {{kHonest, 1}}, 2, 1);
+TEST(StateCheck, UntilTheOthersPublishTheJoinerWaitsThenDecidesOnWhatCame) {
+  StateCheck c = check(kHonest, {}, 2, 0);
   EXPECT_EQ(judge(c).verdict, Verdict::wait);
   c.out_of_time = true;
-  const Judgement j = judge(c);
+  Judgement j = judge(c);
   EXPECT_EQ(j.verdict, Verdict::refuse);
-  EXPECT_NE(j.why.find("did not reach that epoch in time"), std::string::npos) << j.why;
+  EXPECT_NE(j.why.find("none of the 2 other peers that publish parameters' hashes published one for that epoch"),
+            std::string::npos)
+      << j.why;
+  // One of two came in time: the most published decides.
+  c = check(kHonest, {{kHonest, 1}}, 3, 1);
+  EXPECT_EQ(judge(c).verdict, Verdict::wait);
+  c.out_of_time = true;
+  EXPECT_EQ(judge(c).verdict, Verdict::keep);
 }
 
-TEST(StateCheck, WithNobodyToVouchOrPeersThatDisagreeTheStateIsTakenOnTrust) {
-  Judgement alone = judge(check(kHonest, {{kHonest, 1}}, 0, 0, 20, -1));
+TEST(StateCheck, WithNobodyToVouchOrAnEvenSplitTheStateIsTakenOnTrust) {
+  Judgement alone = judge(check(kHonest, {}, 0, 0, 20, -1));
   EXPECT_EQ(alone.verdict, Verdict::trust);
   EXPECT_NE(alone.why.find("no other healthy peer publishes parameters' hashes"), std::string::npos) << alone.why;
-  Judgement split = judge(check(kHonest, {{kHonest, 1}, {0xCCC, 1}}, 1, 1));
+  Judgement split = judge(check(kHonest, {{kHonest, 1}, {0xCCC, 1}}, 2, 2));
   EXPECT_EQ(split.verdict, Verdict::trust);
-  EXPECT_NE(split.why.find("the 2 peers that publish parameters' hashes do not agree"), std::string::npos) << split.why;
+  EXPECT_NE(split.why.find("split"), std::string::npos) << split.why;
 }
 
 }  // namespace

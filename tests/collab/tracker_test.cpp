@@ -57,49 +57,56 @@ ProgressRecord synced(uint64_t id, int64_t sync_epoch, uint64_t hash, int64_t ag
   return r;
 }
 
-TEST(Tracker, TheSyncHashMostPeersPublishedWinsAndNoPeerVouchesForItselfAlone) {
+TEST(Tracker, SyncVotesCountTheOtherPeersNeverTheDonor) {
   Tracker t(5000);
   t.merge(synced(2, 5, 0xAAA, 30));
   t.merge(synced(3, 5, 0xAAA, 20));
   t.merge(synced(4, 5, 0xBAD, 10));
-  SyncVotes v = t.sync_votes(5, 4, kNow);
-  ASSERT_TRUE(v.winner());
-  EXPECT_EQ(*v.winner(), 0xAAAu);
+  SyncVotes v = t.sync_votes(5, 4, kNow);  // donor 4: its own vote does not count
   EXPECT_EQ(v.count(0xAAA), 2u);
-  EXPECT_EQ(v.count(0xBAD), 1u);
-  EXPECT_EQ(v.others, 2u);  // besides donor 4
+  EXPECT_EQ(v.count(0xBAD), 0u);
+  EXPECT_EQ(v.others, 2u);
   EXPECT_EQ(v.others_reached, 2u);
-  // A peer that claims an epoch the others have not reached: one vote is
-  // no winner, and the others have not reached it.
+  ASSERT_TRUE(v.majority());
+  EXPECT_EQ(*v.majority(), 0xAAAu);
+  // A peer that claims an epoch the others have not reached.
   t.merge(synced(4, 10, 0xBAD, 5));
   v = t.sync_votes(10, 4, kNow);
-  EXPECT_FALSE(v.winner());
+  EXPECT_TRUE(v.votes.empty());
   EXPECT_EQ(v.others_reached, 0u);
-  // The others reach it: theirs wins; and epoch 5 is still remembered.
+  // The others reach it; epoch 5 is still remembered.
   t.merge(synced(2, 10, 0xCCC, 4));
   t.merge(synced(3, 10, 0xCCC, 3));
-  EXPECT_EQ(*t.sync_votes(10, 4, kNow).winner(), 0xCCCu);
-  EXPECT_EQ(*t.sync_votes(5, 4, kNow).winner(), 0xAAAu);
-  // A tie is no winner, nor is a hash only one peer published.
-  Tracker split(5000);
-  split.merge(synced(2, 5, 0xAAA));
-  split.merge(synced(3, 5, 0xBBB));
-  EXPECT_FALSE(split.sync_votes(5, 2, kNow).winner());
-  EXPECT_EQ(split.sync_votes(5, 2, kNow).others_reached, 1u);
-  split.merge(synced(4, 5, 0xAAA));
-  EXPECT_EQ(*split.sync_votes(5, 2, kNow).winner(), 0xAAAu);
-  // Dead, loading and unhealthy peers do not vote; peers that publish no
-  // hash are not counted.
-  Tracker away(5000);
-  away.merge(synced(2, 5, 0xAAA, 9000));
+  EXPECT_EQ(*t.sync_votes(10, 4, kNow).majority(), 0xCCCu);
+  EXPECT_EQ(*t.sync_votes(5, 4, kNow).majority(), 0xAAAu);
+}
+
+TEST(Tracker, MajorityNeedsMoreThanHalfOfTheOthersAndALeaderNoTie) {
+  Tracker t(5000);
+  t.merge(synced(2, 5, 0xAAA));
+  t.merge(synced(3, 5, 0xBBB));
+  t.merge(synced(4, 5, 0xBBB));
+  t.merge(synced(5, 5, 0xCCC));
+  SyncVotes v = t.sync_votes(5, 9, kNow);  // donor 9 is none of them
+  EXPECT_FALSE(v.majority());               // 2 of 4
+  ASSERT_TRUE(v.leader());
+  EXPECT_EQ(*v.leader(), 0xBBBu);
+  v = t.sync_votes(5, 4, kNow);  // donor 4: 1, 1, 1 of 3
+  EXPECT_FALSE(v.majority());
+  EXPECT_FALSE(v.leader());
+}
+
+TEST(Tracker, DeadLoadingAndUnhealthyPeersDoNotVote) {
+  Tracker t(5000);
+  t.merge(synced(2, 5, 0xAAA, 9000));
   ProgressRecord loading = synced(3, 5, 0xAAA);
   loading.flags = ProgressRecord::kLoading;
-  away.merge(loading);
+  t.merge(loading);
   ProgressRecord sick = synced(5, 5, 0xAAA);
   sick.flags = ProgressRecord::kUnhealthy;
-  away.merge(sick);
-  away.merge(record(4, 5, 0, 1));
-  v = away.sync_votes(5, 0, kNow);
+  t.merge(sick);
+  t.merge(record(4, 5, 0, 1));  // publishes no hash
+  SyncVotes v = t.sync_votes(5, 0, kNow);
   EXPECT_EQ(v.others, 0u);
   EXPECT_TRUE(v.votes.empty());
 }

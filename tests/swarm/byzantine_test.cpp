@@ -21,6 +21,7 @@ constexpr int64_t kSteps = 150;
 struct Outcome {
   std::vector<double> accuracy;  // of the honest peers (-1: one exited without a result)
   int centered_rounds = 0;       // rounds an honest peer logged as centered_clip
+  int with_rogue = 0;            // rounds an honest peer averaged with all four members (the rogue among them)
 };
 
 // Three honest peers and, with rogue, a fourth that attacks; all start
@@ -56,6 +57,7 @@ Outcome run_swarm(const Scratch& scratch, const std::string& tag, const std::str
     for (size_t at = p->log().find("ms, centered_clip "); at != std::string::npos;
          at = p->log().find("ms, centered_clip ", at + 1))
       ++out.centered_rounds;
+    for (const auto& round : averaged_rounds(p->log())) out.with_rogue += round.peers == 4;
   }
   if (bad) bad->wait_exit(seconds(60));
   return out;
@@ -91,6 +93,9 @@ TEST(Byzantine, ASignFlippingPeerRuinsTheMeanAndCenteredClipHoldsItOff) {
   // CenteredClip holds it off: every honest peer within 2 points.
   EXPECT_GE(worst(clipped.accuracy), mean(honest.accuracy) - 0.02);
   EXPECT_GT(clipped.centered_rounds, 0) << "no round ran centered_clip";
+  // The rogue was in the groups (neither an outlier by norm nor unhealthy).
+  EXPECT_GT(mean_attacked.with_rogue, kSteps) << "the rogue was rarely averaged with under mean";
+  EXPECT_GT(clipped.with_rogue, kSteps) << "the rogue was rarely averaged with under centered_clip";
 }
 
 }  // namespace
