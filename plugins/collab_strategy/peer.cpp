@@ -464,7 +464,7 @@ bool Peer::load_state(int64_t min_epoch, std::string *why) {
     std::vector<Donor> donors;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      donors = tracker_.donors(id_, min_epoch, wall_ms());
+      donors = tracker_.donors(id_, min_epoch, wall_ms(), checked ? opt_.average_state_every : 1);
     }
     const auto now = Clock::now();
     donors.erase(std::remove_if(donors.begin(), donors.end(),

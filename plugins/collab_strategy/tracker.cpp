@@ -116,7 +116,7 @@ SwarmView Tracker::view(uint64_t me, int64_t my_epoch, uint64_t my_samples, doub
   return v;
 }
 
-std::vector<Donor> Tracker::donors(uint64_t me, int64_t min_epoch, int64_t now_ms) const {
+std::vector<Donor> Tracker::donors(uint64_t me, int64_t min_epoch, int64_t now_ms, int64_t period) const {
   std::vector<const ProgressRecord *> picks;
   for (const auto &[id, r] : peers_) {
     if (id == me || !live(r, now_ms) || (r.flags & ProgressRecord::kAway)) continue;
@@ -125,8 +125,10 @@ std::vector<Donor> Tracker::donors(uint64_t me, int64_t min_epoch, int64_t now_m
   }
   // Spread joiners over donors: ties broken by a per-caller mix of the id.
   auto mix = [me](uint64_t id) { return (id ^ me) * 0x9E3779B97F4A7C15ull; };
+  const int64_t p = std::max<int64_t>(1, period);
+  auto served = [p](int64_t epoch) { return (epoch + p - 1) / p; };  // the state-averaging period it serves from
   std::sort(picks.begin(), picks.end(), [&](const ProgressRecord *a, const ProgressRecord *b) {
-    if (a->epoch != b->epoch) return a->epoch > b->epoch;
+    if (served(a->epoch) != served(b->epoch)) return served(a->epoch) > served(b->epoch);
     bool a_busy = a->flags & ProgressRecord::kServing, b_busy = b->flags & ProgressRecord::kServing;
     if (a_busy != b_busy) return !a_busy;
     return mix(a->peer_id) < mix(b->peer_id);

@@ -77,7 +77,10 @@ class Tracker {
 
   // Peers to download state from, best first: highest epoch, then idle
   // (not serving), then fewer recent picks; only epochs >= min_epoch.
-  std::vector<Donor> donors(uint64_t me, int64_t min_epoch, int64_t now_ms) const;
+  // Epochs are compared in periods of `period` (average_state_every, when
+  // donors serve only the state of a state-averaging epoch: donors within
+  // one period serve the same state, so the idle ones come first).
+  std::vector<Donor> donors(uint64_t me, int64_t min_epoch, int64_t now_ms, int64_t period = 1) const;
 
  private:
   bool live(const ProgressRecord &r, int64_t now_ms) const;

@@ -1,26 +1,30 @@
 // loom_swarm_rogue's poisoned-donor mode, for the swarm test of donors:
 //
 //   loom_swarm_rogue --poison RUN_ID HOST:PORT SECONDS EVERY
-//     joins a run's DHT, downloads an honest peer's state once (a real
-//     training state), negates the values of its first tensor (a valid
-//     state whose parameters are poisoned) and serves it from a real state
-//     server, always as the state of the swarm's next state-averaging epoch
-//     (EVERY: the run's average_state_every). Its progress record copies the
-//     honest peers' epoch and the parameters' hash they published, as a
-//     donor that lies about what it serves would. Prints "rogue peer ID",
-//     "rogue dht HOST:PORT", "rogue poisoned the state of epoch E", each
-//     change of what the honest peers' records say ("rogue honest
-//     EPOCH/SYNC_EPOCH ..." in peer order) and, at the end, "rogue served N".
+//     joins a run's DHT and, for each state-averaging epoch the swarm
+//     reaches (EVERY: the run's average_state_every), downloads that epoch's
+//     state from the honest peers, negates the values of its first tensor (a
+//     valid state whose parameters are poisoned, and nothing else changed)
+//     and serves it as that epoch's from a real state server. Its progress
+//     record copies the honest peers' epoch and the parameters' hash they
+//     published, as a donor that lies about what it serves would. Prints
+//     "rogue peer ID", "rogue dht HOST:PORT", "rogue poisoned the state of
+//     epoch E" for each, and each change of what the honest peers' records
+//     say ("rogue honest EPOCH/SYNC_EPOCH ..." in peer order).
 //
 // A training state is a zip archive (PyTorch's), whose entries carry CRC-32s:
 // both copies of the poisoned entry's CRC (its local header's and the
 // central directory's) are made good again.
 #include <zlib.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
+#include <mutex>
 #include <string>
 #include <thread>
 
@@ -103,16 +107,48 @@ int poison_main(const std::string &run_id, const std::string &bootstrap, int sec
               unsigned(dht.port()));
   std::fflush(stdout);
 
+  // The worker fetches the honest state of each state-averaging epoch the
+  // swarm reaches (the honest donors publish it when asked), poisons it and
+  // serves it as that same epoch: it differs from the honest state only by
+  // the poison.
+  std::mutex mutex;
+  std::vector<Donor> donors;  // the honest peers, as the records say
+  std::atomic<int64_t> target{0}, served_epoch{-1};
+  std::atomic<bool> stop{false};
+  std::thread worker([&] {
+    while (!stop) {
+      std::vector<Donor> from;
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        from = donors;
+      }
+      const int64_t want = target.load();
+      if (from.empty() || want <= served_epoch.load()) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        continue;
+      }
+      std::string why;
+      auto got = download_state(from, run, want, std::chrono::seconds(15), std::chrono::seconds(5), quiet, &why);
+      if (!got) continue;
+      Bytes poisoned = std::move(got->bytes);
+      if (!poison(poisoned)) {
+        std::fprintf(stderr, "rogue: the state has no stored entry */data/0 to poison\n");
+        std::exit(1);
+      }
+      server.publish(got->epoch, std::move(poisoned));
+      served_epoch = got->epoch;
+      std::printf("rogue poisoned the state of epoch %lld\n", static_cast<long long>(got->epoch));
+      std::fflush(stdout);
+    }
+  });
+
   const std::string key = progress_key(run_id);
   const auto until = Clock::now() + std::chrono::seconds(seconds);
   std::map<uint64_t, ProgressRecord> honest;
-  Bytes poisoned;
-  int64_t claimed = -1;
   std::string said;
   ProgressRecord me;
   me.peer_id = identity.id();
   me.state_host = "127.0.0.1";
-  me.state_port = server.port();
   me.since_ms = wall_ms();
   while (Clock::now() < until) {
     for (const auto &raw : dht.get(key, std::chrono::milliseconds(200))) {
@@ -123,7 +159,9 @@ int poison_main(const std::string &run_id, const std::string &bootstrap, int sec
     }
     std::string line = "rogue honest";
     int64_t epoch = 0;
+    std::vector<Donor> now;
     for (const auto &[id, r] : honest) {
+      if (wall_ms() - r.time_ms > 10000) continue;  // gone
       line += " " + std::to_string(r.epoch) + "/" + std::to_string(r.sync_epoch);
       epoch = std::max(epoch, r.epoch);
       if (r.sync_epoch >= me.sync_epoch && r.sync_hash != 0) {
@@ -131,45 +169,26 @@ int poison_main(const std::string &run_id, const std::string &bootstrap, int sec
         me.sync_hash = r.sync_hash;
       }
       me.fingerprint = r.fingerprint;
+      if (r.state_port != 0 && !(r.flags & ProgressRecord::kAway)) now.push_back(Donor{id, r.state_host, r.state_port, r.epoch});
     }
-    if (line != said && !honest.empty()) {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      donors = now;
+    }
+    if (line != said && !now.empty()) {
       said = line;
       std::printf("%s\n", line.c_str());
       std::fflush(stdout);
     }
-    if (poisoned.empty() && !honest.empty()) {
-      // A real state, from the honest donors (they serve at their next
-      // state-averaging epoch).
-      std::vector<Donor> donors;
-      for (const auto &[id, r] : honest) donors.push_back(Donor{id, r.state_host, r.state_port, r.epoch});
-      std::string why;
-      auto got = download_state(donors, run, 0, std::chrono::seconds(20), std::chrono::seconds(5), quiet, &why);
-      if (got) {
-        poisoned = std::move(got->bytes);
-        if (!poison(poisoned)) {
-          std::fprintf(stderr, "rogue: the state has no stored entry */data/0 to poison\n");
-          return 1;
-        }
-        std::printf("rogue poisoned the state of epoch %lld (%zu bytes)\n", static_cast<long long>(got->epoch),
-                    poisoned.size());
-        std::fflush(stdout);
-      }
-    }
-    if (!poisoned.empty()) {
-      // Always the state of the swarm's next state-averaging epoch, so that
-      // a joiner asking for the swarm's epoch takes it.
-      const int64_t next = (epoch + every - 1) / every * every;
-      if (next != claimed) {
-        claimed = next;
-        server.publish(claimed, poisoned);
-      }
-    }
+    target = (epoch + every - 1) / every * every;  // the swarm's next state-averaging epoch
     me.epoch = epoch;
     me.time_ms = wall_ms();
-    me.state_port = poisoned.empty() ? 0 : server.port();
+    me.state_port = served_epoch.load() >= 0 ? server.port() : 0;
     dht.put(key, me.peer_id, encode(run, me, identity), std::chrono::seconds(10), std::chrono::milliseconds(300));
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
+  stop = true;
+  worker.join();
   me.flags = ProgressRecord::kLeft;
   me.time_ms = wall_ms();
   dht.put(key, me.peer_id, encode(run, me, identity), std::chrono::seconds(10), std::chrono::milliseconds(300));

@@ -111,6 +111,23 @@ TEST(Tracker, DeadLoadingAndUnhealthyPeersDoNotVote) {
   EXPECT_TRUE(v.votes.empty());
 }
 
+TEST(Tracker, DonorsWithinOneStateAveragingPeriodAreEqualSoTheIdleComeFirst) {
+  Tracker t(5000);
+  t.merge(record(2, 23, 0, 1, 0, ProgressRecord::kServing));
+  t.merge(record(3, 21, 0, 1));
+  t.merge(record(4, 19, 0, 1));
+  // Per epoch: 2 (23), then 3 (21), then 4.
+  auto d = t.donors(kMe, 0, kNow);
+  ASSERT_EQ(d.size(), 3u);
+  EXPECT_EQ(d[0].peer_id, 2u);
+  EXPECT_EQ(d[1].peer_id, 3u);
+  // In periods of 10: 23 and 21 both serve epoch 30's state; the idle 3 first.
+  d = t.donors(kMe, 0, kNow, 10);
+  EXPECT_EQ(d[0].peer_id, 3u);
+  EXPECT_EQ(d[1].peer_id, 2u);
+  EXPECT_EQ(d[2].peer_id, 4u);
+}
+
 TEST(Tracker, RecordsAreExtrapolatedByTheirRateForAtMostOneSecond) {
   Tracker t(5000);
   t.merge(record(2, 3, 100, 50, /*age_ms=*/500));

@@ -10,7 +10,6 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
-#include <regex>
 #include <thread>
 
 #include "support/subprocess.hpp"
@@ -39,15 +38,6 @@ double rss_mib(int pid) {
   while (std::getline(in, line))
     if (line.rfind("VmRSS:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
   return 0;
-}
-
-// The state server's "127.0.0.1:PORT": the DHT port unless the peer logged another one for state.
-std::string state_address(const Peer& p) {
-  static const std::regex re(R"(state over TCP port ([0-9]+))");
-  std::smatch m;
-  const std::string log = p.log(), dht = p.address();
-  if (!std::regex_search(log, m, re)) return dht;
-  return dht.substr(0, dht.rfind(':') + 1) + m[1].str();
 }
 
 // Largest RSS of each watched process, sampled every 100 ms on a thread.

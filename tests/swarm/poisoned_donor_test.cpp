@@ -1,8 +1,9 @@
-// A donor that serves a poisoned state (a valid training state whose first
-// tensor is negated, tests/collab/rogue_poison.cpp) while it claims the
-// parameters' hash the honest peers published: a joiner restores it, finds
-// that its parameters do not match what most peers published for that
-// epoch, refuses it, and loads an honest donor's state instead.
+// A donor that serves a poisoned state (the honest state of a
+// state-averaging epoch with its first tensor negated,
+// tests/collab/rogue_poison.cpp) while it claims the parameters' hash the
+// honest peers published: a joiner restores it, finds that its parameters
+// do not match what the other peers published for that epoch, refuses it,
+// and loads an honest donor's state instead.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -37,9 +38,15 @@ TEST(Swarm, APoisonedDonorIsRefusedAndTheJoinerLoadsAnHonestState) {
   const std::string rogue_id = rogue_peer_id(rogue_log);
   ASSERT_FALSE(rogue_id.empty()) << read_text(rogue_log);
 
-  // Which donor a joiner asks first is its own choice (by epoch, idleness,
-  // then a mix of ids): a joiner that loaded an honest state without asking
-  // the rogue is killed and another one started.
+  // Slow readers keep the honest donors busy, so a joiner asks the idle
+  // rogue first among donors at one epoch. Which donor it asks first is
+  // still its own choice (epochs move): a joiner that loaded an honest
+  // state without asking the rogue is killed and another one started.
+  std::vector<std::unique_ptr<loom::test::Child>> readers;
+  for (Peer* p : {&a, &b})
+    readers.push_back(std::make_unique<loom::test::Child>(
+        std::vector<std::string>{rogue_binary(), "--run", run_id, "--slow-readers", "2", state_address(*p), "200"},
+        std::map<std::string, std::string>{}, scratch.path("readers-" + p->name() + ".log")));
   std::unique_ptr<Peer> joiner;
   bool refused = false;
   int joiners = 0;
@@ -58,8 +65,15 @@ TEST(Swarm, APoisonedDonorIsRefusedAndTheJoinerLoadsAnHonestState) {
   ASSERT_TRUE(refused) << joiners << " joiners never asked the rogue\n" << (joiner ? joiner->tail() : "")
                        << read_text(rogue_log);
   const std::string log = joiner->log();
-  EXPECT_NE(log.find("from peer " + rogue_id + " does not match the parameters' hash"), std::string::npos)
-      << "the refusal does not name the rogue (" << rogue_id << ")\n" << joiner->tail();
+  const auto at = log.find("from peer " + rogue_id + " does not match the parameters' hash");
+  ASSERT_NE(at, std::string::npos) << "the refusal does not name the rogue (" << rogue_id << ")\n" << joiner->tail();
+  // It refused the state of an epoch whose honest state the rogue served
+  // poisoned: only the poison told them apart.
+  const auto of = log.rfind("the state of epoch ", at);
+  ASSERT_NE(of, std::string::npos);
+  const std::string epoch = log.substr(of + 19, log.find(' ', of + 19) - of - 19);
+  EXPECT_NE(read_text(rogue_log).find("rogue poisoned the state of epoch " + epoch + "\n"), std::string::npos)
+      << "epoch " << epoch << "\n" << read_text(rogue_log);
 
   for (Peer* p : {&a, &b, joiner.get()}) ASSERT_EQ(p->wait_exit(seconds(180)), 0) << p->tail();
   const std::string done = joiner->log();

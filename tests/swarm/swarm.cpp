@@ -131,6 +131,14 @@ std::string rogue_dht_address(const std::string& log_path, milliseconds timeout)
   return address;
 }
 
+std::string state_address(const Peer& p) {
+  static const std::regex re(R"(state over TCP port ([0-9]+))");
+  std::smatch m;
+  const std::string log = p.log(), dht = p.address();
+  if (!std::regex_search(log, m, re)) return dht;
+  return dht.substr(0, dht.rfind(':') + 1) + m[1].str();
+}
+
 std::string rogue_peer_id(const std::string& log_path) {
   const std::string text = read_text(log_path);
   const auto at = text.find("rogue peer ");

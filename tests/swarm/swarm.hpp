@@ -73,6 +73,10 @@ class Peer {
   std::unique_ptr<loom::test::Child> child_;
 };
 
+// A peer's state server, "127.0.0.1:PORT": the DHT port unless the peer
+// logged another one for state.
+std::string state_address(const Peer& p);
+
 // The misbehaving member (tests/collab/rogue_peer.cpp), next to loom.
 std::string rogue_binary();
 // The DHT address a loom_swarm_rogue logging to log_path prints ("rogue dht
