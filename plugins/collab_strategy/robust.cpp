@@ -30,7 +30,14 @@ std::vector<double> capped_weights(const std::vector<double> &w) {
   std::vector<double> positive;
   for (double x : w)
     if (x > 0) positive.push_back(x);
-  const double cap = 2 * median_of(positive);
+  // The lower median: with two members the mean of both claims would let
+  // the larger one through whatever it is.
+  double cap = 0;
+  if (!positive.empty()) {
+    const size_t mid = (positive.size() - 1) / 2;
+    std::nth_element(positive.begin(), positive.begin() + long(mid), positive.end());
+    cap = 2 * positive[mid];
+  }
   std::vector<double> out(w.size());
   for (size_t i = 0; i < w.size(); ++i) out[i] = w[i] > 0 ? std::min(w[i], cap) : 0.0;
   return out;

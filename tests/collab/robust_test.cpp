@@ -100,7 +100,8 @@ TEST(CenteredClip, AnEmptySliceIsFine) {
 }
 
 TEST(CenteredClip, AClaimOfManySamplesCountsAtMostTwiceTheMedian) {
-  EXPECT_EQ(capped_weights({100, 100, 120, 1e12}), (std::vector<double>{100, 100, 120, 220}));
+  EXPECT_EQ(capped_weights({100, 100, 120, 1e12}), (std::vector<double>{100, 100, 120, 200}));
+  EXPECT_EQ(capped_weights({100, 1e12}), (std::vector<double>{100, 200}));  // two members: still capped
   EXPECT_EQ(capped_weights({0, 50, 0}), (std::vector<double>{0, 50, 0}));
   EXPECT_EQ(capped_weights({0, 0}), (std::vector<double>{0, 0}));
 }
