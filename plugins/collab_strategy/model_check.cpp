@@ -29,8 +29,9 @@ void Peer::log_limited(Level level, const std::string &key, const std::string &m
   {
     std::lock_guard<std::mutex> lock(limited_mutex_);
     if (limited_.size() >= kLimitedKeys) {
-      // Keys may name peers (forged or replayed records): forget the quiet
-      // ones, so that an attacker's stream of new ids cannot grow this map.
+      // Keys are meant to be fixed phrases; should one ever carry a name
+      // that others choose, forget the quiet ones so that it cannot grow
+      // this map without bound.
       for (auto it = limited_.begin(); it != limited_.end();)
         it = now - it->second.last_ms >= kLimitedEveryMs ? limited_.erase(it) : std::next(it);
       if (limited_.size() >= kLimitedKeys && !limited_.count(key)) return;  // a flood: already said enough
@@ -98,8 +99,8 @@ void Peer::publish_fingerprint() {
   // An unconfirmed put blocks this thread for its timeout: not again at once.
   if (now - last_fingerprint_try_ms_ < kFingerprintRetryMs) return;
   last_fingerprint_try_ms_ = now;
-  if (dht_->put(fingerprint_key(opt_.run_id, fingerprint_), id_, encode(run_, fingerprint_record(1), identity_), kFingerprintTtl,
-                std::chrono::milliseconds(1000)))
+  if (dht_->put(fingerprint_key(opt_.run_id, fingerprint_), id_, encode(run_, fingerprint_record(1), identity_),
+                kFingerprintTtl, std::chrono::milliseconds(1000)))
     last_fingerprint_publish_ms_ = now;
 }
 

@@ -51,12 +51,6 @@ const char *kind_name(uint8_t k) {
 // "a progress record", "an oob record".
 std::string a_kind(const char *name) { return std::string(name[0] == 'o' ? "an " : "a ") + name + " record"; }
 
-std::string hex64(uint64_t v) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "0x%016" PRIx64, v);
-  return buf;
-}
-
 uint64_t fnv1a(uint64_t h, const uint8_t *p, size_t n) {
   for (size_t i = 0; i < n; ++i) {
     h ^= p[i];
@@ -309,6 +303,12 @@ void write_members(Writer &w, const std::vector<uint64_t> &members) {
 }
 
 }  // namespace
+
+std::string hex64(uint64_t v) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "0x%016" PRIx64, v);
+  return buf;
+}
 
 uint64_t run_hash(const std::string &run_id) {
   return fnv1a(kFnvOffset, reinterpret_cast<const uint8_t *>(run_id.data()), run_id.size());

@@ -23,6 +23,9 @@ using Bytes = std::vector<uint8_t>;
 // share a DHT ignore each other.
 uint64_t run_hash(const std::string &run_id);
 
+// "0x" and 16 hex digits: how records, hashes and digests are named in messages.
+std::string hex64(uint64_t v);
+
 // A peer's progress at its current collaborative epoch (hivemind's
 // progress_tracker record). One per peer; the latest time_ms wins.
 struct ProgressRecord {

@@ -70,8 +70,8 @@ ClipStats centered_clip(const std::vector<const float *> &copies, const std::vec
   }
   std::vector<double> dist(in.size());
   for (size_t j = 0; j < in.size(); ++j) dist[j] = distance(copies[in[j]], v);
-  stats.tau = radius * median_of(dist);
-  if (!(stats.tau > 0) || !std::isfinite(stats.tau)) {
+  const double tau = radius * median_of(dist);
+  if (!(tau > 0) || !std::isfinite(tau)) {
     // Most members agree exactly (or the distances are not finite): the
     // median is the answer.
     for (uint64_t k = 0; k < len; ++k) out[k] = float(v[k]);
@@ -85,8 +85,8 @@ ClipStats centered_clip(const std::vector<const float *> &copies, const std::vec
       const float *x = copies[in[j]];
       const double d = it == 0 ? dist[j] : distance(x, v);
       double scale = weights[in[j]] / total;
-      if (d > stats.tau) {
-        scale *= stats.tau / d;
+      if (d > tau) {
+        scale *= tau / d;
         ++stats.clipped;
       }
       for (uint64_t k = 0; k < len; ++k) step[k] += scale * (double(x[k]) - v[k]);

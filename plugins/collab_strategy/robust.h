@@ -20,8 +20,7 @@
 namespace loom_collab {
 
 struct ClipStats {
-  double tau = 0;       // the clipping radius used
-  uint32_t clipped = 0; // members clipped in the last iteration
+  uint32_t clipped = 0;  // members clipped in the last iteration
 };
 
 // copies[i] points at member i's len values; weights[i] >= 0 (0: member i

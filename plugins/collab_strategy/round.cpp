@@ -208,10 +208,10 @@ loom_status Peer::after_optimizer_step(std::string *why) {
   samples_ = 0;
   windows_ = 0;
   const bool last = max_steps_ >= 0 && done >= max_steps_;
-  if (comm_ && (last || (opt_.average_state_every > 0 && done % opt_.average_state_every == 0)))
-    average_parameters(last ? "the last epoch" : "state averaging");
+  const bool sync = last || is_sync_epoch(done);  // a state-averaging epoch
+  if (comm_ && sync) average_parameters(last ? "the last epoch" : "state averaging");
   comm_.reset();
-  if (opt_.average_state_every > 0 && is_sync_epoch(done)) record_sync(done);
+  if (opt_.average_state_every > 0 && sync) record_sync(done);
   wake_background();
   heal();
   serve_if_wanted();

@@ -1,18 +1,6 @@
 #include "state_check.h"
 
-#include <cinttypes>
-#include <cstdio>
-
 namespace loom_collab {
-namespace {
-
-std::string hex64(uint64_t v) {
-  char text[24];
-  std::snprintf(text, sizeof text, "0x%016" PRIx64, v);
-  return text;
-}
-
-}  // namespace
 
 Judgement judge(const StateCheck &c) {
   const std::string of = "the state of epoch " + std::to_string(c.epoch) + " from peer " + std::to_string(c.donor);

@@ -3,39 +3,22 @@
 // (one collective's result, bit for bit), so their digests agree; each
 // publishes its digest in its progress record and serves joiners only the
 // state of such an epoch. A joiner restores a donor's state, takes its
-// digest, and keeps it only if it is the one most peers published for its
-// epoch (at least two, more than any other hash: tracker.h's SyncVotes): a
-// donor that sends poisoned parameters is refused, and the next donor is
-// tried.
+// digest, and keeps it only if the other peers' votes for that epoch say so
+// (state_check.h's judge: the donor's own vote never counts): a donor that
+// sends poisoned parameters is refused, and the next donor is tried.
 //
-// What this cannot stop: most peers lying together (Sybil peers in an open
-// swarm; in a keyed swarm only key holders publish), and a swarm with fewer
-// than two healthy honest peers that agree: when no other healthy peer
-// publishes hashes, or those that do disagree (they averaged alone or in
-// different groups) once all of them published for the epoch, the state is
-// taken on trust, with a warning. A donor that claims an epoch the others
-// have not reached waits for them (a state-averaging epoch comes within
-// average_state_every epochs) and is refused if they do not come in time. The optimizer's statistics are covered only when they are
-// averaged (average_optimizer_state); otherwise each peer's differ and a
-// donor's are taken on trust.
+// What this cannot stop: most voters lying together (Sybil peers in an open
+// swarm; in a keyed swarm only key holders publish), and a swarm where no
+// other healthy peer publishes hashes or the others split evenly: the state
+// is then taken on trust, with a warning. The optimizer's statistics are
+// covered only when they are averaged (average_optimizer_state); otherwise
+// each peer's differ and a donor's are taken on trust.
 #include <algorithm>
-#include <cinttypes>
-#include <cstdio>
 #include <thread>
 
 #include "peer.h"
 
 namespace loom_collab {
-namespace {
-
-std::string hex64(uint64_t v) {
-  char text[24];
-  std::snprintf(text, sizeof text, "0x%016" PRIx64, v);
-  return text;
-}
-
-
-}  // namespace
 
 bool Peer::is_sync_epoch(int64_t epoch) const {
   if (epoch <= 0) return false;

@@ -35,6 +35,7 @@
 #include <thread>
 
 #include "dht.h"
+#include "rogue_support.hpp"
 #include "records.h"
 #include "state_transfer.h"
 
@@ -42,11 +43,6 @@ using namespace loom_collab;
 using Clock = std::chrono::steady_clock;
 
 namespace {
-
-int64_t now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 void put(uint8_t *p, uint64_t v, int bytes) {
   for (int i = 0; i < bytes; ++i) p[i] = uint8_t(v >> (8 * i));
@@ -102,14 +98,9 @@ void serve_bad_state(int listener, const std::atomic<int64_t> *epoch, const std:
 
 int run_donor(const std::string &run_id, const std::string &bootstrap, int seconds) {
   const Identity identity;
-  DhtConfig config;
-  config.listen_host = "127.0.0.1";
-  if (bootstrap != "-") config.bootstrap = {bootstrap};
-  SwarmDht dht(config);
-  if (!dht.wait_connected(std::chrono::seconds(10))) {
-    std::fprintf(stderr, "rogue: could not reach %s\n", bootstrap.c_str());
-    return 1;
-  }
+  const auto node = join_dht(bootstrap);
+  if (!node) return 1;
+  SwarmDht &dht = *node;
   int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
@@ -146,14 +137,14 @@ int run_donor(const std::string &run_id, const std::string &bootstrap, int secon
       }
     }
     me.epoch = epoch;
-    me.time_ms = now_ms();
+    me.time_ms = wall_ms();
     dht.put(key, me.peer_id, encode(run, me, identity), std::chrono::seconds(10), std::chrono::milliseconds(500));
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
   }
   std::printf("rogue served %d bad states\n", served.load());
   std::fflush(stdout);
   me.flags = ProgressRecord::kLeft;
-  me.time_ms = now_ms();
+  me.time_ms = wall_ms();
   dht.put(key, me.peer_id, encode(run, me, identity), std::chrono::seconds(10), std::chrono::milliseconds(500));
   stop = true;
   server.join();
@@ -166,7 +157,7 @@ int run_donor(const std::string &run_id, const std::string &bootstrap, int secon
 Bytes forge(uint64_t run, ProgressRecord honest, const Identity &signer) {
   const uint64_t victim = honest.peer_id;
   honest.peer_id = signer.id();
-  honest.time_ms = now_ms();
+  honest.time_ms = wall_ms();
   Bytes b = encode(run, honest, signer);
   constexpr size_t kHeader = 18;  // records.cpp's layout: header, payload, key, signature, CRC
   for (int i = 0; i < 8; ++i) b[kHeader + size_t(i)] = static_cast<uint8_t>(victim >> (8 * i));
@@ -179,14 +170,9 @@ Bytes forge(uint64_t run, ProgressRecord honest, const Identity &signer) {
 }
 
 int run_records(const std::string &run_id, const std::string &bootstrap, int seconds) {
-  DhtConfig config;
-  config.listen_host = "127.0.0.1";
-  config.bootstrap = {bootstrap};
-  SwarmDht dht(config);
-  if (!dht.wait_connected(std::chrono::seconds(10))) {
-    std::fprintf(stderr, "rogue: could not reach %s\n", bootstrap.c_str());
-    return 1;
-  }
+  const auto node = join_dht(bootstrap);
+  if (!node) return 1;
+  SwarmDht &dht = *node;
   // Others may join through this node: it has no state server.
   std::printf("rogue dht 127.0.0.1:%u\n", unsigned(dht.port()));
   std::fflush(stdout);
@@ -205,7 +191,7 @@ int run_records(const std::string &run_id, const std::string &bootstrap, int sec
   int64_t captured_ms = 0;
   bool newer = false;
   while (Clock::now() < until) {
-    r.time_ms = now_ms();
+    r.time_ms = wall_ms();
     Bytes other = encode(run_hash(run_id + "-another-run"), r, identity);
     Bytes good = encode(run_hash(run_id), r, identity);
     Bytes truncated(good.begin(), good.begin() + long(good.size() / 2));

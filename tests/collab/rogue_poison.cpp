@@ -29,6 +29,7 @@
 #include <thread>
 
 #include "dht.h"
+#include "rogue_support.hpp"
 #include "records.h"
 #include "state_transfer.h"
 
@@ -37,11 +38,6 @@ using namespace loom_collab;
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-int64_t wall_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 uint32_t le32(const uint8_t *p) { return uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24; }
 uint16_t le16(const uint8_t *p) { return uint16_t(p[0] | p[1] << 8); }
@@ -93,14 +89,9 @@ int poison_main(const std::string &run_id, const std::string &bootstrap, int sec
   }
   const Identity identity;
   const uint64_t run = run_hash(run_id);
-  DhtConfig config;
-  config.listen_host = "127.0.0.1";
-  config.bootstrap = {bootstrap};
-  SwarmDht dht(config);
-  if (!dht.wait_connected(std::chrono::seconds(10))) {
-    std::fprintf(stderr, "rogue: could not reach %s\n", bootstrap.c_str());
-    return 1;
-  }
+  const auto node = join_dht(bootstrap);
+  if (!node) return 1;
+  SwarmDht &dht = *node;
   LogFn quiet = [](Level, const std::string &) {};
   StateServer server("127.0.0.1", 0, run, quiet);
   std::printf("rogue peer %llu\nrogue dht 127.0.0.1:%u\n", static_cast<unsigned long long>(identity.id()),
