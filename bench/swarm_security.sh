@@ -23,7 +23,7 @@ out=$(mktemp -d)
 pids=()
 trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; rm -rf "$out"' EXIT
 
-"$build/bin/loom_bench_swarm_key" "$size" 5
+"$build/bin/loom_bench_swarm_key" "$size" 9
 
 "$loom" swarm keygen "$out/swarm.key" > /dev/null
 swarm() {  # swarm TAG PEERS STEPS [--set ...]: prints "wall_s median_round_ms rounds"

@@ -14,6 +14,7 @@ build_pkgs=(
   libopendht-dev libgloo-dev
   python3-sklearn zlib1g-dev libopenblas0-pthread
   libsodium-dev  # the collab swarm key: sealed records, peer signatures (issue 13)
+  libgnutls28-dev  # the collab swarm key: a state's chunks in AES-256-GCM
 )
 test_pkgs=(
   libgtest-dev libgmock-dev abigail-tools python3-torch procps

@@ -1,5 +1,6 @@
 // download_state: a joiner fetches the whole state from donors, checking
-// each chunk's CRC on worker threads while the next chunks arrive. The wire
+// each chunk (its CRC, or with a swarm key its seal) on worker threads while
+// the next chunks arrive. The wire
 // format is described in state_transfer.h.
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -25,15 +26,20 @@ namespace {
 
 using namespace wire;
 
-// Checks chunk CRCs on worker threads while the next chunks arrive, so a
-// joiner's download is bound by the wire or by CRC speed (zlib's crc32_z does
-// about 1.3 GB/s on one core here), not by their sum. Several workers keep
-// up with links faster than one core's CRC; results are combined in chunk
-// order into the whole-state CRC.
+// Checks chunks on worker threads while the next chunks arrive, so a
+// joiner's download is bound by the wire or by the check's speed, not by
+// their sum: without a key each chunk's CRC (zlib's crc32_z does about
+// 1.3 GB/s on one core here), combined in chunk order into the whole-state
+// CRC; with one, each chunk is opened in place under the chunk key
+// (XChaCha20-Poly1305, about 1.2 GB/s). Several workers keep up with links
+// faster than one core.
 class Verifier {
  public:
-  explicit Verifier(const uint8_t *base)
+  // key: the chunk key and the reply header it binds chunks to (null: CRCs).
+  Verifier(uint8_t *base, const ChunkKey *key = nullptr, const uint8_t *header = nullptr)
       : base_(base),
+        key_(key),
+        header_(header),
         max_workers_(std::max(1u, std::min(4u, std::thread::hardware_concurrency() / 2))),
         total_(uint32_t(crc32_z(0, nullptr, 0))) {}
   ~Verifier() {
@@ -45,10 +51,16 @@ class Verifier {
     for (auto &w : workers_) w.join();
   }
   // The chunk's bytes at base+off must stay put and unchanged until finish().
-  void push(uint64_t index, uint64_t off, uint32_t n, uint32_t want) {
+  // want: its CRC, or with a key its tag (ChunkKey::kTagBytes).
+  void push(uint64_t index, uint64_t off, uint32_t n, const uint8_t *want) {
     {
       std::lock_guard<std::mutex> g(m_);
-      queue_.push_back({index, off, n, want});
+      Item it{index, off, n, 0, {}};
+      if (key_)
+        std::copy(want, want + ChunkKey::kTagBytes, it.tag.begin());
+      else
+        it.crc = get32(want);
+      queue_.push_back(it);
       ++outstanding_;
     }
     cv_.notify_all();
@@ -82,7 +94,8 @@ class Verifier {
  private:
   struct Item {
     uint64_t index, off;
-    uint32_t n, want;
+    uint32_t n, crc;
+    ChunkKey::Tag tag;
   };
   void run_inline() {
     std::unique_lock<std::mutex> g(m_);
@@ -101,12 +114,22 @@ class Verifier {
     Item it = queue_.front();
     queue_.pop_front();
     g.unlock();
+    if (key_) {
+      const bool opened = key_->open(it.index, base_ + it.off, it.n, header_, kStateReplySize, it.tag.data());
+      g.lock();
+      if (!opened && bad_.empty())
+        bad_ = "chunk " + std::to_string(it.index) +
+               " of the donor's state does not open (altered, reordered or not of this state)";
+      --outstanding_;
+      cv_.notify_all();
+      return opened;
+    }
     uint32_t c = crc(base_ + it.off, it.n);
     g.lock();
-    if (c != it.want) {
+    if (c != it.crc) {
       if (bad_.empty())
         bad_ =
-            "chunk " + std::to_string(it.index) + " CRC mismatch (computed " + hex(c) + ", sent " + hex(it.want) + ")";
+            "chunk " + std::to_string(it.index) + " CRC mismatch (computed " + hex(c) + ", sent " + hex(it.crc) + ")";
       cv_.notify_all();
       return false;
     }
@@ -121,7 +144,9 @@ class Verifier {
     cv_.notify_all();
     return true;
   }
-  const uint8_t *base_;
+  uint8_t *base_;
+  const ChunkKey *key_;
+  const uint8_t *header_;
   const size_t max_workers_;
   std::mutex m_;
   std::condition_variable cv_;
@@ -145,79 +170,45 @@ void advise_huge_pages(const uint8_t *p, size_t n) {
   if (end > begin) ::madvise(reinterpret_cast<void *>(begin), end - begin, MADV_HUGEPAGE);
 }
 
-// Reads a reply: as it is, or with a swarm key from the frames of an
-// encrypted stream (read_all's contract either way).
-class Receiver {
- public:
-  Receiver(int fd, const IoLimits &lim) : fd_(fd), lim_(lim) {}
-  void keyed(std::unique_ptr<StreamOpener> opener) { opener_ = std::move(opener); }
-  Io read(uint8_t *buf, size_t n, size_t *got, int *err) {
-    if (!opener_) return read_all(fd_, buf, n, lim_, got, err);
-    *got = 0;
-    while (*got < n) {
-      if (pos_ == plain_.size()) {
-        Io r = next_frame(err);
-        if (r != Io::ok) return r;
-        continue;
-      }
-      const size_t k = std::min(n - *got, plain_.size() - pos_);
-      std::copy(plain_.begin() + long(pos_), plain_.begin() + long(pos_ + k), buf + *got);
-      pos_ += k;
-      *got += k;
-    }
-    return Io::ok;
-  }
-  // With a key: the stream's last frame must follow what was read, or the
-  // stream was cut (or made longer). *why says which.
-  bool finished(std::string *why) {
-    if (!opener_) return true;
-    int err = 0;
-    while (!final_ && pos_ == plain_.size()) {
-      if (next_frame(&err) != Io::ok) break;
-    }
-    if (final_ && pos_ == plain_.size()) return true;
-    *why = defect_.empty() ? "the donor's encrypted stream did not end where its reply did" : defect_;
+// With a key, the reply header (and, when it says ok, the chunk key) come
+// as the one frame of the transfer's encrypted stream. Fills hb (and
+// *chunk_key); false with *why (and *io when the socket failed).
+bool read_sealed_header(int fd, StreamOpener &opener, const IoLimits &lim, uint8_t *hb,
+                        std::optional<ChunkKey> *chunk_key, Io *io, int *err, std::string *why) {
+  uint8_t lb[4];
+  size_t got = 0;
+  *io = read_all(fd, lb, sizeof lb, lim, &got, err);
+  if (*io != Io::ok) return false;
+  const uint32_t len = get32(lb);
+  const size_t most = kStateReplySize + kStateChunkKeySize + StreamSealer::kTagBytes;
+  if (len != kStateReplySize + StreamSealer::kTagBytes && len != most) {
+    *why = "a header frame of " + std::to_string(len) + " bytes in the donor's encrypted stream (expected " +
+           std::to_string(kStateReplySize + StreamSealer::kTagBytes) + " or " + std::to_string(most) + ")";
     return false;
   }
-  const std::string &defect() const { return defect_; }
-
- private:
-  Io next_frame(int *err) {
-    if (final_) {
-      defect_ = "the donor's encrypted stream ended early";
-      return Io::closed;
-    }
-    uint8_t lb[4];
-    size_t got = 0;
-    Io r = read_all(fd_, lb, sizeof lb, lim_, &got, err);
-    if (r != Io::ok) return r;
-    const uint32_t len = get32(lb);
-    if (len < StreamSealer::kTagBytes || len > StreamSealer::kMaxFramePlain + StreamSealer::kTagBytes) {
-      defect_ = "a frame of " + std::to_string(len) + " bytes in the donor's encrypted stream";
-      return Io::closed;
-    }
-    cipher_.resize(len);
-    r = read_all(fd_, cipher_.data(), len, lim_, &got, err);
-    if (r != Io::ok) return r;
-    if (!opener_->open(cipher_.data(), len, &plain_, &final_)) {
-      defect_ = "a frame of the donor's encrypted stream does not open (altered, reordered or not of this stream)";
-      return Io::closed;
-    }
-    pos_ = 0;
-    return Io::ok;
+  uint8_t cipher[most];
+  *io = read_all(fd, cipher, len, lim, &got, err);
+  if (*io != Io::ok) return false;
+  Bytes plain;
+  bool final = false;
+  if (!opener.open(cipher, len, &plain, &final)) {
+    *why = "the donor's encrypted stream does not open (altered, reordered or not of this stream)";
+    return false;
   }
-  int fd_;
-  IoLimits lim_;
-  std::unique_ptr<StreamOpener> opener_;
-  Bytes cipher_, plain_;
-  size_t pos_ = 0;
-  bool final_ = false;
-  std::string defect_;
-};
+  if (!final) {
+    *why = "the donor's encrypted stream did not end where its reply header did";
+    return false;
+  }
+  std::copy(plain.begin(), plain.begin() + long(kStateReplySize), hb);
+  if (plain.size() > kStateReplySize) chunk_key->emplace(plain.data() + kStateReplySize);
+  wipe(plain.data(), plain.size());
+  return true;
+}
 
 // With a key, after the request: the challenge, this peer's proof, the
 // donor's proof and the stream's header. False with *why.
-bool prove_key(int fd, const StateKeys &keys, const uint8_t *req, const IoLimits &lim, Receiver *in, std::string *why,
+bool prove_key(int fd, const StateKeys &keys, const uint8_t *req, const IoLimits &lim,
+               std::unique_ptr<StreamOpener> *stream, std::string *why,
                const std::function<std::string(Io, int, const std::string &)> &io_text, KeyRefusal *refusal) {
   uint8_t ch[kStateChallengeSize];
   size_t got = 0;
@@ -283,7 +274,7 @@ bool prove_key(int fd, const StateKeys &keys, const uint8_t *req, const IoLimits
     *why = "the donor's stream header does not open";
     return false;
   }
-  in->keyed(std::move(opener));
+  *stream = std::move(opener);
   return true;
 }
 
@@ -355,17 +346,25 @@ std::optional<DownloadedState> try_donor(const Donor &d, uint64_t run, int64_t m
     return std::nullopt;
   }
 
-  Receiver in(fd.get(), lim);
-  if (keys && !prove_key(fd.get(), *keys, req, lim, &in, why, io_text, refusal)) return std::nullopt;
+  std::unique_ptr<StreamOpener> stream;
+  if (keys && !prove_key(fd.get(), *keys, req, lim, &stream, why, io_text, refusal)) return std::nullopt;
   uint8_t hb[kStateReplySize];
   size_t got = 0;
-  r = in.read(hb, sizeof hb, &got, &err);
-  if (r != Io::ok) {
-    std::string during = "in the reply header";
-    if (got > 0)
-      during = "after " + std::to_string(got) + " of " + std::to_string(kStateReplySize) +
-               " header bytes (truncated header)";
-    *why = !in.defect().empty() ? in.defect() : io_text(r, err, during);
+  std::optional<ChunkKey> chunk_key;
+  std::string defect;
+  if (stream) {
+    if (!read_sealed_header(fd.get(), *stream, lim, hb, &chunk_key, &r, &err, &defect) && defect.empty())
+      defect = io_text(r, err, "in the donor's encrypted reply header");
+  } else {
+    r = read_all(fd.get(), hb, sizeof hb, lim, &got, &err);
+    if (r != Io::ok)
+      defect = io_text(r, err,
+                       got > 0 ? "after " + std::to_string(got) + " of " + std::to_string(kStateReplySize) +
+                                     " header bytes (truncated header)"
+                               : std::string("in the reply header"));
+  }
+  if (!defect.empty()) {
+    *why = defect;
     return std::nullopt;
   }
   if (get32(hb) != kStateReplyMagic) {
@@ -399,6 +398,10 @@ std::optional<DownloadedState> try_donor(const Donor &d, uint64_t run, int64_t m
       *why += ": has epoch " + std::to_string(h.epoch) + ", need >= " + std::to_string(min_epoch);
     return std::nullopt;
   }
+  if (stream && !chunk_key) {
+    *why = "the donor's reply says ok but brought no chunk key";
+    return std::nullopt;
+  }
   if (h.epoch < min_epoch) {
     *why = "offers epoch " + std::to_string(h.epoch) + ", need >= " + std::to_string(min_epoch) + " (donor is behind)";
     return std::nullopt;
@@ -429,18 +432,18 @@ std::optional<DownloadedState> try_donor(const Donor &d, uint64_t run, int64_t m
   }
   advise_huge_pages(out.bytes.data(), size_t(h.total));
   // Declared after out: destroyed (its worker joined) before out's bytes go.
-  Verifier verifier(out.bytes.data());
+  Verifier verifier(out.bytes.data(), chunk_key ? &*chunk_key : nullptr, hb);
+  const size_t chunk_header = chunk_key ? kStateSealedChunkHeaderSize : kStateChunkHeaderSize;
   uint64_t off = 0;
   for (uint64_t index = 0; off < h.total; ++index) {
     if (verifier.failed(why)) return std::nullopt;
-    uint8_t ch[kStateChunkHeaderSize];
-    r = in.read(ch, sizeof ch, &got, &err);
+    uint8_t ch[kStateSealedChunkHeaderSize];
+    r = read_all(fd.get(), ch, chunk_header, lim, &got, &err);
     if (r != Io::ok) {
-      *why = !in.defect().empty() ? in.defect()
-                                  : io_text(r, err, "after " + std::to_string(off) + " of " + std::to_string(h.total) + " bytes");
+      *why = io_text(r, err, "after " + std::to_string(off) + " of " + std::to_string(h.total) + " bytes");
       return std::nullopt;
     }
-    const uint32_t n = get32(ch), want_crc = get32(ch + 4);
+    const uint32_t n = get32(ch);
     const uint64_t expect = std::min<uint64_t>(h.chunk, h.total - off);
     if (n != expect) {
       *why =
@@ -449,23 +452,18 @@ std::optional<DownloadedState> try_donor(const Donor &d, uint64_t run, int64_t m
     }
     // Within the reserved capacity: the buffer never moves under the verifier.
     out.bytes.resize(size_t(off + n));
-    r = in.read(out.bytes.data() + off, n, &got, &err);
+    r = read_all(fd.get(), out.bytes.data() + off, n, lim, &got, &err);
     if (r != Io::ok) {
-      *why = !in.defect().empty()
-                 ? in.defect()
-                 : io_text(r, err, "after " + std::to_string(off + got) + " of " + std::to_string(h.total) + " bytes");
+      *why = io_text(r, err, "after " + std::to_string(off + got) + " of " + std::to_string(h.total) + " bytes");
       return std::nullopt;
     }
-    // Under a key every frame is authenticated, in order, up to the final
-    // one: the CRCs could catch nothing more, and computing them would cost
-    // a core's worth of the time the decryption needs.
-    if (!keys) verifier.push(index, off, n, want_crc);
+    verifier.push(index, off, n, ch + 4);
     off += n;
   }
   uint32_t total_crc = 0;
   if (!verifier.finish(&total_crc, why)) return std::nullopt;
-  if (!in.finished(why)) return std::nullopt;
-  if (!keys && total_crc != h.total_crc) {
+  // With a key every chunk opened, each in its place: that says more than a CRC.
+  if (!chunk_key && total_crc != h.total_crc) {
     *why = "whole-state CRC mismatch (computed " + hex(total_crc) + ", sent " + hex(h.total_crc) + ")";
     return std::nullopt;
   }

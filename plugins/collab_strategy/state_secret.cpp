@@ -2,6 +2,8 @@
 
 #include "seal.h"
 
+#include <gnutls/crypto.h>
+#include <gnutls/gnutls.h>
 #include <sodium.h>
 
 #include <cstring>
@@ -15,6 +17,32 @@ static_assert(crypto_auth_KEYBYTES == 32);
 static_assert(crypto_secretstream_xchacha20poly1305_HEADERBYTES == StreamSealer::kHeaderBytes);
 static_assert(crypto_secretstream_xchacha20poly1305_ABYTES == StreamSealer::kTagBytes);
 static_assert(crypto_secretstream_xchacha20poly1305_KEYBYTES == 32);
+constexpr size_t kGcmNonceBytes = 12;
+
+void chunk_nonce(uint64_t index, uint8_t n[kGcmNonceBytes]) {
+  std::memset(n, 0, kGcmNonceBytes);
+  for (int i = 0; i < 8; ++i) n[i] = uint8_t(index >> (8 * i));
+}
+
+// One AES-256-GCM context, for one call: contexts are not shared between threads.
+class Gcm {
+ public:
+  explicit Gcm(const std::array<uint8_t, ChunkKey::kKeyBytes> &key) {
+    gnutls_datum_t k{const_cast<uint8_t *>(key.data()), unsigned(key.size())};
+    rc_ = gnutls_aead_cipher_init(&h_, GNUTLS_CIPHER_AES_256_GCM, &k);
+  }
+  ~Gcm() {
+    if (rc_ == 0) gnutls_aead_cipher_deinit(h_);
+  }
+  Gcm(const Gcm &) = delete;
+  Gcm &operator=(const Gcm &) = delete;
+  int rc() const { return rc_; }
+  gnutls_aead_cipher_hd_t get() const { return h_; }
+
+ private:
+  gnutls_aead_cipher_hd_t h_{};
+  int rc_;
+};
 
 }  // namespace
 
@@ -105,6 +133,45 @@ bool StreamOpener::open(const uint8_t *cipher, size_t n, Bytes *plain, bool *fin
   plain->resize(size_t(len));
   *final = tag == crypto_secretstream_xchacha20poly1305_TAG_FINAL;
   return true;
+}
+
+void wipe(void *p, size_t n) { sodium_memzero(p, n); }
+
+ChunkKey ChunkKey::fresh() {
+  if (sodium_init() < 0) throw std::runtime_error("libsodium could not start (sodium_init failed)");
+  ChunkKey k;
+  randombytes_buf(k.key_.data(), k.key_.size());
+  return k;
+}
+
+ChunkKey::ChunkKey(const uint8_t *key) { std::memcpy(key_.data(), key, kKeyBytes); }
+
+ChunkKey::~ChunkKey() { sodium_memzero(key_.data(), key_.size()); }
+
+ChunkKey::Tag ChunkKey::seal(uint64_t index, uint8_t *bytes, size_t n, const uint8_t *ad, size_t ad_len) const {
+  uint8_t nonce[kGcmNonceBytes];
+  chunk_nonce(index, nonce);
+  Tag tag;
+  size_t tag_len = tag.size();
+  Gcm gcm(key_);
+  giovec_t data{bytes, n}, extra{const_cast<uint8_t *>(ad), ad_len};
+  const int rc = gcm.rc() != 0 ? gcm.rc()
+                               : gnutls_aead_cipher_encryptv2(gcm.get(), nonce, sizeof nonce, &extra, 1, &data, 1,
+                                                              tag.data(), &tag_len);
+  if (rc != 0 || tag_len != tag.size())
+    throw std::runtime_error(std::string("AES-256-GCM (GnuTLS) failed: ") + gnutls_strerror(rc));
+  return tag;
+}
+
+bool ChunkKey::open(uint64_t index, uint8_t *bytes, size_t n, const uint8_t *ad, size_t ad_len,
+                    const uint8_t *tag) const {
+  uint8_t nonce[kGcmNonceBytes];
+  chunk_nonce(index, nonce);
+  Gcm gcm(key_);
+  if (gcm.rc() != 0) return false;
+  giovec_t data{bytes, n}, extra{const_cast<uint8_t *>(ad), ad_len};
+  return gnutls_aead_cipher_decryptv2(gcm.get(), nonce, sizeof nonce, &extra, 1, &data, 1,
+                                      const_cast<uint8_t *>(tag), kTagBytes) == 0;
 }
 
 }  // namespace loom_collab

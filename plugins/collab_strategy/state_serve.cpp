@@ -1,5 +1,7 @@
 // A state transfer's own thread: waits for a fresh enough snapshot (or takes
-// the model record), then sends it.
+// the model record), then sends it; and how a snapshot is made ready to send.
+#include <zlib.h>
+
 #include <algorithm>
 #include <memory>
 
@@ -12,49 +14,67 @@ using namespace server_detail;
 
 namespace {
 
-// Writes a reply: as it is, or with a swarm key as frames of an encrypted
-// stream (at most StreamSealer::kMaxFramePlain plain bytes each, written one
-// by one, so a transfer holds one frame's buffer, not a chunk's).
-class Sender {
- public:
-  Sender(int fd, const IoLimits &lim, std::unique_ptr<StreamSealer> sealer)
-      : fd_(fd), lim_(lim), sealer_(std::move(sealer)) {}
-  IoLimits &limits() { return lim_; }
-  Io send(iovec *iov, int cnt, int *err) {
-    if (!sealer_) return write_all(fd_, iov, cnt, lim_, err);
-    for (int i = 0; i < cnt; ++i) {
-      const auto *p = static_cast<const uint8_t *>(iov[i].iov_base);
-      for (size_t off = 0; off < iov[i].iov_len;) {
-        const size_t n = std::min(iov[i].iov_len - off, StreamSealer::kMaxFramePlain - plain_.size());
-        plain_.insert(plain_.end(), p + off, p + off + n);
-        off += n;
-        if (plain_.size() == StreamSealer::kMaxFramePlain) {
-          Io r = flush(false, err);
-          if (r != Io::ok) return r;
-        }
-      }
-    }
-    return flush(false, err);
-  }
-  // The last frame (with a key): the receiver knows the stream was not cut.
-  Io finish(int *err) { return sealer_ ? flush(true, err) : Io::ok; }
-
- private:
-  Io flush(bool final, int *err) {
-    if (plain_.empty() && !final) return Io::ok;
-    frame_.clear();
-    sealer_->frame(plain_.data(), plain_.size(), final, &frame_);
-    plain_.clear();
-    iovec v{frame_.data(), frame_.size()};
-    return write_all(fd_, &v, 1, lim_, err);
-  }
-  int fd_;
-  IoLimits lim_;
-  std::unique_ptr<StreamSealer> sealer_;
-  Bytes plain_, frame_;
-};
+// How many chunks a state of n bytes is sent in.
+size_t chunk_count(size_t n) { return (n + kChunkSize - 1) / kChunkSize; }
 
 }  // namespace
+
+bool Snapshot::ensure_ready(const std::function<bool()> &stop) {
+  std::unique_lock<std::mutex> g(mu_);
+  for (;;) {
+    if (state_ == kDone) return true;
+    if (stop()) return false;
+    if (state_ == kBusy) {  // someone else is at it: wait for them
+      cv_.wait_for(g, kTick);
+      continue;
+    }
+    state_ = kBusy;
+    g.unlock();
+    const bool complete = keyed ? seal(stop) : checksum(stop);
+    g.lock();
+    state_ = complete ? kDone : kIdle;
+    cv_.notify_all();
+  }
+}
+
+bool Snapshot::checksum(const std::function<bool()> &stop) {
+  std::vector<uint32_t> crcs;
+  crcs.reserve(chunk_count(bytes.size()));
+  uint32_t total = uint32_t(crc32_z(0, nullptr, 0));
+  for (size_t off = 0; off < bytes.size(); off += kChunkSize) {
+    if (stop()) return false;
+    const size_t n = std::min<size_t>(kChunkSize, bytes.size() - off);
+    const uint32_t c = crc(bytes.data() + off, n);
+    crcs.push_back(c);
+    total = uint32_t(crc32_combine(total, c, z_off_t(n)));
+  }
+  chunk_crcs = std::move(crcs);
+  ReplyHeader h;
+  h.epoch = epoch;
+  h.total = bytes.size();
+  h.chunk = kChunkSize;
+  h.total_crc = total;
+  encode_reply(header, h);
+  return true;
+}
+
+bool Snapshot::seal(const std::function<bool()> &stop) {
+  if (!key) {  // the first try: later ones resume at tags.size()
+    key.emplace(ChunkKey::fresh());
+    ReplyHeader h;  // the chunks are bound to it (the whole-state CRC stays 0)
+    h.epoch = epoch;
+    h.total = bytes.size();
+    h.chunk = kChunkSize;
+    encode_reply(header, h);
+    tags.reserve(chunk_count(bytes.size()));
+  }
+  for (size_t off = tags.size() * size_t(kChunkSize); off < bytes.size(); off += kChunkSize) {
+    if (stop()) return false;
+    const size_t n = std::min<size_t>(kChunkSize, bytes.size() - off);
+    tags.push_back(key->seal(tags.size(), bytes.data() + off, n, header, sizeof header));
+  }
+  return true;
+}
 
 // With a key: the accept message (magic, the stream's header, the server's
 // proof), then the stream. Null (and *ok false) when it could not be sent.
@@ -102,8 +122,24 @@ void StateServer::Impl::serve(Transfer &t) {
       return;
     }
   }
-  Sender out(fd, lim, std::move(sealer));
   ReplyHeader h;
+  // With a key, the reply header (and the chunk key) go as the stream's one frame.
+  auto send_header = [&](const uint8_t *hb, const uint8_t *chunk_key) {
+    Bytes frame;
+    const uint8_t *p = hb;
+    size_t len = kStateReplySize;
+    uint8_t plain[kStateReplySize + kStateChunkKeySize];
+    if (sealer) {
+      std::copy(hb, hb + kStateReplySize, plain);
+      if (chunk_key) std::copy(chunk_key, chunk_key + kStateChunkKeySize, plain + kStateReplySize);
+      sealer->frame(plain, kStateReplySize + (chunk_key ? kStateChunkKeySize : 0), true, &frame);
+      wipe(plain, sizeof plain);
+      p = frame.data();
+      len = frame.size();
+    }
+    iovec iov{const_cast<uint8_t *>(p), len};
+    return write_all(fd, &iov, 1, lim, &err);
+  };
   if (!snap || snap->epoch < t.min_epoch) {
     h.status = snap ? StateStatus::behind : StateStatus::not_ready;
     h.epoch = snap ? snap->epoch : 0;
@@ -114,10 +150,8 @@ void StateServer::Impl::serve(Transfer &t) {
                             (snap ? "have only " + std::to_string(snap->epoch) : std::string("nothing published"))));
     uint8_t b[kStateReplySize];
     encode_reply(b, h);
-    iovec iov{b, sizeof b};
-    out.limits().progress = nullptr;  // a refusal sends none of the state
-    const bool sent = out.send(&iov, 1, &err) == Io::ok && out.finish(&err) == Io::ok;
-    t.end = sent ? End::no_data : End::went_away;
+    lim.progress = nullptr;  // a refusal sends none of the state
+    t.end = send_header(b, nullptr) == Io::ok ? End::no_data : End::went_away;
     return;
   }
 
@@ -129,56 +163,45 @@ void StateServer::Impl::serve(Transfer &t) {
     std::atomic<int> &a;
     ~Done() { a.fetch_sub(1); }
   } done{counter};
-  if (!snap->ensure_sums([&] { return stopping.load() || t.cancel.load(); })) return;
-  h.status = StateStatus::ok;
-  h.epoch = snap->epoch;
-  h.total = snap->bytes.size();
-  h.chunk = kChunkSize;
-  h.total_crc = snap->total_crc;
+  if (!snap->ensure_ready([&] { return stopping.load() || t.cancel.load(); })) return;
+  if (t.keyed != snap->keyed) return;  // never: a server's snapshots and requests share its key
+  const size_t chunk_header = t.keyed ? kStateSealedChunkHeaderSize : kStateChunkHeaderSize;
+  const size_t total = snap->bytes.size();
   // The header and chunk headers count as sent bytes too: `total` is what a
   // complete transfer moves, so the fraction sent is exact.
-  t.total = h.total + kStateReplySize + kStateChunkHeaderSize * ((h.total + kChunkSize - 1) / kChunkSize);
-  uint8_t hb[kStateReplySize];
-  encode_reply(hb, h);
+  t.total = total + kStateReplySize + chunk_header * chunk_count(total);
   auto t0 = Clock::now();
-  // The header rides with the first chunk (one send); without a key, chunks
-  // are sent from the shared snapshot itself, never copied.
+  Io r = send_header(snap->header, t.keyed ? snap->key->bytes().data() : nullptr);
+  // The chunks go from the shared snapshot itself, never copied (sealed
+  // already, with a key).
   size_t off = 0;
-  bool first = true;
-  size_t index = 0;
-  do {
+  for (size_t index = 0; r == Io::ok && off < total; ++index) {
     if (stopping || t.cancel) return;  // a fast reader never lets poll() see the stop pipe
-    size_t n = std::min<size_t>(kChunkSize, snap->bytes.size() - off);
-    uint8_t ch[kStateChunkHeaderSize];
-    iovec iov[3];
-    int cnt = 0;
-    if (first) iov[cnt++] = {hb, sizeof hb};
-    if (n > 0) {
-      put32(ch, uint32_t(n));
+    const size_t n = std::min<size_t>(kChunkSize, total - off);
+    uint8_t ch[kStateSealedChunkHeaderSize];
+    put32(ch, uint32_t(n));
+    if (t.keyed)
+      std::copy(snap->tags[index].begin(), snap->tags[index].end(), ch + 4);
+    else
       put32(ch + 4, snap->chunk_crcs[index]);
-      iov[cnt++] = {ch, sizeof ch};
-      iov[cnt++] = {const_cast<uint8_t *>(snap->bytes.data() + off), n};
-    }
-    Io r = out.send(iov, cnt, &err);
-    if (r == Io::ok && off + n >= snap->bytes.size()) r = out.finish(&err);
-    if (r != Io::ok) {
-      t.end = r == Io::timeout ? End::stalled : r == Io::cancelled ? End::cancelled : End::went_away;
-      if (r != Io::timeout && r != Io::cancelled)
-        emit(log, Level::info,
-             "state server: transfer of epoch " + std::to_string(snap->epoch) + " to " + peer + " ended after " +
-                 std::to_string(off) + " of " + std::to_string(h.total) + " bytes: it went away" +
-                 (err ? std::string(" (") + errno_text(err) + ")" : ""));
-      return;
-    }
-    first = false;
-    off += n;
-    ++index;
-  } while (off < snap->bytes.size());
+    iovec iov[2] = {{ch, chunk_header}, {const_cast<uint8_t *>(snap->bytes.data() + off), n}};
+    r = write_all(fd, iov, 2, lim, &err);
+    if (r == Io::ok) off += n;
+  }
+  if (r != Io::ok) {
+    t.end = r == Io::timeout ? End::stalled : r == Io::cancelled ? End::cancelled : End::went_away;
+    if (r != Io::timeout && r != Io::cancelled)
+      emit(log, Level::info,
+           "state server: transfer of epoch " + std::to_string(snap->epoch) + " to " + peer + " ended after " +
+               std::to_string(off) + " of " + std::to_string(total) + " bytes: it went away" +
+               (err ? std::string(" (") + errno_text(err) + ")" : ""));
+    return;
+  }
   t.end = End::sent;
   double s = std::chrono::duration<double>(Clock::now() - t0).count();
   emit(log, t.model ? Level::debug : Level::info,
        "state server: sent " + (t.model ? std::string("the model record") : "epoch " + std::to_string(snap->epoch)) +
-           " (" + std::to_string(h.total) + " bytes) to " + peer + " in " + std::to_string(int64_t(s * 1000)) +
+           " (" + std::to_string(total) + " bytes) to " + peer + " in " + std::to_string(int64_t(s * 1000)) +
            " ms");
 }
 

@@ -96,6 +96,7 @@ void StateServer::publish(int64_t epoch, Bytes bytes) {
   auto snap = std::make_shared<Snapshot>();
   snap->epoch = epoch;
   snap->bytes = std::move(bytes);
+  snap->keyed = impl_->keys != nullptr;
   {
     std::lock_guard<std::mutex> g(impl_->m);
     impl_->snapshot = std::move(snap);
@@ -113,6 +114,7 @@ void StateServer::publish_model(Bytes record) {
   if (!record.empty()) {
     snap = std::make_shared<Snapshot>();
     snap->bytes = std::move(record);
+    snap->keyed = impl_->keys != nullptr;
   }
   std::lock_guard<std::mutex> g(impl_->m);
   impl_->model = std::move(snap);
@@ -135,7 +137,7 @@ void StateServer::Impl::sum_loop() {
       snap = snapshot;
       gen = done_gen = generation.load();
     }
-    if (snap) snap->ensure_sums([&] { return stopping.load() || generation.load() != gen; });
+    if (snap) snap->ensure_ready([&] { return stopping.load() || generation.load() != gen; });
   }
 }
 

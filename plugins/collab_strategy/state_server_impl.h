@@ -4,8 +4,6 @@
 #ifndef LOOM_COLLAB_STATE_SERVER_IMPL_H
 #define LOOM_COLLAB_STATE_SERVER_IMPL_H
 
-#include <zlib.h>
-
 #include <array>
 #include <atomic>
 #include <condition_variable>
@@ -13,6 +11,7 @@
 #include <list>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -37,55 +36,31 @@ constexpr int kAcceptBurst = 64;  // accepts per wake, so pending requests are r
 constexpr milliseconds kPreemptAfter{1000};
 constexpr double kSlowBytesPerSecond = 64 * 1024;
 
-// A published snapshot. Its chunk CRCs are computed once, off the training
-// thread: by the server's checksum thread right after publish(), or by the
-// first transfer that needs them, whichever gets there first; others wait.
-// The work stops between chunks when `stop` says so (shutdown, or a newer
-// snapshot made this one moot), so nobody waits long for an abandoned sum.
+// A published snapshot, made ready to send once, off the training thread:
+// by the server's sealing thread right after publish(), or by the first
+// transfer that needs it, whichever gets there first; others wait. Without
+// a swarm key that means its chunk CRCs; with one, its chunks sealed in
+// place under a chunk key of its own (state_secret.h), so transfers send
+// the snapshot's bytes as they are, whatever the number of joiners. The work
+// stops between chunks when `stop` says so (shutdown, or a newer snapshot
+// made this one moot), so nobody waits long for an abandoned one; sealing
+// resumes where it stopped, since its bytes change in place.
 struct Snapshot {
   int64_t epoch = 0;
   Bytes bytes;
+  bool keyed = false;  // set before the snapshot is shared
 
-  // True once chunk_crcs and total_crc are valid; false if stop() said so first.
-  bool ensure_sums(const std::function<bool()> &stop) {
-    std::unique_lock<std::mutex> g(mu_);
-    for (;;) {
-      if (state_ == kDone) return true;
-      if (stop()) return false;
-      if (state_ == kBusy) {  // someone else is computing: wait for it
-        cv_.wait_for(g, kTick);
-        continue;
-      }
-      state_ = kBusy;
-      g.unlock();
-      std::vector<uint32_t> crcs;
-      crcs.reserve(bytes.size() / kChunkSize + 1);
-      uint32_t total = uint32_t(crc32_z(0, nullptr, 0));
-      bool complete = true;
-      for (size_t off = 0; off < bytes.size(); off += kChunkSize) {
-        if (stop()) {
-          complete = false;
-          break;
-        }
-        size_t n = std::min<size_t>(kChunkSize, bytes.size() - off);
-        uint32_t c = crc(bytes.data() + off, n);
-        crcs.push_back(c);
-        total = uint32_t(crc32_combine(total, c, z_off_t(n)));
-      }
-      g.lock();
-      if (complete) {
-        chunk_crcs = std::move(crcs);
-        total_crc = total;
-      }
-      state_ = complete ? kDone : kIdle;
-      cv_.notify_all();
-    }
-  }
-  // Valid after ensure_sums returned true (never written again after that).
-  std::vector<uint32_t> chunk_crcs;
-  uint32_t total_crc = 0;
+  // True once the fields below are valid (never written again after that);
+  // false if stop() said so first.
+  bool ensure_ready(const std::function<bool()> &stop);
+  uint8_t header[kStateReplySize] = {};  // the ok reply's header
+  std::vector<uint32_t> chunk_crcs;      // without a key
+  std::vector<ChunkKey::Tag> tags;       // with a key, one per chunk
+  std::optional<ChunkKey> key;           // with a key
 
  private:
+  bool checksum(const std::function<bool()> &stop);  // false: stopped
+  bool seal(const std::function<bool()> &stop);
   enum { kIdle, kBusy, kDone };
   std::mutex mu_;
   std::condition_variable cv_;
@@ -117,7 +92,7 @@ struct StateServer::Impl {
   std::shared_ptr<Snapshot> model;      // what model requests get (null: not_ready); guarded by m
   std::atomic<uint64_t> generation{0};  // bumped by publish(); guarded by m for the summer's wait
   std::thread front;
-  std::thread summer;  // checksums each new snapshot ahead of requests
+  std::thread summer;  // makes each new snapshot ready (Snapshot::ensure_ready) ahead of requests
 
   // A connection that has not yet sent its whole request: only bytes here.
   // With a swarm key the client's proof follows its request: `want` grows
@@ -168,7 +143,7 @@ struct StateServer::Impl {
   // finished with), and checks its proof (false: refused).
   bool challenge(Pending &p, Clock::time_point now);
   bool check_proof(Pending &p, Clock::time_point now);
-  // state_serve.cpp: with a key, the accept message and stream for t.
+  // state_serve.cpp: with a key, the accept message for t and its stream.
   std::unique_ptr<StreamSealer> accept_keyed(Transfer &t, const IoLimits &lim, int *err, bool *ok);
   void make_room(const std::string &addr, Clock::time_point now);
   // Admits a checked (and, with a key, proven) request: rate, slots, thread.

@@ -40,9 +40,12 @@ namespace loom_collab {
 //   server (36 B): magic kStateChallengeMagic u32, server nonce (32 B)
 //   client (64 B): client nonce (32 B), client proof (32 B)
 //   server (60 B): magic kStateAcceptMagic u32, stream header (24 B), server proof (32 B)
-//   then the reply above, as an encrypted stream: frames of length u32 and
-//   ciphertext (at most 256 KiB of plain bytes each), the last one empty and
-//   marked final.
+//   then one frame of an encrypted stream, marked final: length u32 and the
+//   ciphertext of the reply header above (CRC of the whole 0), followed,
+//   when status is ok, by the snapshot's chunk key (32 B);
+//   then, when status is ok, the chunks, each length u32, tag (16 B), and
+//   the chunk's bytes as sealed under the chunk key (nonce: the chunk's
+//   index from 0; additional data: the 36-byte reply header).
 // A refusal at any step is a plain 36-byte reply: a keyed server answers a
 // request without the flag, or a proof that does not match, with status
 // not_key_holder (before the request holds a transfer slot or a token); a
@@ -53,7 +56,7 @@ namespace loom_collab {
 // swarm's (it has just joined, or it is the odd one out).
 constexpr uint32_t kStateRequestMagic = 0x5154534C;  // "LSTQ"
 constexpr uint32_t kStateReplyMagic = 0x5254534C;    // "LSTR"
-constexpr uint16_t kStateWireVersion = 1;
+constexpr uint16_t kStateWireVersion = 2;  // 2: keyed chunks sealed once per snapshot
 constexpr uint16_t kStateFlagModel = 1;
 constexpr uint16_t kStateFlagKeyed = 2;
 constexpr uint32_t kStateChallengeMagic = 0x4b54534C;  // "LSTK"
@@ -65,6 +68,8 @@ constexpr uint64_t kMaxModelBytes = 64 * 1024;
 constexpr size_t kStateRequestSize = 28;
 constexpr size_t kStateReplySize = 36;
 constexpr size_t kStateChunkHeaderSize = 8;
+constexpr size_t kStateSealedChunkHeaderSize = 20;  // with a key: length, tag
+constexpr size_t kStateChunkKeySize = 32;
 // Limits a client checks before it allocates anything.
 constexpr uint64_t kMaxStateBytes = uint64_t(64) << 30;  // 64 GiB
 constexpr uint32_t kMaxStateChunk = 64u << 20;           // 64 MiB

@@ -5,6 +5,8 @@
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(OPENDHT REQUIRED IMPORTED_TARGET opendht)
 pkg_check_modules(SODIUM REQUIRED IMPORTED_TARGET libsodium)
+# AES-256-GCM for a keyed state's chunks (state_secret.h); OpenDHT brings GnuTLS already.
+pkg_check_modules(GNUTLS REQUIRED IMPORTED_TARGET gnutls)
 find_package(ZLIB REQUIRED)
 find_package(Threads REQUIRED)
 
@@ -20,6 +22,6 @@ set_target_properties(loom_collab_swarm PROPERTIES POSITION_INDEPENDENT_CODE ON 
                       CXX_STANDARD_REQUIRED ON)
 target_include_directories(loom_collab_swarm PUBLIC ${_loom_swarm_dir})
 target_compile_options(loom_collab_swarm PRIVATE -Wall -Wextra)
-# OpenDHT and libsodium stay PRIVATE to the sources, but a static library's consumers must
+# OpenDHT, libsodium and GnuTLS stay PRIVATE to the sources, but a static library's consumers must
 # still link it: CMake carries PRIVATE link dependencies of static libraries.
-target_link_libraries(loom_collab_swarm PRIVATE PkgConfig::OPENDHT PkgConfig::SODIUM PUBLIC ZLIB::ZLIB Threads::Threads loom_sdk)
+target_link_libraries(loom_collab_swarm PRIVATE PkgConfig::OPENDHT PkgConfig::SODIUM PkgConfig::GNUTLS PUBLIC ZLIB::ZLIB Threads::Threads loom_sdk)

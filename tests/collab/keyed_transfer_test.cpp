@@ -84,8 +84,8 @@ TEST(KeyedTransfer, AKeyedClientIsRefusedByAnOpenSwarmsServer) {
 }
 
 // A donor written here that knows the handshake: it may lack the key, or
-// hold it and send a stream that was tampered with.
-enum class Fake { no_key, flipped_frame, cut_stream };
+// hold it and send a reply that was tampered with.
+enum class Fake { no_key, flipped_header, header_not_final, flipped_chunk, swapped_chunks, chunk_of_other_epoch, cut_short };
 
 FakeDonor::Behave fake_keyed(Fake how, const Bytes &state) {
   return [how, state](int fd, int) {
@@ -110,34 +110,87 @@ FakeDonor::Behave fake_keyed(Fake how, const Bytes &state) {
     const auto proof = keys.proof(StateKeys::kServer, r.data(), r.size(), server, client);
     std::copy(proof.begin(), proof.end(), acc + 4 + StreamSealer::kHeaderBytes);
     send_bytes(fd, acc, sizeof acc);
+    // The header frame: the reply header (whole-state CRC 0) and the chunk key.
     Reply reply;
     reply.epoch = 1;
     reply.chunk = 1 << 16;
-    const Bytes plain = reply_bytes(reply, state);
-    Bytes frames;
-    const size_t half = plain.size() / 2;
-    sealer.frame(plain.data(), half, false, &frames);
-    sealer.frame(plain.data() + half, plain.size() - half, how != Fake::cut_stream, &frames);
-    if (how == Fake::flipped_frame) frames[frames.size() / 3] ^= 0x20;
-    send_bytes(fd, frames);
+    Bytes header = reply_header(reply, state);
+    for (int i = 28; i < 32; ++i) header[size_t(i)] = 0;
+    for (int i = 0; i < 4; ++i) header[size_t(32 + i)] = uint8_t(crc_of(header.data(), 32) >> (8 * i));
+    const ChunkKey chunk_key = ChunkKey::fresh();
+    Bytes plain = header;
+    plain.insert(plain.end(), chunk_key.bytes().begin(), chunk_key.bytes().end());
+    Bytes out;
+    sealer.frame(plain.data(), plain.size(), how != Fake::header_not_final, &out);
+    if (how == Fake::flipped_header) out[10] ^= 0x20;
+    // The chunks, each sealed under the chunk key, bound to its index and the header.
+    Bytes other_epoch = header;
+    other_epoch[8] ^= 1;  // a chunk sealed for another snapshot header
+    std::vector<Bytes> chunks;
+    for (size_t off = 0, i = 0; off < state.size(); off += reply.chunk, ++i) {
+      const size_t n = std::min<size_t>(reply.chunk, state.size() - off);
+      Bytes bytes(state.begin() + long(off), state.begin() + long(off + n));
+      const Bytes &ad = how == Fake::chunk_of_other_epoch && i == 1 ? other_epoch : header;
+      const auto tag = chunk_key.seal(i, bytes.data(), n, ad.data(), ad.size());
+      Bytes c;
+      le(c, n, 4);
+      c.insert(c.end(), tag.begin(), tag.end());
+      c.insert(c.end(), bytes.begin(), bytes.end());
+      chunks.push_back(std::move(c));
+    }
+    if (how == Fake::flipped_chunk) chunks[2][40] ^= 0x01;
+    if (how == Fake::swapped_chunks) std::swap(chunks[0], chunks[1]);  // both full-size
+    if (how == Fake::cut_short) chunks.resize(2);
+    for (const Bytes &c : chunks) out.insert(out.end(), c.begin(), c.end());
+    send_bytes(fd, out);
   };
 }
 
-TEST(KeyedTransfer, ADonorWithoutTheKeyOrATamperedStreamIsRejected) {
+TEST(KeyedTransfer, ADonorWithoutTheKeyOrATamperedReplyIsRejected) {
   LogSink log;
-  const Bytes state = pattern(300000, 8);
+  const Bytes state = pattern(300000, 8);  // 5 chunks of 64 KiB
   struct Case {
     Fake how;
     const char *expect;
   };
   for (const Case &c : {Case{Fake::no_key, "the donor does not hold this swarm's key"},
-                        Case{Fake::flipped_frame, "does not open"},
-                        Case{Fake::cut_stream, "did not end where its reply did"}}) {
+                        Case{Fake::flipped_header, "encrypted stream does not open"},
+                        Case{Fake::header_not_final, "did not end where its reply header did"},
+                        Case{Fake::flipped_chunk, "chunk 2 of the donor's state does not open"},
+                        Case{Fake::swapped_chunks, "chunk 0 of the donor's state does not open"},
+                        Case{Fake::chunk_of_other_epoch, "chunk 1 of the donor's state does not open"},
+                        Case{Fake::cut_short, "connection closed by donor after 131072 of 300000 bytes"}}) {
     FakeDonor fake(fake_keyed(c.how, state));
     std::string why;
     EXPECT_FALSE(fetch(fake.port(), key_of(1), log, &why)) << c.expect;
-    EXPECT_NE(why.find(c.expect), std::string::npos) << why;
+    EXPECT_NE(why.find(c.expect), std::string::npos) << c.expect << ": " << why;
   }
+}
+
+TEST(ChunkKey, ASealedChunkOpensOnlyWithItsKeyIndexAndHeader) {
+  const ChunkKey key = ChunkKey::fresh(), other = ChunkKey::fresh();
+  const Bytes plain = pattern(1000, 4), header(kStateReplySize, 7);
+  Bytes sealed = plain;
+  const auto tag = key.seal(3, sealed.data(), sealed.size(), header.data(), header.size());
+  EXPECT_NE(sealed, plain);  // encrypted in place
+  auto opens = [&](const ChunkKey &k, uint64_t index, Bytes bytes, Bytes ad) {
+    return k.open(index, bytes.data(), bytes.size(), ad.data(), ad.size(), tag.data());
+  };
+  Bytes flipped = sealed;
+  flipped[500] ^= 1;
+  Bytes other_header = header;
+  other_header[0] ^= 1;
+  EXPECT_FALSE(opens(other, 3, sealed, header));
+  EXPECT_FALSE(opens(key, 4, sealed, header));
+  EXPECT_FALSE(opens(key, 3, flipped, header));
+  EXPECT_FALSE(opens(key, 3, sealed, other_header));
+  Bytes opened = sealed;
+  ASSERT_TRUE(key.open(3, opened.data(), opened.size(), header.data(), header.size(), tag.data()));
+  EXPECT_EQ(opened, plain);
+  // A joiner rebuilds the key from the 32 bytes the donor sends.
+  const ChunkKey received(key.bytes().data());
+  opened = sealed;
+  EXPECT_TRUE(received.open(3, opened.data(), opened.size(), header.data(), header.size(), tag.data()));
 }
 
 }  // namespace
