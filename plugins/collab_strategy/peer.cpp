@@ -287,6 +287,7 @@ ProgressRecord Peer::own_record() const {
     std::lock_guard<std::mutex> lock(sync_mutex_);
     r.sync_epoch = sync_epoch_;
     r.sync_hash = sync_hash_;
+    r.earlier_syncs = earlier_syncs_;
   }
   return r;
 }

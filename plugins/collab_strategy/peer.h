@@ -227,10 +227,12 @@ class Peer {
   // Shared with the background thread.
   std::atomic<int64_t> epoch_{0};
   // record_sync: the last sync point's epoch and digest, set and read as a
-  // pair (the background thread publishes them) under sync_mutex_.
+  // pair (the background thread publishes them) under sync_mutex_, and the
+  // ones before it (newest first, ProgressRecord::kMaxEarlierSyncs).
   mutable std::mutex sync_mutex_;
   int64_t sync_epoch_ = 0;
   uint64_t sync_hash_ = 0;
+  std::vector<ProgressRecord::SyncPoint> earlier_syncs_;
   void set_sync(int64_t epoch, uint64_t hash);
   bool at_sync_ = false;  // training thread: the state is that of a sync point (nothing trained since)
   std::atomic<uint64_t> samples_{0};

@@ -1,5 +1,6 @@
-// Wire format of the swarm's records (version 3: every record is signed by
-// the peer that made it, identity.h):
+// Wire format of the swarm's records (version 4; since 3 every record is
+// signed by the peer that made it, identity.h; 4 added a progress record's
+// earlier sync points):
 //
 //   magic "LMSW" | version u8 | kind u8 | run u64 | payload length u32 | payload |
 //   signer's Ed25519 public key (32) | signature (64) | crc32 u32
@@ -27,7 +28,7 @@ namespace loom_collab {
 namespace {
 
 constexpr uint8_t kMagic[4] = {'L', 'M', 'S', 'W'};
-constexpr uint8_t kVersion = 3;
+constexpr uint8_t kVersion = 4;
 constexpr size_t kHeaderSize = 4 + 1 + 1 + 8 + 4;  // up to and including the payload length
 constexpr size_t kTrailer = kPublicKeyBytes + kSignatureBytes + 4;  // signer, signature, CRC
 constexpr size_t kFrameSize = kHeaderSize + kTrailer;
@@ -355,6 +356,18 @@ Bytes encode(uint64_t run, const ProgressRecord &r, const Identity &signer) {
   w.i64(r.since_ms);
   w.i64(r.sync_epoch);
   w.u64(r.sync_hash);
+  require(r.earlier_syncs.size() <= ProgressRecord::kMaxEarlierSyncs,
+          std::to_string(r.earlier_syncs.size()) + " earlier sync points (at most " +
+              std::to_string(ProgressRecord::kMaxEarlierSyncs) + ")");
+  w.u8(static_cast<uint8_t>(r.earlier_syncs.size()));
+  int64_t after = r.sync_epoch;
+  for (const auto &s : r.earlier_syncs) {
+    require(s.epoch >= 0 && s.epoch < after && s.hash != 0,
+            "earlier sync points must have epochs decreasing below sync_epoch and non-zero hashes");
+    after = s.epoch;
+    w.i64(s.epoch);
+    w.u64(s.hash);
+  }
   return w.finish(signer);
 }
 
@@ -418,7 +431,22 @@ std::optional<ProgressRecord> decode_progress(uint64_t run, const uint8_t *data,
       read_string(r, &p.state_host, "state_host") && r.u8(&port_lo) && r.u8(&port_hi) && r.u64(&p.fingerprint) &&
       r.i64(&p.since_ms) && r.i64(&p.sync_epoch)) {
     if (p.sync_epoch < 0) r.fail("sync_epoch " + std::to_string(p.sync_epoch) + " is negative");
-    r.u64(&p.sync_hash);
+    uint8_t n = 0;
+    if (r.u64(&p.sync_hash) && r.u8(&n)) {
+      if (n > ProgressRecord::kMaxEarlierSyncs)
+        r.fail(std::to_string(n) + " earlier sync points (at most " +
+               std::to_string(ProgressRecord::kMaxEarlierSyncs) + ")");
+      int64_t after = p.sync_epoch;
+      for (uint8_t i = 0; i < n && r.error().empty(); ++i) {
+        ProgressRecord::SyncPoint s;
+        if (!r.i64(&s.epoch) || !r.u64(&s.hash)) break;
+        if (s.epoch < 0 || s.epoch >= after || s.hash == 0)
+          r.fail("earlier sync point " + std::to_string(i) + " (epoch " + std::to_string(s.epoch) +
+                 ") is not below the one before it (" + std::to_string(after) + "), or has no hash");
+        after = s.epoch;
+        p.earlier_syncs.push_back(s);
+      }
+    }
     if (!std::isfinite(p.samples_per_second) || p.samples_per_second < 0) {
       r.fail("samples_per_second " + std::to_string(p.samples_per_second) + " is not a finite rate >= 0");
     }

@@ -54,6 +54,17 @@ struct ProgressRecord {
   // peers published for its epoch. sync_hash 0: none yet.
   int64_t sync_epoch = 0;
   uint64_t sync_hash = 0;
+  // The sync points before that one, newest first (at most
+  // kMaxEarlierSyncs, epochs decreasing, hashes non-zero): a swarm may pass
+  // several sync points between two of a joiner's reads of this record, and
+  // a donor may serve one that is not the newest.
+  struct SyncPoint {
+    int64_t epoch = 0;
+    uint64_t hash = 0;
+    bool operator==(const SyncPoint &o) const { return epoch == o.epoch && hash == o.hash; }
+  };
+  static constexpr size_t kMaxEarlierSyncs = 3;
+  std::vector<SyncPoint> earlier_syncs;
 };
 
 // "I am ready to average at (epoch, attempt)": matchmaking's declaration.

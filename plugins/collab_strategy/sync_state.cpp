@@ -49,6 +49,14 @@ uint64_t Peer::state_digest() {
 
 void Peer::set_sync(int64_t epoch, uint64_t hash) {
   std::lock_guard<std::mutex> lock(sync_mutex_);
+  // The record keeps a few earlier sync points too: the swarm may pass
+  // several between two of a joiner's reads of it.
+  if (sync_hash_ != 0) earlier_syncs_.insert(earlier_syncs_.begin(), {sync_epoch_, sync_hash_});
+  // Epochs decrease below the newest (a state loaded from an older sync point drops later ones).
+  earlier_syncs_.erase(std::remove_if(earlier_syncs_.begin(), earlier_syncs_.end(),
+                                      [&](const ProgressRecord::SyncPoint &s) { return s.epoch >= epoch; }),
+                       earlier_syncs_.end());
+  if (earlier_syncs_.size() > ProgressRecord::kMaxEarlierSyncs) earlier_syncs_.resize(ProgressRecord::kMaxEarlierSyncs);
   sync_epoch_ = epoch;
   sync_hash_ = hash;
 }

@@ -27,6 +27,7 @@ bool Tracker::merge(const ProgressRecord &r) {
   if (r.sync_hash != 0) {
     auto &history = syncs_[r.peer_id];
     history[r.sync_epoch] = r.sync_hash;
+    for (const auto &s : r.earlier_syncs) history[s.epoch] = s.hash;
     while (history.size() > kSyncHistory) history.erase(history.begin());
   }
   return true;

@@ -45,7 +45,7 @@ struct Frame {
   }
 };
 
-inline Bytes frame(uint8_t kind, const Bytes &payload, uint64_t run = kRun, uint8_t version = 3,
+inline Bytes frame(uint8_t kind, const Bytes &payload, uint64_t run = kRun, uint8_t version = 4,
             const Identity &signer = me()) {
   Frame f;
   for (char c : std::string("LMSW")) f.u8(static_cast<uint8_t>(c));
@@ -85,6 +85,7 @@ inline ProgressRecord sample_progress() {
   p.since_ms = 1699999999000;
   p.sync_epoch = 40;
   p.sync_hash = 0x5eed5eed5eed5eedULL;
+  p.earlier_syncs = {{35, 0x35}, {30, 0x30}, {25, 0x25}};
   return p;
 }
 
@@ -156,6 +157,7 @@ inline Bytes progress_payload(const std::string &host, double rate, int64_t epoc
   f.u64(0);  // since_ms
   f.u64(0);  // sync_epoch
   f.u64(0);  // sync_hash
+  f.b.push_back(0);  // no earlier sync points
   f.b.resize(f.b.size() + extra);
   return f.b;
 }

@@ -46,6 +46,7 @@ TEST(Records, ProgressRoundTrip) {
   EXPECT_EQ(back->since_ms, p.since_ms);
   EXPECT_EQ(back->sync_epoch, p.sync_epoch);
   EXPECT_EQ(back->sync_hash, p.sync_hash);
+  EXPECT_EQ(back->earlier_syncs, p.earlier_syncs);
 }
 
 TEST(Records, ProgressIsLittleEndianOnTheWire) {
@@ -55,7 +56,7 @@ TEST(Records, ProgressIsLittleEndianOnTheWire) {
   const Bytes b = encode(kRun, p, me());
   ASSERT_GE(b.size(), 34u);
   EXPECT_EQ(std::string(b.begin(), b.begin() + 4), "LMSW");
-  EXPECT_EQ(b[4], 3);  // format version
+  EXPECT_EQ(b[4], 4);  // format version
   for (int i = 0; i < 8; ++i) EXPECT_EQ(b[18 + i], uint8_t(me().id() >> (8 * i)));
   for (int i = 0; i < 8; ++i) EXPECT_EQ(b[26 + i], i + 1);
   // The trailer: the signer's public key, then its signature.
@@ -188,7 +189,7 @@ TEST(Records, RejectsBadMagicVersionAndChecksum) {
   EXPECT_NE(rejection(k, Bytes{'{', '"'}).find("bad magic"), std::string::npos);
 
   const Bytes payload = payload_of(k.valid);
-  EXPECT_NE(rejection(k, frame(1, payload, kRun, 1)).find("unknown record format version 1 (this build reads 3)"),
+  EXPECT_NE(rejection(k, frame(1, payload, kRun, 1)).find("unknown record format version 1 (this build reads 4)"),
             std::string::npos);
 
   b = k.valid;
@@ -230,7 +231,7 @@ TEST(Records, RejectsAnotherRun) {
 TEST(Records, RejectsAnOversizedPayloadLengthBeforeReadingIt) {
   Frame f;
   for (char c : std::string("LMSW")) f.u8(static_cast<uint8_t>(c));
-  f.u8(3);
+  f.u8(4);
   f.u8(1);
   f.u64(kRun);
   f.u32(0xffffffffu);
@@ -255,6 +256,22 @@ TEST(Records, RejectsOutOfRangeProgressFields) {
             std::string::npos);
   EXPECT_EQ(bad(progress_payload("h", 1.0, -1)), "epoch -1 is negative");
   EXPECT_EQ(bad(progress_payload("h", 1.0, 1, 3)), "3 unread bytes at the end of the payload");
+  // Earlier sync points: at most three, epochs decreasing below sync_epoch (0 here), hashes non-zero.
+  auto with_syncs = [](uint8_t n, std::vector<std::pair<int64_t, uint64_t>> points) {
+    Bytes b = progress_payload("h", 1.0);
+    b.back() = n;
+    Frame f;
+    for (const auto &[epoch, hash] : points) {
+      f.u64(uint64_t(epoch));
+      f.u64(hash);
+    }
+    b.insert(b.end(), f.b.begin(), f.b.end());
+    return b;
+  };
+  EXPECT_EQ(bad(with_syncs(4, {})), "4 earlier sync points (at most 3)");
+  EXPECT_EQ(bad(with_syncs(1, {{0, 5}})), "earlier sync point 0 (epoch 0) is not below the one before it (0), or has no hash");
+  EXPECT_NE(bad(with_syncs(2, {{-1, 5}})).find("earlier sync point 0 (epoch -1)"), std::string::npos);
+  EXPECT_NE(bad(with_syncs(2, {})).find("payload ends inside a 64-bit field"), std::string::npos);
   Bytes short_host = progress_payload("hostname", 1.0);
   short_host.resize(short_host.size() - 37);  // the string's length runs past the payload
   EXPECT_NE(bad(short_host).find("payload ends inside data"), std::string::npos);
@@ -356,6 +373,15 @@ TEST(Records, EncodeRefusesWhatDecodeWouldReject) {
   EXPECT_THROW(encode(kRun, p, me()), std::invalid_argument);
   p = sample_progress();
   p.sync_epoch = -1;
+  EXPECT_THROW(encode(kRun, p, me()), std::invalid_argument);
+  p = sample_progress();
+  p.earlier_syncs.push_back({0, 9});  // four earlier sync points: one too many
+  EXPECT_THROW(encode(kRun, p, me()), std::invalid_argument);
+  p = sample_progress();
+  p.earlier_syncs[1].epoch = 35;  // not decreasing
+  EXPECT_THROW(encode(kRun, p, me()), std::invalid_argument);
+  p = sample_progress();
+  p.earlier_syncs[0].hash = 0;
   EXPECT_THROW(encode(kRun, p, me()), std::invalid_argument);
 
   GroupRecord g = sample_group();

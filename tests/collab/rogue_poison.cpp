@@ -158,6 +158,7 @@ int poison_main(const std::string &run_id, const std::string &bootstrap, int sec
       if (r.sync_epoch >= me.sync_epoch && r.sync_hash != 0) {
         me.sync_epoch = r.sync_epoch;  // the honest hash, claimed as this rogue's own
         me.sync_hash = r.sync_hash;
+        me.earlier_syncs = r.earlier_syncs;
       }
       me.fingerprint = r.fingerprint;
       if (r.state_port != 0 && !(r.flags & ProgressRecord::kAway)) now.push_back(Donor{id, r.state_host, r.state_port, r.epoch});

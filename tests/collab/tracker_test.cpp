@@ -81,6 +81,22 @@ TEST(Tracker, SyncVotesCountTheOtherPeersNeverTheDonor) {
   EXPECT_EQ(*t.sync_votes(5, 4, kNow).majority(), 0xAAAu);
 }
 
+TEST(Tracker, ARecordsEarlierSyncPointsVoteForEpochsThisTrackerNeverSawAsNewest) {
+  // The swarm passed sync points 10 and 15 between two reads of peer 2's
+  // record: its record at 20 still vouches for them.
+  Tracker t(5000);
+  t.merge(synced(2, 5, 0x555, 30));
+  ProgressRecord later = synced(2, 20, 0x2020, 10);
+  later.earlier_syncs = {{15, 0x1515}, {10, 0x1010}};
+  t.merge(later);
+  t.merge(synced(3, 20, 0x2020, 5));  // peer 3 (the donor below) says nothing of 15
+  for (const auto &[epoch, hash] : std::vector<std::pair<int64_t, uint64_t>>{{5, 0x555}, {10, 0x1010}, {15, 0x1515}}) {
+    const SyncVotes v = t.sync_votes(epoch, 3, kNow);
+    EXPECT_EQ(v.others, 1u) << epoch;
+    EXPECT_EQ(v.majority(), std::optional<uint64_t>(hash)) << epoch;
+  }
+}
+
 TEST(Tracker, MajorityNeedsMoreThanHalfOfTheOthersAndALeaderNoTie) {
   Tracker t(5000);
   t.merge(synced(2, 5, 0xAAA));
