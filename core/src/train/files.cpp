@@ -1,6 +1,7 @@
 #include "files.hpp"
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -85,6 +86,13 @@ void remove_stale_temporaries(const std::string& path) {
   for (const auto& entry : fs::directory_iterator(target.parent_path().empty() ? "." : target.parent_path(), ec)) {
     if (entry.path().filename().string().rfind(prefix, 0) == 0) fs::remove(entry.path(), ec);
   }
+}
+
+double cpu_seconds(bool system) {
+  rusage u{};
+  if (getrusage(RUSAGE_SELF, &u) != 0) return 0;
+  const timeval &t = system ? u.ru_stime : u.ru_utime;
+  return double(t.tv_sec) + double(t.tv_usec) / 1e6;
 }
 
 long long peak_rss_bytes() {

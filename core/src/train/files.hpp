@@ -18,6 +18,9 @@ bool file_exists(const std::string& path);
 // This process's peak resident memory (VmHWM in /proc/self/status); 0 when
 // unknown.
 long long peak_rss_bytes();
+// CPU time this process has used so far, in seconds: user time, or with
+// system the kernel's time on its behalf.
+double cpu_seconds(bool system);
 // Deletes <path>.tmp.* files that a process killed during a write left behind.
 void remove_stale_temporaries(const std::string& path);
 

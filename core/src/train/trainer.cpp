@@ -256,7 +256,9 @@ TrainResult run_training(const TrainConfig& config, const TrainRequest& request)
   save();
   if (!request.dump_final_dir.empty() && zero) dump_run(request.dump_final_dir, *task, state, sampler, s, false);
   if (nonfinite.skipped() > 0) spdlog::warn("{} steps were dropped for a non-finite loss or gradients", nonfinite.skipped());
-  if (zero) spdlog::info("peak memory: {:.1f} MiB (VmHWM)", double(peak_rss_bytes()) / (1 << 20));
+  if (zero)
+    spdlog::info("peak memory: {:.1f} MiB (VmHWM); CPU time {:.2f} s user, {:.2f} s system",
+                 double(peak_rss_bytes()) / (1 << 20), cpu_seconds(false), cpu_seconds(true));
   teardown_guard.armed = false;
   check_status(strategy->teardown());
   return result;
