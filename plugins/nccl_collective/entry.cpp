@@ -1,0 +1,77 @@
+// The one exported symbol: negotiation, and the static info and vtable it
+// hands out.
+#include <cstddef>
+
+#include "comm.h"
+#include "instance.h"
+#include "loom/collective.h"
+#include "ops.h"
+#include "options.h"
+#include "request.h"
+#include "../common/negotiate.h"
+
+#define LOOM_NCCL_STR2(x) #x
+#define LOOM_NCCL_STR(x) LOOM_NCCL_STR2(x)
+
+namespace loom_nccl {
+namespace {
+
+constexpr loom_plugin_info kInfo = {
+    sizeof(loom_plugin_info),
+    LOOM_KIND_COLLECTIVE,
+    "nccl",
+    "0.1.0",
+    "Collectives over NVIDIA NCCL for CUDA device memory, on the host's stream; failure-aware.",
+    // CUDA memory only. ASYNC_PROGRESS: NCCL runs on the GPU and in its own
+    // threads, not in test/wait. ABORT and PEER_FAILURE: non-blocking
+    // communicators, ncclCommGetAsyncError and ncclCommAbort (watchdog.h).
+    // Not DYNAMIC_GROUPS (no ncclCommSplit here) nor INLINE_COMPLETION.
+    LOOM_CAP_CUDA_MEMORY | LOOM_CAP_ASYNC_PROGRESS | LOOM_CAP_ABORT | LOOM_CAP_PEER_FAILURE |
+        LOOM_CAP_SCALED_ALLREDUCE,
+    kOptions,
+    kNumOptions,
+};
+
+constexpr loom_collective_v1 make_vtable() {
+  loom_collective_v1 v{};
+  v.struct_size = sizeof(loom_collective_v1);
+  v.abi_version = LOOM_ABI_VERSION;
+  v.info = &kInfo;
+  v.init = init;
+  v.fini = fini;
+  v.last_error = last_error;
+  v.comm_create = comm_create;
+  v.comm_destroy = comm_destroy;
+  v.comm_abort = comm_abort;
+  v.allreduce = allreduce;
+  v.broadcast = broadcast;
+  v.reduce = reduce;
+  v.allgather = allgather;
+  v.reduce_scatter = reduce_scatter;
+  v.alltoall = alltoall;
+  v.barrier = barrier;
+  v.send = send;
+  v.recv = recv;
+  v.test = test;
+  v.wait = wait;
+  v.request_free = request_free;
+  v.allreduce_scaled = allreduce_scaled;
+  return v;
+}
+
+constexpr loom_collective_v1 kVtable = make_vtable();
+
+}  // namespace
+}  // namespace loom_nccl
+
+// Static answers only: the host may call this in a scanner process just to
+// list the plugin, so it must not allocate, block or touch CUDA.
+extern "C" LOOM_PLUGIN_EXPORT loom_status loom_collective_plugin_v1(const loom_negotiate_request *request,
+                                                                    loom_negotiate_reply *reply) {
+  static constexpr loom_plugin_common::Refusals kRefusals = {
+      "nccl collective plugin: the negotiate request is missing or too small for ABI v1",
+      "nccl collective plugin: called for a kind other than collective",
+      "nccl collective plugin speaks Loom ABI 1.0 to 1." LOOM_NCCL_STR(LOOM_ABI_MINOR)};
+  return loom_plugin_common::negotiate(request, reply, LOOM_KIND_COLLECTIVE, LOOM_ABI_VERSION_MIN,
+                                       &loom_nccl::kVtable, kRefusals);
+}

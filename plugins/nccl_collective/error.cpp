@@ -1,0 +1,59 @@
+// Thread-local error messages and the CUDA / NCCL result mapping.
+#include "error.h"
+
+#include <cstdarg>
+#include <cstdio>
+
+namespace loom_nccl {
+namespace {
+// A plain array: no constructor, no destructor registration, no allocation,
+// so it is safe in a dlopen'ed object and on any thread.
+thread_local char t_message[1024] = "no error";
+}  // namespace
+
+loom_status fail(loom_status s, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  std::vsnprintf(t_message, sizeof t_message, fmt, ap);
+  va_end(ap);
+  return s;
+}
+
+loom_status fail_cuda(cudaError_t rc, const char *what) {
+  cudaGetLastError();  // non-sticky errors would otherwise show up in the next call's check
+  return fail(LOOM_ERR_SYSTEM, "%s: %s (%s)", what, cudaGetErrorString(rc), cudaGetErrorName(rc));
+}
+
+loom_status status_of(ncclResult_t rc) {
+  switch (rc) {
+    case ncclSuccess:
+    case ncclInProgress: return LOOM_OK;
+    case ncclInvalidArgument:
+    case ncclInvalidUsage: return LOOM_ERR_INVALID_ARGUMENT;
+    case ncclRemoteError: return LOOM_ERR_PEER_FAILED;
+    case ncclInternalError: return LOOM_ERR_INTERNAL;
+    default: return LOOM_ERR_SYSTEM;  // ncclUnhandledCudaError, ncclSystemError
+  }
+}
+
+loom_status async_status_of(ncclResult_t rc) {
+  switch (rc) {
+    case ncclSuccess:
+    case ncclInProgress: return LOOM_OK;
+    case ncclRemoteError:
+    case ncclSystemError: return LOOM_ERR_PEER_FAILED;
+    case ncclInvalidArgument:
+    case ncclInvalidUsage: return LOOM_ERR_INVALID_ARGUMENT;  // e.g. ranks out of step
+    default: return LOOM_ERR_SYSTEM;
+  }
+}
+
+loom_status fail_nccl(ncclResult_t rc, const char *what, ncclComm_t comm) {
+  const char *detail = ncclGetLastError(comm);
+  return fail(status_of(rc), "%s failed: %s%s%s", what, ncclGetErrorString(rc), detail && *detail ? ": " : "",
+              detail ? detail : "");
+}
+
+const char *last_error_text() { return t_message; }
+
+}  // namespace loom_nccl

@@ -1,0 +1,334 @@
+// Argument checks and NCCL enqueueing for every operation.
+#include "ops.h"
+
+#include <cstdint>
+
+#include "../common/average.h"
+#include "device.h"
+#include "request.h"
+#include "types.h"
+
+namespace loom_nccl {
+namespace {
+
+// What every operation checks first. Inline completion (request == NULL)
+// is not offered: the capability bit is not declared.
+loom_status begin(loom_comm *comm, loom_request **request, const char *op) {
+  if (!request)
+    return fail(LOOM_ERR_INVALID_ARGUMENT,
+                "%s: request is NULL, but the nccl plugin does not offer inline completion", op);
+  *request = nullptr;
+  if (!comm) return fail(LOOM_ERR_INVALID_ARGUMENT, "%s: comm is NULL", op);
+  if (comm->failed.load() != LOOM_OK) {
+    std::lock_guard<std::mutex> lock(comm->mu);
+    return refuse_post_locked(comm, op);
+  }
+  return use_device(comm->device);
+}
+
+// Checks dtype and count and stores NCCL's type and the size in bytes.
+loom_status check_data(loom_dtype dtype, uint64_t count, const char *op, ncclDataType_t *type, size_t *bytes) {
+  if (!nccl_dtype(dtype, type)) return fail(LOOM_ERR_INVALID_ARGUMENT, "%s: unknown dtype %u", op, dtype);
+  if (count > SIZE_MAX / loom_dtype_size(dtype))
+    return fail(LOOM_ERR_INVALID_ARGUMENT, "%s: count %llu overflows the address space", op,
+                static_cast<unsigned long long>(count));
+  *bytes = size_t(count) * loom_dtype_size(dtype);
+  return LOOM_OK;
+}
+
+loom_status check_op(loom_reduce_op op, const char *name, ncclRedOp_t *out) {
+  if (!nccl_op(op, out)) return fail(LOOM_ERR_INVALID_ARGUMENT, "%s: unknown reduce op %u", name, op);
+  return LOOM_OK;
+}
+
+// Not NULL, and CUDA memory of the communicator's device.
+loom_status check_buffer(const loom_comm *comm, const void *buf, const char *op, const char *which) {
+  if (!buf) return fail(LOOM_ERR_INVALID_ARGUMENT, "%s: %s is NULL but the count is not 0", op, which);
+  return check_device_buffer(buf, comm->device, op, which);
+}
+
+loom_status check_rank(const loom_comm *comm, int32_t r, const char *op, const char *which) {
+  if (r < 0 || r >= comm->size)
+    return fail(LOOM_ERR_INVALID_ARGUMENT, "%s: %s %d is out of range [0, %d)", op, which, r, comm->size);
+  return LOOM_OK;
+}
+
+// Sizes of size * count-element buffers (allgather, reduce_scatter, alltoall).
+loom_status check_total(const loom_comm *comm, size_t block_bytes, const char *op, size_t *total) {
+  if (__builtin_mul_overflow(block_bytes, size_t(comm->size), total))
+    return fail(LOOM_ERR_INVALID_ARGUMENT, "%s: %d blocks of %zu bytes overflow the address space", op, comm->size,
+                block_bytes);
+  return LOOM_OK;
+}
+
+const char *at(const void *base, size_t offset) { return static_cast<const char *>(base) + offset; }
+
+// Whether [a, a + na) and [b, b + nb) share a byte.
+bool overlaps(const void *a, size_t na, const void *b, size_t nb) {
+  const uintptr_t x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
+  return na > 0 && nb > 0 && x < y + nb && y < x + na;
+}
+
+loom_status overlap_error(const char *op, const char *rule) {
+  return fail(LOOM_ERR_INVALID_ARGUMENT, "%s: send and recv overlap but are not in place (in place needs %s)", op,
+              rule);
+}
+
+// An operation whose NCCL calls need nothing after the enqueue.
+template <class Enqueue>
+loom_status post_simple(loom_comm *comm, const char *op, const char *nccl_call, loom_request **out,
+                        Enqueue &&enqueue) {
+  return post(comm, op, nccl_call, out, enqueue, [](bool) {});
+}
+
+// Fuses the sends and receives of one exchange into one NCCL group, so they
+// progress together instead of each blocking the stream until matched.
+// Inside the group NCCL only records the calls; the group's end reports.
+template <class Calls>
+ncclResult_t group(Calls &&calls) {
+  ncclResult_t rc = ncclGroupStart();
+  if (rc != ncclSuccess) return rc;
+  const ncclResult_t inner = calls();
+  rc = ncclGroupEnd();  // always, or the thread stays inside the group
+  return inner != ncclSuccess && inner != ncclInProgress ? inner : rc;
+}
+
+loom_status allreduce_impl(loom_comm *comm, const void *send, void *recv, uint64_t count, loom_dtype dtype,
+                           loom_reduce_op op, loom_request **request, const double *scale) {
+  const char *name = scale ? "allreduce_scaled" : "allreduce";
+  ncclDataType_t type;
+  ncclRedOp_t nop = ncclSum;
+  size_t bytes;
+  Scalar scalar{};
+  LOOM_NCCL_TRY(begin(comm, request, name));
+  LOOM_NCCL_TRY(check_data(dtype, count, name, &type, &bytes));
+  char why[160];
+  if (scale && (loom_plugin_common::scaled_allreduce_refused(dtype, dtype_name(dtype), *scale, why, sizeof why) ||
+                !scale_scalar(dtype, *scale, &scalar, why, sizeof why)))
+    return fail(LOOM_ERR_INVALID_ARGUMENT, "%s", why);
+  if (!scale) LOOM_NCCL_TRY(check_op(op, name, &nop));
+  if (count == 0) return post_done(comm, name, request);
+  LOOM_NCCL_TRY(check_buffer(comm, send, name, "send"));
+  LOOM_NCCL_TRY(check_buffer(comm, recv, name, "recv"));
+  if (send != recv && overlaps(send, bytes, recv, bytes)) return overlap_error(name, "send == recv");
+  if (!scale)
+    return post_simple(comm, name, "ncclAllReduce", request, [&](ncclComm_t nc) {
+      return ncclAllReduce(send, recv, size_t(count), type, nop, nc, comm->stream);
+    });
+  // The scale rides in the op as a host scalar read at creation; the op may
+  // go as soon as the collective that uses it has been enqueued.
+  bool created = false;
+  return post(
+      comm, name, "ncclAllReduce with ncclRedOpCreatePreMulSum", request,
+      [&](ncclComm_t nc) {
+        ncclResult_t rc = ncclRedOpCreatePreMulSum(&nop, scalar.bytes, type, ncclScalarHostImmediate, nc);
+        if (rc != ncclSuccess) return rc;
+        created = true;
+        return ncclAllReduce(send, recv, size_t(count), type, nop, nc, comm->stream);
+      },
+      [&](bool alive) {
+        // A failed communicator took its ops with it.
+        if (created && alive && comm->nccl) ncclRedOpDestroy(nop, comm->nccl);
+      });
+}
+
+}  // namespace
+
+loom_status allreduce(loom_comm *comm, const void *send, void *recv, uint64_t count, loom_dtype dtype,
+                      loom_reduce_op op, loom_request **request) noexcept {
+  return guarded([&] { return allreduce_impl(comm, send, recv, count, dtype, op, request, nullptr); });
+}
+
+loom_status allreduce_scaled(loom_comm *comm, const void *send, void *recv, uint64_t count, loom_dtype dtype,
+                             double scale, loom_request **request) noexcept {
+  return guarded([&] { return allreduce_impl(comm, send, recv, count, dtype, LOOM_REDUCE_SUM, request, &scale); });
+}
+
+loom_status broadcast(loom_comm *comm, const void *send, void *recv, uint64_t count, loom_dtype dtype, int32_t root,
+                      loom_request **request) noexcept {
+  return guarded([&]() -> loom_status {
+    ncclDataType_t type;
+    size_t bytes;
+    LOOM_NCCL_TRY(begin(comm, request, "broadcast"));
+    LOOM_NCCL_TRY(check_data(dtype, count, "broadcast", &type, &bytes));
+    LOOM_NCCL_TRY(check_rank(comm, root, "broadcast", "root"));
+    if (count == 0) return post_done(comm, "broadcast", request);
+    LOOM_NCCL_TRY(check_buffer(comm, recv, "broadcast", "recv"));
+    const bool at_root = comm->rank == root;
+    if (at_root) {
+      LOOM_NCCL_TRY(check_buffer(comm, send, "broadcast", "send"));
+      if (send != recv && overlaps(send, bytes, recv, bytes)) return overlap_error("broadcast", "send == recv");
+    }
+    // send is read at the root only; elsewhere NCCL gets recv, in place.
+    const void *source = at_root ? send : recv;
+    return post_simple(comm, "broadcast", "ncclBroadcast", request, [&](ncclComm_t nc) {
+      return ncclBroadcast(source, recv, size_t(count), type, root, nc, comm->stream);
+    });
+  });
+}
+
+loom_status reduce(loom_comm *comm, const void *send, void *recv, uint64_t count, loom_dtype dtype, loom_reduce_op op,
+                   int32_t root, loom_request **request) noexcept {
+  return guarded([&]() -> loom_status {
+    ncclDataType_t type;
+    ncclRedOp_t nop;
+    size_t bytes;
+    LOOM_NCCL_TRY(begin(comm, request, "reduce"));
+    LOOM_NCCL_TRY(check_data(dtype, count, "reduce", &type, &bytes));
+    LOOM_NCCL_TRY(check_op(op, "reduce", &nop));
+    LOOM_NCCL_TRY(check_rank(comm, root, "reduce", "root"));
+    if (count == 0) return post_done(comm, "reduce", request);
+    LOOM_NCCL_TRY(check_buffer(comm, send, "reduce", "send"));
+    const bool at_root = comm->rank == root;
+    if (at_root) {
+      LOOM_NCCL_TRY(check_buffer(comm, recv, "reduce", "recv"));
+      if (send != recv && overlaps(send, bytes, recv, bytes)) return overlap_error("reduce", "send == recv");
+    }
+    // recv is written at the root only; NULL elsewhere, as NCCL allows.
+    void *target = at_root ? recv : nullptr;
+    return post_simple(comm, "reduce", "ncclReduce", request, [&](ncclComm_t nc) {
+      return ncclReduce(send, target, size_t(count), type, nop, root, nc, comm->stream);
+    });
+  });
+}
+
+loom_status allgather(loom_comm *comm, const void *send, void *recv, uint64_t sendcount, loom_dtype dtype,
+                      loom_request **request) noexcept {
+  return guarded([&]() -> loom_status {
+    ncclDataType_t type;
+    size_t bytes, total;
+    LOOM_NCCL_TRY(begin(comm, request, "allgather"));
+    LOOM_NCCL_TRY(check_data(dtype, sendcount, "allgather", &type, &bytes));
+    LOOM_NCCL_TRY(check_total(comm, bytes, "allgather", &total));
+    if (sendcount == 0) return post_done(comm, "allgather", request);
+    LOOM_NCCL_TRY(check_buffer(comm, send, "allgather", "send"));
+    LOOM_NCCL_TRY(check_buffer(comm, recv, "allgather", "recv"));
+    const bool in_place = send == at(recv, size_t(comm->rank) * bytes);
+    if (!in_place && overlaps(send, bytes, recv, total))
+      return overlap_error("allgather", "send == recv + rank * sendcount");
+    return post_simple(comm, "allgather", "ncclAllGather", request, [&](ncclComm_t nc) {
+      return ncclAllGather(send, recv, size_t(sendcount), type, nc, comm->stream);
+    });
+  });
+}
+
+loom_status reduce_scatter(loom_comm *comm, const void *send, void *recv, uint64_t recvcount, loom_dtype dtype,
+                           loom_reduce_op op, loom_request **request) noexcept {
+  return guarded([&]() -> loom_status {
+    ncclDataType_t type;
+    ncclRedOp_t nop;
+    size_t bytes, total;
+    LOOM_NCCL_TRY(begin(comm, request, "reduce_scatter"));
+    LOOM_NCCL_TRY(check_data(dtype, recvcount, "reduce_scatter", &type, &bytes));
+    LOOM_NCCL_TRY(check_total(comm, bytes, "reduce_scatter", &total));
+    LOOM_NCCL_TRY(check_op(op, "reduce_scatter", &nop));
+    if (recvcount == 0) return post_done(comm, "reduce_scatter", request);
+    LOOM_NCCL_TRY(check_buffer(comm, send, "reduce_scatter", "send"));
+    LOOM_NCCL_TRY(check_buffer(comm, recv, "reduce_scatter", "recv"));
+    const bool in_place = recv == at(send, size_t(comm->rank) * bytes);
+    if (!in_place && overlaps(send, total, recv, bytes))
+      return overlap_error("reduce_scatter", "recv == send + rank * recvcount");
+    return post_simple(comm, "reduce_scatter", "ncclReduceScatter", request, [&](ncclComm_t nc) {
+      return ncclReduceScatter(send, recv, size_t(recvcount), type, nop, nc, comm->stream);
+    });
+  });
+}
+
+loom_status alltoall(loom_comm *comm, const void *send, void *recv, uint64_t count, loom_dtype dtype,
+                     loom_request **request) noexcept {
+  return guarded([&]() -> loom_status {
+    ncclDataType_t type;
+    size_t bytes, total;
+    LOOM_NCCL_TRY(begin(comm, request, "alltoall"));
+    LOOM_NCCL_TRY(check_data(dtype, count, "alltoall", &type, &bytes));
+    LOOM_NCCL_TRY(check_total(comm, bytes, "alltoall", &total));
+    if (count == 0) return post_done(comm, "alltoall", request);
+    LOOM_NCCL_TRY(check_buffer(comm, send, "alltoall", "send"));
+    LOOM_NCCL_TRY(check_buffer(comm, recv, "alltoall", "recv"));
+    const bool in_place = send == recv;
+    if (!in_place && overlaps(send, total, recv, total)) return overlap_error("alltoall", "send == recv");
+    // In place, block j would be received over while it is still being sent:
+    // the sends read a stream-ordered copy instead, freed after them.
+    const void *source = send;
+    void *copy = nullptr;
+    if (in_place) {
+      if (!comm->pools)
+        return fail(LOOM_ERR_UNSUPPORTED,
+                    "alltoall: in place needs a staging copy and this device has no stream-ordered allocator; pass "
+                    "separate send and recv buffers");
+      LOOM_NCCL_TRY(scratch_alloc(total, comm->stream, true, &copy));
+      const cudaError_t e = cudaMemcpyAsync(copy, send, total, cudaMemcpyDeviceToDevice, comm->stream);
+      if (e != cudaSuccess) {
+        const loom_status s = fail_cuda(e, "alltoall: cudaMemcpyAsync of the in-place input");
+        scratch_free(copy, comm->stream, true, true);
+        return s;
+      }
+      source = copy;
+    }
+    return post(
+        comm, "alltoall", "ncclGroupEnd of alltoall's ncclSend / ncclRecv", request,
+        [&](ncclComm_t nc) {
+          return group([&] {
+            ncclResult_t first = ncclSuccess;
+            for (int j = 0; j < comm->size && (first == ncclSuccess || first == ncclInProgress); ++j) {
+              first = ncclSend(at(source, size_t(j) * bytes), size_t(count), type, j, nc, comm->stream);
+              if (first == ncclSuccess || first == ncclInProgress)
+                first = ncclRecv(const_cast<char *>(at(recv, size_t(j) * bytes)), size_t(count), type, j, nc,
+                                 comm->stream);
+            }
+            return first;
+          });
+        },
+        [&](bool alive) {
+          if (copy && alive) scratch_free(copy, comm->stream, true, true);  // else NCCL may still enqueue a read
+        });
+  });
+}
+
+loom_status barrier(loom_comm *comm, loom_request **request) noexcept {
+  return guarded([&]() -> loom_status {
+    LOOM_NCCL_TRY(begin(comm, request, "barrier"));
+    // Completes only once every rank's contribution arrived: a barrier in
+    // stream order, as c10d's NCCL barrier is.
+    return post_simple(comm, "barrier", "ncclAllReduce (barrier)", request, [&](ncclComm_t nc) {
+      return ncclAllReduce(comm->scratch, comm->scratch, 1, ncclUint32, ncclSum, nc, comm->stream);
+    });
+  });
+}
+
+namespace {
+
+loom_status point_to_point(loom_comm *comm, const void *buf, uint64_t count, loom_dtype dtype, int32_t peer,
+                           loom_request **request, bool sending) {
+  const char *name = sending ? "send" : "recv";
+  ncclDataType_t type;
+  size_t bytes;
+  LOOM_NCCL_TRY(begin(comm, request, name));
+  LOOM_NCCL_TRY(check_data(dtype, count, name, &type, &bytes));
+  LOOM_NCCL_TRY(check_rank(comm, peer, name, "peer"));
+  if (peer == comm->rank)
+    return fail(LOOM_ERR_UNSUPPORTED,
+                "%s: peer %d is this rank; NCCL matches a message to oneself only inside one group with its receive "
+                "(alltoall does that)",
+                name, peer);
+  if (count == 0) return post_done(comm, name, request);
+  LOOM_NCCL_TRY(check_buffer(comm, buf, name, "buf"));
+  return post_simple(comm, name, sending ? "ncclSend" : "ncclRecv", request, [&](ncclComm_t nc) {
+    return sending ? ncclSend(buf, size_t(count), type, peer, nc, comm->stream)
+                   : ncclRecv(const_cast<void *>(buf), size_t(count), type, peer, nc, comm->stream);
+  });
+}
+
+}  // namespace
+
+loom_status send(loom_comm *comm, const void *buf, uint64_t count, loom_dtype dtype, int32_t peer,
+                 loom_request **request) noexcept {
+  return guarded([&] { return point_to_point(comm, buf, count, dtype, peer, request, true); });
+}
+
+loom_status recv(loom_comm *comm, void *buf, uint64_t count, loom_dtype dtype, int32_t peer,
+                 loom_request **request) noexcept {
+  return guarded([&] { return point_to_point(comm, buf, count, dtype, peer, request, false); });
+}
+
+}  // namespace loom_nccl
