@@ -105,6 +105,14 @@ torch::Device device_of(torch::nn::Module& model) {
 
 }  // namespace tasks
 
+void Task::to(const torch::Device& device) {
+  torch::NoGradGuard no_grad;
+  // set_data keeps each tensor's identity (what the optimizer and the
+  // strategy's views hold), as Module::to does.
+  for (auto& [name, t] : parameters()) t.set_data(t.to(device));
+  for (auto& [name, t] : buffers()) t.set_data(t.to(device));
+}
+
 std::string TaskArgs::text(const std::string& name) const {
   if (auto it = raw_.values.find(name); it != raw_.values.end()) return it->second;
   for (const auto& info : infos_) {

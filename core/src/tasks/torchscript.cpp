@@ -114,6 +114,12 @@ class TorchScriptTask : public Task {
   std::vector<NamedTensor> parameters() override { return params_; }
   std::vector<NamedTensor> buffers() override { return buffers_; }
   void set_training(bool training) override { module_.train(training); }
+  // torch::jit::Module::to moves each tensor's data in place, so params_
+  // and buffers_ still name the module's own tensors.
+  void to(const torch::Device& device) override {
+    module_.to(device);
+    device_ = device;
+  }
   const Dataset& train_data() const override { return *train_; }
   const Dataset* validation_data() const override { return validation_.get(); }
   std::string headline_metric() const override { return classifies() ? "accuracy" : "loss"; }
@@ -121,7 +127,7 @@ class TorchScriptTask : public Task {
   torch::Tensor loss(const Batch& batch) override {
     torch::Tensor out = forward(batch);
     if (loss_ == "module") return out;
-    return apply_loss(out, batch.fields.at(target_), at::Reduction::Mean);
+    return apply_loss(out, batch.fields.at(target_).to(device_), at::Reduction::Mean);
   }
 
   Metrics evaluate(const Dataset& data) override {
@@ -137,7 +143,7 @@ class TorchScriptTask : public Task {
         loss_sum += out.item<double>() * double(batch.size);
         continue;
       }
-      const torch::Tensor& target = batch.fields.at(target_);
+      const torch::Tensor target = batch.fields.at(target_).to(device_);
       loss_sum += apply_loss(out, target, at::Reduction::Mean).item<double>() * double(batch.size);
       if (loss_ == "cross_entropy") {
         auto [scores, labels] = class_view(out, target);
@@ -204,7 +210,7 @@ class TorchScriptTask : public Task {
   torch::Tensor forward(const Batch& batch) {
     std::vector<c10::IValue> args;
     args.reserve(inputs_.size());
-    for (const auto& name : inputs_) args.emplace_back(batch.fields.at(name));
+    for (const auto& name : inputs_) args.emplace_back(batch.fields.at(name).to(device_));
     c10::IValue result;
     try {
       torch::jit::GraphOptimizerEnabledGuard optimize(jit_optimize_);
@@ -234,6 +240,7 @@ class TorchScriptTask : public Task {
   std::vector<std::string> inputs_;
   int64_t eval_batch_ = 512;
   bool jit_optimize_ = false;
+  torch::Device device_{torch::kCPU};  // where the module is (to())
   std::unique_ptr<Dataset> train_, validation_;
   std::vector<NamedTensor> params_, frozen_, buffers_;
   bool called_ = false;

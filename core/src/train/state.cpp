@@ -283,7 +283,7 @@ std::string TrainingState::snapshot() const {
 void TrainingState::restore(const char* data, size_t len) {
   torch::serialize::InputArchive archive;
   try {
-    archive.load_from(data, len);
+    archive.load_from(data, len, params_.front().device());  // a state saved on another device (a GPU peer's) lands on this one
   } catch (const std::exception& e) {
     throw Error::usage(std::string("not a Loom training state: ") + e.what());
   }

@@ -11,6 +11,7 @@
 #include <malloc.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <thread>
 
@@ -73,18 +74,43 @@ void choose_threads(const TrainerSettings& s, const JobInfo& job) {
   set_blas_threads(threads);
 }
 
+// Where the model trains: trainer.device as set, with "cuda" meaning the
+// local rank's own device when LOCAL_RANK (or Open MPI's) is set. A device
+// this process cannot use is a configuration error (exit 2) that says why.
+torch::Device training_device(const TrainConfig& config, const JobInfo& job) {
+  const std::string& setting = config.trainer.device;
+  if (setting == "cpu") return torch::Device(torch::kCPU);
+  const std::string where = config.path + ": trainer.device = \"" + setting + "\"";
+  if (!at::globalContext().hasCUDA())
+    throw Error::usage(where + " but this LibTorch was built without CUDA (Debian's libtorch-dev is CPU-only; "
+                       "build Loom against a CUDA LibTorch with -DTorch_DIR=...); valid here: \"cpu\"");
+  const int64_t count = static_cast<int64_t>(torch::cuda::device_count());
+  if (count == 0 || !torch::cuda::is_available())
+    throw Error::usage(where + " but no CUDA device is visible to this process (check the driver and "
+                       "CUDA_VISIBLE_DEVICES); valid here: \"cpu\"");
+  int64_t index = 0;
+  if (setting.size() > 5) {  // "cuda:N" (config.cpp checked the form)
+    index = std::stoll(setting.substr(5));
+  } else if (job.world_size > 1 || std::getenv("LOCAL_RANK") != nullptr) {
+    index = job.local_rank;  // each local rank takes its own device
+    if (index >= count)
+      throw Error::usage(where + " with local rank " + std::to_string(index) + ", but this machine has " +
+                         std::to_string(count) + " CUDA device(s): run at most that many ranks per machine, or set "
+                         "trainer.device = \"cuda:N\" for each");
+  }
+  if (index >= count)
+    throw Error::usage(where + ": device " + std::to_string(index) + " does not exist; this process sees " +
+                       std::to_string(count) + " CUDA device(s), cuda:0 to cuda:" + std::to_string(count - 1));
+  return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(index));
+}
+
 }  // namespace
 
 TrainResult run_training(const TrainConfig& config, const TrainRequest& request) {
   const TrainerSettings& s = config.trainer;
-  if (s.device != "cpu") {
-    if (!torch::cuda::is_available()) {
-      throw Error::usage(config.path + ": trainer.device = \"" + s.device +
-                         "\" but this LibTorch has no usable CUDA device; valid here: \"cpu\"");
-    }
-    throw Error::usage(config.path + ": trainer.device = \"" + s.device + "\": CUDA training is not supported yet; use \"cpu\"");
-  }
-  Host host(config.host, JobInfo::from_environment());
+  const JobInfo job = JobInfo::from_environment();
+  const torch::Device device = training_device(config, job);
+  Host host(config.host, job);
   keep_freed_memory();
   choose_threads(s, host.job());
   // Every configured collective's options are checked now, used or not.
@@ -107,6 +133,10 @@ TrainResult run_training(const TrainConfig& config, const TrainRequest& request)
 
   torch::manual_seed(s.seed);
   std::unique_ptr<Task> task = make_task(s.task, config.task, s.seed);
+  if (!device.is_cpu()) {
+    task->to(device);  // before the optimizer and the strategy's views hold the tensors
+    spdlog::info("training on {}", device.str());
+  }
   TrainingState state(*task, s);
 
   const std::string checkpoint = s.output_dir + "/checkpoint.pt";
@@ -120,6 +150,11 @@ TrainResult run_training(const TrainConfig& config, const TrainRequest& request)
   view.start_step = state.step;
   if (Status s = strategy->setup(view); !s.is_ok()) {
     if (const Error* cause = strategy->host_error()) throw *cause;  // e.g. its collective is unavailable: exit 2
+    // The strategy cannot train what this config asks (tensors on a device
+    // or of a type it does not handle): a configuration error.
+    if (s.code() == LOOM_ERR_UNSUPPORTED)
+      throw Error::usage("strategy '" + strategy->descriptor().name + "' cannot train this run (trainer.device = \"" +
+                         config.trainer.device + "\"): " + s.to_string());
     check_status(s);
   }
   // From here the strategy holds views of `state`: tear it down before the

@@ -73,6 +73,11 @@ class Task {
   virtual std::vector<NamedTensor> buffers() { return {}; }
   // Training mode (dropout, batch statistics) or evaluation mode.
   virtual void set_training(bool training) = 0;
+  // Moves the model to device; the trainer calls it once, before anything
+  // holds the tensors. They keep their identity (their data moves, as
+  // Module::to does), and loss() and evaluate() move each batch to where
+  // the model is. The default moves parameters() and buffers().
+  virtual void to(const torch::Device& device);
   virtual const Dataset& train_data() const = 0;
   // Held-out data, or nullptr when the task has none.
   virtual const Dataset* validation_data() const = 0;
@@ -91,6 +96,7 @@ class ModuleTask : public Task {
   std::vector<NamedTensor> parameters() override { return named(module().named_parameters()); }
   std::vector<NamedTensor> buffers() override { return named(module().named_buffers()); }
   void set_training(bool training) override { module().train(training); }
+  void to(const torch::Device& device) override { module().to(device); }
 
  protected:
   virtual torch::nn::Module& module() = 0;
