@@ -26,5 +26,8 @@ function(loom_add_plugin name kind)
       set(P_COMPONENT plugin-${name}-${kind})
     endif()
     install(TARGETS ${target} LIBRARY DESTINATION ${LOOM_PLUGIN_INSTALL_DIR} COMPONENT ${P_COMPONENT})
+    # packaging/CPackConfig.cmake makes one package of each.
+    set_target_properties(${target} PROPERTIES LOOM_INSTALL_COMPONENT ${P_COMPONENT})
+    set_property(GLOBAL APPEND PROPERTY LOOM_PLUGIN_TARGETS ${target})
   endif()
 endfunction()

@@ -19,6 +19,7 @@ build_pkgs=(
 test_pkgs=(
   libgtest-dev libgmock-dev abigail-tools python3-torch procps
   iproute2  # ss: the tests that check where sockets listen
+  lintian  # tests/scripts/packages.sh: the .debs have no lintian error
 )
 
 want=("${build_pkgs[@]}")
