@@ -82,15 +82,11 @@ loom_status init_nccl(const ncclUniqueId &id, int rank, int size, Clock::time_po
   }
   Backoff backoff;
   for (;;) {
-    ncclResult_t state = ncclSuccess;
-    const ncclResult_t q = ncclCommGetAsyncError(comm, &state);
-    if (q != ncclSuccess) state = q;
+    const ncclResult_t state = async_state(comm);
     if (state == ncclSuccess) break;
     if (state != ncclInProgress) {
-      const char *detail = ncclGetLastError(comm);
-      const loom_status s =
-          fail(async_status_of(state), "comm_create \"%s\": NCCL init of rank %d of %d failed: %s%s%s", label, rank,
-               size, ncclGetErrorString(state), detail && *detail ? ": " : "", detail ? detail : "");
+      const loom_status s = fail(async_status_of(state), "comm_create \"%s\": NCCL init of rank %d of %d failed: %s",
+                                 label, rank, size, nccl_error_text(state, comm).c_str());
       ncclCommAbort(comm);
       return s;
     }

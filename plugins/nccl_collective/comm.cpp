@@ -69,9 +69,7 @@ ncclResult_t poll_until(ncclComm_t comm, int64_t bound_ms) {
   const auto deadline = deadline_after(bound_ms);
   Backoff backoff;
   for (;;) {
-    ncclResult_t state = ncclSuccess;
-    const ncclResult_t rc = ncclCommGetAsyncError(comm, &state);
-    if (rc != ncclSuccess) return rc;
+    const ncclResult_t state = async_state(comm);
     if (state != ncclInProgress) return state;
     const auto now = Clock::now();
     if (now >= deadline) return ncclInProgress;

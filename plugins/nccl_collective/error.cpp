@@ -48,10 +48,21 @@ loom_status async_status_of(ncclResult_t rc) {
   }
 }
 
-loom_status fail_nccl(ncclResult_t rc, const char *what, ncclComm_t comm) {
+ncclResult_t async_state(ncclComm_t comm) {
+  ncclResult_t state = ncclSuccess;
+  const ncclResult_t rc = ncclCommGetAsyncError(comm, &state);
+  return rc != ncclSuccess ? rc : state;
+}
+
+std::string nccl_error_text(ncclResult_t rc, ncclComm_t comm) {
   const char *detail = ncclGetLastError(comm);
-  return fail(status_of(rc), "%s failed: %s%s%s", what, ncclGetErrorString(rc), detail && *detail ? ": " : "",
-              detail ? detail : "");
+  std::string text = ncclGetErrorString(rc);
+  if (detail && *detail) text += std::string(": ") + detail;
+  return text;
+}
+
+loom_status fail_nccl(ncclResult_t rc, const char *what, ncclComm_t comm) {
+  return fail(status_of(rc), "%s failed: %s", what, nccl_error_text(rc, comm).c_str());
 }
 
 const char *last_error_text() { return t_message; }

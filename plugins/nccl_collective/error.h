@@ -7,6 +7,8 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+#include <string>
+
 #include <exception>
 #include <new>
 
@@ -24,6 +26,12 @@ loom_status fail_cuda(cudaError_t rc, const char *what);
 // Records "<what> failed: <NCCL's text>" for a result NCCL returned from the
 // call itself (nothing was posted) and returns its status.
 loom_status fail_nccl(ncclResult_t rc, const char *what, ncclComm_t comm);
+
+// The communicator's asynchronous state (ncclCommGetAsyncError): ncclSuccess,
+// ncclInProgress or its error; a query that itself fails gives that error.
+ncclResult_t async_state(ncclComm_t comm);
+// "<NCCL's text for rc>[: <its last error message>]".
+std::string nccl_error_text(ncclResult_t rc, ncclComm_t comm);
 
 // The status of a result returned by an NCCL call: the caller's mistake
 // (INVALID_ARGUMENT), a peer (PEER_FAILED), or the system.

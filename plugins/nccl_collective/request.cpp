@@ -42,17 +42,13 @@ loom_status poll_locked(loom_request *r, bool *done) {
         settle_request(r, LOOM_ERR_SYSTEM, why);
       } else {
         // Still running: has NCCL seen a failure (a peer gone, the network)?
-        ncclResult_t state = ncclSuccess;
-        const ncclResult_t rc = ncclCommGetAsyncError(c->nccl, &state);
-        if (rc != ncclSuccess) state = rc;
+        const ncclResult_t state = async_state(c->nccl);
         if (state == ncclSuccess || state == ncclInProgress) {
           *done = false;
           return LOOM_OK;
         }
-        const char *detail = ncclGetLastError(c->nccl);
-        char text[512];
-        std::snprintf(text, sizeof text, "NCCL reported %s%s%s while %s was running", ncclGetErrorString(state),
-                      detail && *detail ? ": " : "", detail ? detail : "", r->op);
+        const std::string text =
+            "NCCL reported " + nccl_error_text(state, c->nccl) + " while " + r->op + " was running";
         mark_failed_locked(c, async_status_of(state), text);
         settle_request(r, c->failed.load(), text);
       }
@@ -76,14 +72,11 @@ loom_status settle_locked(loom_comm *c, const char *what, std::unique_lock<std::
   Backoff backoff;
   for (;;) {
     if (c->failed.load() != LOOM_OK || !c->nccl) return refuse_post_locked(c, what);
-    ncclResult_t state = ncclSuccess;
-    const ncclResult_t rc = ncclCommGetAsyncError(c->nccl, &state);
-    if (rc != ncclSuccess) state = rc;
+    const ncclResult_t state = async_state(c->nccl);
     if (state == ncclSuccess) return LOOM_OK;
     if (state != ncclInProgress) {
-      const char *detail = ncclGetLastError(c->nccl);
-      const loom_status s = fail(async_status_of(state), "%s on communicator \"%s\" failed: %s%s%s", what, c->name,
-                                 ncclGetErrorString(state), detail && *detail ? ": " : "", detail ? detail : "");
+      const loom_status s = fail(async_status_of(state), "%s on communicator \"%s\" failed: %s", what, c->name,
+                                 nccl_error_text(state, c->nccl).c_str());
       mark_failed_locked(c, s, last_error_text());
       return s;
     }

@@ -15,15 +15,10 @@ namespace {
 
 // NCCL's asynchronous error, if any. comm->mu held, comm->nccl set.
 bool check_async_error(loom_comm *c) {
-  ncclResult_t state = ncclSuccess;
-  const ncclResult_t rc = ncclCommGetAsyncError(c->nccl, &state);
-  if (rc != ncclSuccess) state = rc;
+  const ncclResult_t state = async_state(c->nccl);
   if (state == ncclSuccess || state == ncclInProgress) return false;
-  const char *detail = ncclGetLastError(c->nccl);
-  char why[512];
-  std::snprintf(why, sizeof why, "NCCL reported %s%s%s (a peer died or the network failed?)",
-                ncclGetErrorString(state), detail && *detail ? ": " : "", detail ? detail : "");
-  mark_failed_locked(c, async_status_of(state), why);
+  mark_failed_locked(c, async_status_of(state),
+                     "NCCL reported " + nccl_error_text(state, c->nccl) + " (a peer died or the network failed?)");
   return true;
 }
 
