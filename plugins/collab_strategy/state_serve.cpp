@@ -37,6 +37,15 @@ bool Snapshot::ensure_ready(const std::function<bool()> &stop) {
   }
 }
 
+ReplyHeader Snapshot::ok_reply(uint32_t total_crc) const {
+  ReplyHeader h;
+  h.epoch = epoch;
+  h.total = bytes.size();
+  h.chunk = kChunkSize;
+  h.total_crc = total_crc;
+  return h;
+}
+
 bool Snapshot::checksum(const std::function<bool()> &stop) {
   std::vector<uint32_t> crcs;
   crcs.reserve(chunk_count(bytes.size()));
@@ -49,23 +58,14 @@ bool Snapshot::checksum(const std::function<bool()> &stop) {
     total = uint32_t(crc32_combine(total, c, z_off_t(n)));
   }
   chunk_crcs = std::move(crcs);
-  ReplyHeader h;
-  h.epoch = epoch;
-  h.total = bytes.size();
-  h.chunk = kChunkSize;
-  h.total_crc = total;
-  encode_reply(header, h);
+  encode_reply(header, ok_reply(total));
   return true;
 }
 
 bool Snapshot::seal(const std::function<bool()> &stop) {
   if (!key) {  // the first try: later ones resume at tags.size()
     key.emplace(ChunkKey::fresh());
-    ReplyHeader h;  // the chunks are bound to it (the whole-state CRC stays 0)
-    h.epoch = epoch;
-    h.total = bytes.size();
-    h.chunk = kChunkSize;
-    encode_reply(header, h);
+    encode_reply(header, ok_reply(0));  // the chunks are bound to it (the whole-state CRC stays 0)
     tags.reserve(chunk_count(bytes.size()));
   }
   for (size_t off = tags.size() * size_t(kChunkSize); off < bytes.size(); off += kChunkSize) {

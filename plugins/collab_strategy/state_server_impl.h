@@ -59,6 +59,7 @@ struct Snapshot {
   std::optional<ChunkKey> key;           // with a key
 
  private:
+  wire::ReplyHeader ok_reply(uint32_t total_crc) const;  // the ok reply for these bytes
   bool checksum(const std::function<bool()> &stop);  // false: stopped
   bool seal(const std::function<bool()> &stop);
   enum { kIdle, kBusy, kDone };
