@@ -6,6 +6,8 @@
 #include <cstring>
 #include <sstream>
 
+#include "cuda_memory.hpp"
+
 #include "half.hpp"
 
 namespace conformance {
@@ -220,12 +222,25 @@ uint8_t next_sentinel() {
 }
 }  // namespace
 
-Buffer::Buffer(loom_dtype dtype, size_t count)
-    : dtype_(dtype), count_(count), elem_size_(loom_dtype_size(dtype)), sentinel_(next_sentinel()),
-      bytes_((count + kGuard) * loom_dtype_size(dtype), sentinel_) {}
+namespace {
+bool g_cuda_buffers = false;
+}  // namespace
 
-void* Buffer::data(size_t element) { return bytes_.data() + element * elem_size_; }
-const void* Buffer::data(size_t element) const { return bytes_.data() + element * elem_size_; }
+void use_cuda_buffers(bool cuda) { g_cuda_buffers = cuda; }
+
+Buffer::Buffer(loom_dtype dtype, size_t count)
+    : dtype_(dtype), count_(count), elem_size_(loom_dtype_size(dtype)), sentinel_(next_sentinel()) {
+  const size_t n = (count + kGuard) * elem_size_;
+  if (g_cuda_buffers) {
+    bytes_.reset(static_cast<uint8_t*>(cuda::alloc_managed(n)), [](uint8_t* p) { cuda::free_managed(p); });
+  } else {
+    bytes_.reset(new uint8_t[n], std::default_delete<uint8_t[]>());
+  }
+  std::memset(bytes_.get(), sentinel_, n);
+}
+
+void* Buffer::data(size_t element) { return bytes_.get() + element * elem_size_; }
+const void* Buffer::data(size_t element) const { return bytes_.get() + element * elem_size_; }
 
 void Buffer::fill(size_t offset, size_t n, const std::function<double(size_t)>& value) {
   for (size_t i = 0; i < n; ++i) set(offset + i, value(i));

@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -61,7 +62,11 @@ struct ReduceInputs {
 // payloads and min/max inputs.
 double movement_value(loom_dtype dtype, uint64_t seed, int rank, size_t index);
 
-// A host buffer of `count` elements followed by kGuard guard elements. Every
+// Where Buffers are made: host memory (the default), or CUDA managed memory
+// (--device cuda, after cuda::probe succeeded). Set before any case runs.
+void use_cuda_buffers(bool cuda);
+
+// A buffer of `count` elements followed by kGuard guard elements. Every
 // byte starts as this buffer's sentinel, so writes past the end and writes
 // where none were allowed are both visible. Buffers made one after the other
 // get different sentinels, so even copying one element too many from one
@@ -89,7 +94,7 @@ class Buffer {
   size_t count_;
   size_t elem_size_;
   uint8_t sentinel_;
-  std::vector<uint8_t> bytes_;
+  std::shared_ptr<uint8_t> bytes_;  // host or managed memory, freed accordingly
 };
 
 // Elements [offset, offset + n) of got equal expected(i), byte for byte in

@@ -17,10 +17,14 @@
 #include <cstring>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "case_data.hpp"
+#include "cuda_memory.hpp"
+#include "loom/job.hpp"
 #include "loom/plugin_record.hpp"
 #include "run_op.hpp"
 #include "world.hpp"
@@ -30,11 +34,13 @@ namespace {
 
 const char kUsage[] =
     "usage: loom_conformance [gtest flags] --plugin NAME [--plugin-path DIR]... [--timeout-ms N]\n"
-    "                        [--option KEY=VALUE]...\n"
+    "                        [--option KEY=VALUE]... [--device cpu|cuda]\n"
     "  --plugin NAME       collective plugin under test (lib<NAME>_collective.so)\n"
     "  --plugin-path DIR   look for plugins here first (repeatable)\n"
     "  --timeout-ms N      bound of every wait, default 20000\n"
-    "  --option KEY=VALUE  set one of the plugin's options (repeatable)\n";
+    "  --option KEY=VALUE  set one of the plugin's options (repeatable)\n"
+    "  --device cpu|cuda   where the buffers live, default cpu; cuda: CUDA managed memory on the\n"
+    "                      local rank's device (every case skips, saying why, where there is none)\n";
 
 // Parses what GoogleTest left in argv; false with *error on a usage error.
 bool parse_args(int argc, char** argv, SuiteOptions* options, std::string* error) {
@@ -47,7 +53,8 @@ bool parse_args(int argc, char** argv, SuiteOptions* options, std::string* error
       value = arg.substr(eq + 1);
       arg = arg.substr(0, eq);
     }
-    if (arg != "--plugin" && arg != "--plugin-path" && arg != "--timeout-ms" && arg != "--option") {
+    if (arg != "--plugin" && arg != "--plugin-path" && arg != "--timeout-ms" && arg != "--option" &&
+        arg != "--device") {
       *error = "unknown argument '" + std::string(argv[i]) + "'";
       return false;
     }
@@ -62,6 +69,12 @@ bool parse_args(int argc, char** argv, SuiteOptions* options, std::string* error
       options->plugin = value;
     } else if (arg == "--plugin-path") {
       options->plugin_paths.push_back(value);
+    } else if (arg == "--device") {
+      if (value != "cpu" && value != "cuda") {
+        *error = "--device wants cpu or cuda, not '" + value + "'";
+        return false;
+      }
+      options->device = value;
     } else if (arg == "--option") {
       const size_t sep = value.find('=');
       if (sep == 0 || sep == std::string::npos) {
@@ -128,13 +141,23 @@ void print_banner() {
   std::fflush(stdout);
 }
 
+// Skips every case, with the reason, before any runs (no device here).
+class SkipEverything : public testing::Environment {
+ public:
+  explicit SkipEverything(std::string why) : why_(std::move(why)) {}
+  void SetUp() override { GTEST_SKIP() << "CUDA cases skipped: " << why_; }
+
+ private:
+  std::string why_;
+};
+
 // Exit code of this rank, from every rank's result.
 int agree_on_exit_code(bool failed_here) {
   const int rank = World::rank();
-  const int32_t flag = failed_here ? 1 : 0;
-  std::vector<int32_t> flags(static_cast<size_t>(World::size()), 0);
+  Buffer flag(LOOM_DTYPE_I32, 1), all(LOOM_DTYPE_I32, static_cast<size_t>(World::size()));  // --device cuda: device memory
+  flag.set(0, failed_here ? 1 : 0);
   loom::Request request;
-  loom::Status s = World::comm().iallgather(&flag, flags.data(), 1, LOOM_DTYPE_I32, &request);
+  loom::Status s = World::comm().iallgather(flag.data(), all.data(), 1, LOOM_DTYPE_I32, &request);
   if (s.is_ok()) s = complete(request, World::timeout_ms());
   if (!s.is_ok()) {
     std::printf("[rank %d] [conformance] could not gather the other ranks' results (%s); exiting with this "
@@ -143,8 +166,8 @@ int agree_on_exit_code(bool failed_here) {
     return failed_here ? 1 : 0;
   }
   std::string failed;
-  for (size_t r = 0; r < flags.size(); ++r)
-    if (flags[r]) failed += (failed.empty() ? "" : ", ") + std::to_string(r);
+  for (size_t r = 0; r < all.count(); ++r)
+    if (all.get(r) != 0) failed += (failed.empty() ? "" : ", ") + std::to_string(r);
   if (rank == 0) {
     if (failed.empty()) std::printf("[conformance] all %d rank(s) passed\n", World::size());
     else std::printf("[conformance] FAILED on rank(s) %s (their failures are the [rank r] lines)\n", failed.c_str());
@@ -176,6 +199,23 @@ int main(int argc, char** argv) {
   if (!parse_args(argc, argv, &options, &error)) {
     std::fprintf(stderr, "loom_conformance: %s\n%s", error.c_str(), kUsage);
     return 2;
+  }
+  if (options.device == "cuda") {
+    // One device per local rank, as NCCL wants (it refuses two ranks of one
+    // communicator on one GPU).
+    const loom::JobInfo job = loom::JobInfo::from_environment();
+    const int device = job.local_rank > 0 ? job.local_rank : 0;
+    const std::string why = cuda::probe(device);
+    if (!why.empty()) {
+      // Every case skips with the reason, and the run passes: there is
+      // nothing here to check CUDA memory on.
+      std::printf("[conformance] CUDA cases skipped: %s\n", why.c_str());
+      std::fflush(stdout);
+      testing::AddGlobalTestEnvironment(new SkipEverything(why));
+      return RUN_ALL_TESTS();
+    }
+    options.device_id = device;
+    use_cuda_buffers(true);
   }
   try {
     World::open(options);

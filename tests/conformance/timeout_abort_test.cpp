@@ -148,9 +148,7 @@ TEST_P(Abort, FromAnotherThreadUnblocksWait) {
   EXPECT_TRUE(is_ok(World::comm().barrier()));
   side.reset();
   // The world communicator is unaffected.
-  int32_t one = 1, total = 0;
-  EXPECT_TRUE(is_ok(World::comm().allreduce(&one, &total, 1, LOOM_DTYPE_I32, LOOM_REDUCE_SUM)));
-  EXPECT_EQ(total, World::size());
+  EXPECT_TRUE(still_works(World::comm()));
 }
 
 INSTANTIATE_TEST_SUITE_P(, Abort, testing::Values(Pending::kRecv, Pending::kAllreduce), param_name);

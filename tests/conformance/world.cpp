@@ -3,6 +3,7 @@
 
 #include <utility>
 
+#include "case_data.hpp"
 #include "loom/job.hpp"
 #include "loom/plugin_path.hpp"
 
@@ -28,6 +29,10 @@ loom::CommOptions comm_options(const std::string& name, int64_t timeout_ms = 0) 
   o.size = job.world_size;
   o.timeout = std::chrono::milliseconds(timeout_ms > 0 ? timeout_ms : state().options.timeout_ms);
   o.name = name;
+  if (state().options.device == "cuda") {
+    o.device_type = LOOM_DEVICE_CUDA;
+    o.device_id = state().options.device_id;
+  }
   return o;
 }
 
@@ -66,6 +71,16 @@ int World::size() { return state().comm->size(); }
 loom::Status World::create_comm(const std::string& name, std::unique_ptr<loom::Communicator>* comm,
                                 int64_t timeout_ms) {
   return state().collective->create_comm(comm_options(name, timeout_ms), comm);
+}
+
+testing::AssertionResult still_works(loom::Communicator& comm) {
+  Buffer one(LOOM_DTYPE_I32, 1), total(LOOM_DTYPE_I32, 1);
+  one.set(0, 1);
+  const loom::Status s = comm.allreduce(one.data(), total.data(), 1, LOOM_DTYPE_I32, LOOM_REDUCE_SUM);
+  if (!s.is_ok()) return testing::AssertionFailure() << "allreduce of one i32: " << s.to_string();
+  if (total.get(0) != comm.size())
+    return testing::AssertionFailure() << "allreduce of one i32 summed to " << total.get(0) << ", not " << comm.size();
+  return testing::AssertionSuccess();
 }
 
 testing::AssertionResult is_ok(const loom::Status& status) {

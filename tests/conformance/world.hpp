@@ -23,6 +23,8 @@ struct SuiteOptions {
   std::string plugin;                      // --plugin NAME
   std::vector<std::string> plugin_paths;   // --plugin-path DIR (repeatable)
   int64_t timeout_ms = 20000;              // --timeout-ms N: every wait's bound
+  std::string device = "cpu";              // --device cpu|cuda: where buffers live
+  int device_id = 0;                       // the CUDA device (the local rank's), for --device cuda
   std::map<std::string, std::string> plugin_options;  // --option KEY=VALUE (repeatable)
 };
 
@@ -48,6 +50,10 @@ class World {
   static loom::Status create_comm(const std::string& name, std::unique_ptr<loom::Communicator>* comm,
                                   int64_t timeout_ms = 0);
 };
+
+// An allreduce of one i32 over comm (a Buffer, so in --device cuda memory too)
+// sums to its size.
+testing::AssertionResult still_works(loom::Communicator& comm);
 
 // gtest predicates for statuses: the message carries Status::to_string().
 testing::AssertionResult is_ok(const loom::Status& status);

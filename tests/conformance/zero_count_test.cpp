@@ -95,9 +95,7 @@ TEST_P(ZeroCount, NoOp) {
   EXPECT_TRUE(guard_intact(send_buf));
   EXPECT_TRUE(guard_intact(recv_buf));
   // The communicator still works, and nothing of the no-op is left to match.
-  int32_t one = 1, total = 0;
-  EXPECT_TRUE(is_ok(comm.allreduce(&one, &total, 1, LOOM_DTYPE_I32, LOOM_REDUCE_SUM)));
-  EXPECT_EQ(total, comm.size());
+  EXPECT_TRUE(still_works(comm));
 }
 
 INSTANTIATE_TEST_SUITE_P(, ZeroCount, testing::ValuesIn(all_zero_params()),
