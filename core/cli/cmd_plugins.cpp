@@ -134,6 +134,13 @@ int check_plugin(const GlobalOptions& global, const std::string& name, const std
     throw Error::usage("check opens collective plugins only for now; use `loom plugins info " + excerpt(name) + "`");
   }
   auto collective = host->open_collective(name);  // throws Error::usage with path and reason
+  if (!collective->has_capability(LOOM_CAP_HOST_MEMORY)) {
+    // This check exchanges host memory; a device-only collective (nccl) is
+    // checked on its device by the conformance suite.
+    throw Error::usage("collective '" + name + "' (" + collective->path() +
+                       ") takes device memory only, and this check exchanges host memory; check it on its device "
+                       "with the conformance suite: loom_conformance --plugin " + name + " --device cuda");
+  }
   const JobInfo& job = host->job();
   CommOptions options;
   options.rank = job.rank;

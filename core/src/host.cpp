@@ -50,6 +50,12 @@ class HostedCollective final : public Collective {
  protected:
   std::function<Status(const void*, size_t, void*, int64_t)> default_oob(const CommOptions& options) override {
     Store* store = host_->store();
+    if (store == nullptr && options.size == 1) {  // a job of one needs no store: the exchange is a copy
+      return [](const void* send, size_t len, void* recv, int64_t) {
+        if (len > 0) std::memmove(recv, send, len);
+        return Status::ok();
+      };
+    }
     if (store == nullptr) return {};
     uint64_t sequence;
     {

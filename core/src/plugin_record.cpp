@@ -40,7 +40,8 @@ std::vector<std::string> capability_names(loom_kind kind, uint64_t capabilities)
   std::vector<std::string> names;
   if (kind == LOOM_KIND_STRATEGY) {
     if (capabilities & LOOM_CAP_HEALS_NONFINITE) names.push_back("heals-nonfinite");
-    if (uint64_t rest = capabilities & ~LOOM_CAP_HEALS_NONFINITE; rest != 0) {
+    if (capabilities & LOOM_CAP_DEVICE_MEMORY) names.push_back("device-memory");
+    if (uint64_t rest = capabilities & ~(LOOM_CAP_HEALS_NONFINITE | LOOM_CAP_DEVICE_MEMORY); rest != 0) {
       char text[32];
       std::snprintf(text, sizeof text, "unknown-0x%llx", static_cast<unsigned long long>(rest));
       names.push_back(text);

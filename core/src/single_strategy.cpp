@@ -52,7 +52,9 @@ int32_t should_stop(loom_strategy_ctx*) { return 0; }
 const char* status_line(loom_strategy_ctx* ctx) { return ctx->status; }
 
 const loom_plugin_info kInfo = {sizeof(loom_plugin_info), LOOM_KIND_STRATEGY, "single", LOOM_VERSION_STRING,
-                                "One process, no communication (the default)", 0, nullptr, 0};
+                                "One process, no communication (the default)",
+                                LOOM_CAP_DEVICE_MEMORY,  // it never touches the tensors
+                                nullptr, 0};
 
 const loom_strategy_v1 kVtable = {sizeof(loom_strategy_v1), LOOM_ABI_VERSION, &kInfo, init, fini, last_error,
                                   setup, teardown, data_shard, after_backward, after_optimizer_step, reduce_metric,

@@ -58,10 +58,11 @@ void unpack(const Bucket &bucket, const std::vector<TensorRef> &tensors) {
   }
 }
 
-void prepare(Bucket &bucket, const std::vector<TensorRef> &params, const std::vector<TensorRef> &grads) {
+void prepare(Bucket &bucket, const std::vector<TensorRef> &params, const std::vector<TensorRef> &grads, bool on_device) {
   bucket.grads_in_place = contiguous_range(bucket, grads);
   bucket.params_in_place = contiguous_range(bucket, params);
-  if (!bucket.grads_in_place || !bucket.params_in_place) bucket.flat.resize(bucket.bytes());
+  if (on_device) bucket.member_ops.resize(bucket.members.size());
+  else if (!bucket.grads_in_place || !bucket.params_in_place) bucket.flat.resize(bucket.bytes());
 }
 
 }  // namespace loom_ddp

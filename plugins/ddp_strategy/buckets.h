@@ -25,6 +25,10 @@ struct Bucket {
   unsigned char *params_in_place = nullptr;
   std::vector<unsigned char> flat;
   size_t op = 0;  // the bucket's operation in the group, while one is in flight
+  // On a device there is no flat copy (the strategy cannot copy device
+  // memory itself): a bucket that is not one range is reduced member by
+  // member, in place, and these are the members' operations.
+  std::vector<size_t> member_ops;
 
   uint64_t bytes() const { return count * loom_dtype_size(dtype); }
 };
@@ -45,9 +49,10 @@ unsigned char *contiguous_range(const Bucket &bucket, const std::vector<TensorRe
 void pack(Bucket &bucket, const std::vector<TensorRef> &tensors);
 void unpack(const Bucket &bucket, const std::vector<TensorRef> &tensors);
 
-// Makes the buffers the bucket needs for the given tensors: flat is
-// allocated unless both gradients and parameters can be used in place.
-void prepare(Bucket &bucket, const std::vector<TensorRef> &params, const std::vector<TensorRef> &grads);
+// Makes the buffers the bucket needs for the given tensors: on the host,
+// flat is allocated unless both gradients and parameters can be used in
+// place; on a device, never.
+void prepare(Bucket &bucket, const std::vector<TensorRef> &params, const std::vector<TensorRef> &grads, bool on_device);
 
 }  // namespace loom_ddp
 

@@ -16,7 +16,7 @@ constexpr loom_plugin_info kInfo = {
     "ddp",
     "0.1.0",
     "Synchronous data parallelism: rank 0's parameters broadcast, gradients averaged in buckets over a collective.",
-    0,  // no strategy capability bits are defined yet
+    LOOM_CAP_DEVICE_MEMORY,  // CUDA tensors over a CUDA collective (nccl), on the host's stream
     kOptions,
     kNumOptions,
 };

@@ -24,7 +24,8 @@ Clock::time_point deadline_after(int64_t timeout_ms) {
   return Clock::now() + std::chrono::milliseconds(std::min(std::max<int64_t>(timeout_ms, 0), kMaxMs));
 }
 
-loom_status Group::open(const loom_host_v1 *host, const char *name, int32_t rank, int32_t size, int64_t timeout_ms) {
+loom_status Group::open(const loom_host_v1 *host, const char *name, int32_t rank, int32_t size, int64_t timeout_ms,
+                        DLDevice device, void *stream) {
   close();
   broken_ = LOOM_OK;
   detail_.clear();
@@ -62,7 +63,10 @@ loom_status Group::open(const loom_host_v1 *host, const char *name, int32_t rank
   config.struct_size = sizeof config;
   config.rank = rank;
   config.size = size;
-  config.device_type = LOOM_DEVICE_CPU;
+  const bool cuda = device.device_type == kDLCUDA;
+  config.device_type = cuda ? LOOM_DEVICE_CUDA : LOOM_DEVICE_CPU;
+  config.device_id = cuda ? device.device_id : 0;
+  config.stream = cuda ? stream : nullptr;
   config.oob = oob_->table();
   config.timeout_ms = timeout_ms;
   config.name = "ddp";
@@ -75,8 +79,9 @@ loom_status Group::open(const loom_host_v1 *host, const char *name, int32_t rank
     if (s == LOOM_OK) s = LOOM_ERR_INTERNAL;
     close();
     return fail(s,
-                "creating the communicator of %d ranks (this is rank %d) with collective plugin '%s' failed (%s): %s",
-                size, rank, name, loom_status_name(s), why.c_str());
+                "creating the communicator of %d ranks (this is rank %d, buffers in %s memory) with collective plugin "
+                "'%s' failed (%s): %s",
+                size, rank, cuda ? "CUDA device" : "host", name, loom_status_name(s), why.c_str());
   }
   comm_ = comm;
   return LOOM_OK;

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "loom/collective.h"
+#include "loom/strategy.h"
 #include "oob.h"
 
 namespace loom_ddp {
@@ -35,10 +36,12 @@ class Group {
   Group &operator=(const Group &) = delete;
 
   // Opens collective plugin name through host and creates the communicator
-  // (rank, size) with the store-backed out-of-band exchange; blocking,
+  // (rank, size) with the store-backed out-of-band exchange, for buffers on
+  // device (the CPU, or a CUDA device with the host's stream); blocking,
   // collective over the ranks, bounded by timeout_ms. On failure the message
   // (last_error) says why and nothing stays open.
-  loom_status open(const loom_host_v1 *host, const char *name, int32_t rank, int32_t size, int64_t timeout_ms);
+  loom_status open(const loom_host_v1 *host, const char *name, int32_t rank, int32_t size, int64_t timeout_ms,
+                   DLDevice device, void *stream);
   // Frees what is pending (aborting first), destroys the communicator and
   // closes the plugin. Idempotent.
   loom_status close();

@@ -14,25 +14,46 @@ namespace {
 // earlier buckets overlap the copies of later ones; then each is waited for,
 // in order, divided (f32, f64: summed by the collective, see divide.h) and
 // unpacked while the later ones are still in flight.
+//
+// On a device the collective averages (LOOM_REDUCE_AVG: NCCL's ncclAvg) on
+// the host's stream, and a bucket that is not one range is reduced member by
+// member in place (the trainer's gradients always form one range).
 loom_status after_backward_impl(loom_strategy_ctx *ctx, loom_step_decision *decision) {
   LOOM_DDP_TRY(usable(ctx, "after_backward"));
   if (!decision) return fail(LOOM_ERR_INVALID_ARGUMENT, "after_backward: decision is NULL");
   const auto deadline = deadline_after(ctx->timeout_ms);
+  const bool on_device = ctx->values.on_device();
+  auto reduce_op = [&](const Bucket &b) {
+    return divides_here(b.dtype) && !on_device ? LOOM_REDUCE_SUM : LOOM_REDUCE_AVG;
+  };
   for (size_t k = 0; k < ctx->buckets.size(); ++k) {
     Bucket &b = ctx->buckets[k];
-    void *buf = b.grads_in_place;
-    if (!buf) {
-      pack(b, ctx->grads);
-      buf = b.flat.data();
+    loom_status s = LOOM_OK;
+    if (on_device && !b.grads_in_place) {
+      for (size_t j = 0; j < b.members.size() && s == LOOM_OK; ++j) {
+        const TensorRef &g = ctx->grads[b.members[j]];
+        s = ctx->group.allreduce(g.data, g.numel, g.dtype, LOOM_REDUCE_AVG, &b.member_ops[j]);
+      }
+    } else {
+      void *buf = b.grads_in_place;
+      if (!buf) {
+        pack(b, ctx->grads);
+        buf = b.flat.data();
+      }
+      s = ctx->group.allreduce(buf, b.count, b.dtype, reduce_op(b), &b.op);
     }
-    const loom_reduce_op op = divides_here(b.dtype) ? LOOM_REDUCE_SUM : LOOM_REDUCE_AVG;
-    const loom_status s = ctx->group.allreduce(buf, b.count, b.dtype, op, &b.op);
     if (s != LOOM_OK) return op_failed(ctx, s, "after_backward: allreduce of " + describe_bucket(ctx, k, "gradient"));
   }
   for (size_t k = 0; k < ctx->buckets.size(); ++k) {
     Bucket &b = ctx->buckets[k];
-    const loom_status s = ctx->group.wait(b.op, deadline);
+    loom_status s = LOOM_OK;
+    if (on_device && !b.grads_in_place) {
+      for (size_t j = 0; j < b.members.size() && s == LOOM_OK; ++j) s = ctx->group.wait(b.member_ops[j], deadline);
+    } else {
+      s = ctx->group.wait(b.op, deadline);
+    }
     if (s != LOOM_OK) return op_failed(ctx, s, "after_backward: allreduce of " + describe_bucket(ctx, k, "gradient"));
+    if (on_device) continue;
     if (divides_here(b.dtype)) {
       divide_in_place(b.grads_in_place ? b.grads_in_place : b.flat.data(), b.count, b.dtype, ctx->size);
     }
@@ -65,9 +86,8 @@ loom_status reduce_metric_impl(loom_strategy_ctx *ctx, double *value, loom_metri
   }
   double v = *value;
   const loom_status s =
-      ctx->group.run([&](size_t *h) { return ctx->group.allreduce(&v, 1, LOOM_DTYPE_F64, reduce, h); },
-                     deadline_after(ctx->timeout_ms));
-  if (s != LOOM_OK) return op_failed(ctx, s, std::string("reduce_metric: allreduce of one f64 (") + name + ")");
+      ctx->values.allreduce(ctx->group, &v, 1, LOOM_DTYPE_F64, reduce, deadline_after(ctx->timeout_ms));
+  if (s != LOOM_OK) return failed_on(ctx, s, std::string("reduce_metric: allreduce of one f64 (") + name + ")");
   *value = op == LOOM_METRIC_MEAN ? v / ctx->size : v;
   return LOOM_OK;
 }
@@ -78,10 +98,9 @@ loom_status reduce_decision_impl(loom_strategy_ctx *ctx, int32_t *decision, int3
   int32_t v = *decision != 0 ? 1 : 0;
   const loom_reduce_op reduce = all ? LOOM_REDUCE_MIN : LOOM_REDUCE_MAX;
   const loom_status s =
-      ctx->group.run([&](size_t *h) { return ctx->group.allreduce(&v, 1, LOOM_DTYPE_I32, reduce, h); },
-                     deadline_after(ctx->timeout_ms));
+      ctx->values.allreduce(ctx->group, &v, 1, LOOM_DTYPE_I32, reduce, deadline_after(ctx->timeout_ms));
   if (s != LOOM_OK)
-    return op_failed(ctx, s,
+    return failed_on(ctx, s,
                      std::string("reduce_decision: allreduce of one i32 (") + (all ? "min, all" : "max, any") + ")");
   *decision = v;
   return LOOM_OK;
@@ -105,10 +124,9 @@ loom_status broadcast_bytes_impl(loom_strategy_ctx *ctx, void *data, uint64_t le
                 static_cast<unsigned long long>(len));
   if (len == 0) return LOOM_OK;  // len is equal everywhere: nothing to send
   const loom_status s =
-      ctx->group.run([&](size_t *h) { return ctx->group.broadcast(data, len, LOOM_DTYPE_U8, root, h); },
-                     deadline_after(ctx->timeout_ms));
+      ctx->values.broadcast(ctx->group, data, len, LOOM_DTYPE_U8, root, deadline_after(ctx->timeout_ms));
   if (s != LOOM_OK)
-    return op_failed(
+    return failed_on(
         ctx, s, "broadcast_bytes: broadcast of " + std::to_string(len) + " bytes from rank " + std::to_string(root));
   return LOOM_OK;
 }

@@ -105,6 +105,12 @@ loom_status op_failed(loom_strategy_ctx *ctx, loom_status s, const std::string &
   return fail(s, "%s", ctx->failure.c_str());
 }
 
+loom_status failed_on(loom_strategy_ctx *ctx, loom_status s, const std::string &what) {
+  if (ctx->group.broken() != LOOM_OK) return op_failed(ctx, s, what);
+  const std::string why = last_error_text();
+  return fail(s, "%s: %s", what.c_str(), why.c_str());
+}
+
 std::string bucket_size_text(double bucket_mb) {
   char text[64];
   std::snprintf(text, sizeof text, bucket_mb >= 0.1 ? "%.1f MiB" : "%.3g MiB", bucket_mb);

@@ -9,6 +9,7 @@
 
 #include "buckets.h"
 #include "group.h"
+#include "host_values.h"
 #include "loom/strategy.h"
 #include "tensors.h"
 
@@ -27,6 +28,8 @@ struct loom_strategy_ctx {
   std::vector<loom_ddp::Bucket> buckets;
   uint64_t bucketed_bytes = 0;  // gradient bytes averaged per step
   loom_ddp::Group group;
+  loom_ddp::HostValues values;       // host values over the group (on a device: through device scratch)
+  DLDevice device{kDLCPU, 0};        // where the lent tensors live (SDK ABI 1.6; the CPU before)
   int64_t step = 0;     // global step: start_step plus the optimizer steps taken
   std::string failure;  // set when an operation failed and aborted the group
   std::string status;   // status_line's buffer
@@ -44,6 +47,9 @@ loom_status usable(loom_strategy_ctx *ctx, const char *call);
 // Records that what (e.g. "allreduce of gradient bucket 2 of 3 (...)") failed
 // with status s on the group, as the message of this and every later call.
 loom_status op_failed(loom_strategy_ctx *ctx, loom_status s, const std::string &what);
+// What a HostValues call's failure s means: the group's (op_failed) when it
+// broke the group, else a failed copy whose message is already set.
+loom_status failed_on(loom_strategy_ctx *ctx, loom_status s, const std::string &what);
 
 // "gradient bucket 2 of 3 (f32, 1.50 MiB, 4 tensors of parameters 4..7)"
 // for bucket k; kind is "gradient" or "parameter".

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstddef>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "error.h"
 #include "instance.h"
@@ -38,11 +40,18 @@ loom_status read_state(loom_strategy_ctx *ctx, const loom_training_state_v1 *sta
   if (st.num_params > 0 && (!st.params || !st.grads))
     return fail(LOOM_ERR_INVALID_ARGUMENT, "setup: state has %u parameters but %s is NULL", st.num_params,
                 st.params ? "grads" : "params");
+  // Hosts before ABI 1.6 lend host memory only.
+  ctx->device = st.struct_size >= LOOM_TRAINING_STATE_V1_6_SIZE ? st.device : DLDevice{kDLCPU, 0};
+  if (ctx->device.device_type != kDLCPU && ctx->device.device_type != kDLCUDA) {
+    char name[48];
+    return fail(LOOM_ERR_UNSUPPORTED, "the training state lives on %s; the ddp strategy trains on the CPU and on CUDA",
+                device_name(ctx->device, name, sizeof name));
+  }
   ctx->params.assign(st.num_params, TensorRef{});
   ctx->grads.assign(st.num_params, TensorRef{});
   for (uint32_t i = 0; i < st.num_params; ++i) {
-    LOOM_DDP_TRY(view_tensor(st.params[i], "parameter", i, &ctx->params[i]));
-    LOOM_DDP_TRY(view_tensor(st.grads[i], "gradient", i, &ctx->grads[i]));
+    LOOM_DDP_TRY(view_tensor(st.params[i], "parameter", i, ctx->device, &ctx->params[i]));
+    LOOM_DDP_TRY(view_tensor(st.grads[i], "gradient", i, ctx->device, &ctx->grads[i]));
     const TensorRef &p = ctx->params[i], &g = ctx->grads[i];
     if (p.dtype != g.dtype || p.numel != g.numel)
       return fail(LOOM_ERR_INVALID_ARGUMENT,
@@ -72,12 +81,9 @@ loom_status check_agreement(loom_strategy_ctx *ctx, uint64_t cap_bytes, Clock::t
   int64_t lo[kN], hi[kN];
   std::memcpy(lo, mine, sizeof lo);
   std::memcpy(hi, mine, sizeof hi);
-  size_t op_lo = 0, op_hi = 0;
-  loom_status s = ctx->group.allreduce(lo, kN, LOOM_DTYPE_I64, LOOM_REDUCE_MIN, &op_lo);
-  if (s == LOOM_OK) s = ctx->group.allreduce(hi, kN, LOOM_DTYPE_I64, LOOM_REDUCE_MAX, &op_hi);
-  if (s == LOOM_OK) s = ctx->group.wait(op_lo, deadline);
-  if (s == LOOM_OK) s = ctx->group.wait(op_hi, deadline);
-  if (s != LOOM_OK) return op_failed(ctx, s, "setup: allreduce of the model's fingerprint");
+  loom_status s = ctx->values.allreduce(ctx->group, lo, kN, LOOM_DTYPE_I64, LOOM_REDUCE_MIN, deadline);
+  if (s == LOOM_OK) s = ctx->values.allreduce(ctx->group, hi, kN, LOOM_DTYPE_I64, LOOM_REDUCE_MAX, deadline);
+  if (s != LOOM_OK) return failed_on(ctx, s, "setup: allreduce of the model's fingerprint");
   for (int i = 0; i < kN; ++i) {
     if (lo[i] == hi[i]) continue;
     if (i == kLayout)
@@ -89,9 +95,28 @@ loom_status check_agreement(loom_strategy_ctx *ctx, uint64_t cap_bytes, Clock::t
   return LOOM_OK;
 }
 
+// On a device: rank 0's parameters tensor by tensor, in place, all in
+// flight at once (there is no flat copy there).
+loom_status broadcast_device_params(loom_strategy_ctx *ctx, Clock::time_point deadline) {
+  std::vector<size_t> ops(ctx->params.size());
+  for (size_t i = 0; i < ctx->params.size(); ++i) {
+    const TensorRef &p = ctx->params[i];
+    if (p.numel == 0) continue;
+    const loom_status s = ctx->group.broadcast(p.data, p.numel, p.dtype, 0, &ops[i]);
+    if (s != LOOM_OK) return op_failed(ctx, s, "setup: broadcast of parameter " + std::to_string(i));
+  }
+  for (size_t i = 0; i < ctx->params.size(); ++i) {
+    if (ctx->params[i].numel == 0) continue;
+    const loom_status s = ctx->group.wait(ops[i], deadline);
+    if (s != LOOM_OK) return op_failed(ctx, s, "setup: broadcast of parameter " + std::to_string(i));
+  }
+  return LOOM_OK;
+}
+
 // Copies rank 0's parameters to every rank, bucket by bucket, all buckets in
 // flight at once.
 loom_status broadcast_params(loom_strategy_ctx *ctx, Clock::time_point deadline) {
+  if (ctx->values.on_device()) return broadcast_device_params(ctx, deadline);
   const bool root = ctx->rank == 0;
   for (size_t k = 0; k < ctx->buckets.size(); ++k) {
     Bucket &b = ctx->buckets[k];
@@ -127,14 +152,12 @@ loom_status broadcast_buffers(loom_strategy_ctx *ctx, Clock::time_point deadline
   std::vector<TensorRef> refs(count);
   int64_t elements = 0;
   for (uint32_t i = 0; i < count; ++i) {
-    LOOM_DDP_TRY(view_tensor(tensors[i], "buffer", i, &refs[i]));
+    LOOM_DDP_TRY(view_tensor(tensors[i], "buffer", i, ctx->device, &refs[i]));
     elements += static_cast<int64_t>(refs[i].numel);
   }
   int64_t extent[2] = {elements, -elements};  // max(n) and max(-n): do all ranks agree?
-  size_t op = 0;
-  loom_status s = ctx->group.allreduce(extent, 2, LOOM_DTYPE_I64, LOOM_REDUCE_MAX, &op);
-  if (s == LOOM_OK) s = ctx->group.wait(op, deadline);
-  if (s != LOOM_OK) return op_failed(ctx, s, "setup: allreduce of the buffers' size");
+  loom_status s = ctx->values.allreduce(ctx->group, extent, 2, LOOM_DTYPE_I64, LOOM_REDUCE_MAX, deadline);
+  if (s != LOOM_OK) return failed_on(ctx, s, "setup: allreduce of the buffers' size");
   if (extent[0] != -extent[1])
     return fail(LOOM_ERR_INVALID_ARGUMENT, "the ranks do not train the same model: their buffers hold %lld to %lld values",
                 static_cast<long long>(-extent[1]), static_cast<long long>(extent[0]));
@@ -159,16 +182,19 @@ loom_status setup_impl(loom_strategy_ctx *ctx, const loom_training_state_v1 *sta
   // Everything that can fail locally fails before any rank talks to another.
   loom_status s = read_state(ctx, state);
   const auto cap_bytes = static_cast<uint64_t>(std::max(1.0, std::round(ctx->bucket_mb * 1024 * 1024)));
+  if (s == LOOM_OK) s = ctx->values.open(ctx->state);
   if (s == LOOM_OK) {
     ctx->buckets = assign_buckets(ctx->grads, cap_bytes);
     ctx->bucketed_bytes = 0;
     for (Bucket &b : ctx->buckets) {
-      prepare(b, ctx->params, ctx->grads);
+      prepare(b, ctx->params, ctx->grads, ctx->values.on_device());
       ctx->bucketed_bytes += b.bytes();
     }
-    s = ctx->group.open(&ctx->host, ctx->collective.c_str(), ctx->rank, ctx->size, ctx->timeout_ms);
+    s = ctx->group.open(&ctx->host, ctx->collective.c_str(), ctx->rank, ctx->size, ctx->timeout_ms, ctx->device,
+                        ctx->values.on_device() ? ctx->state.stream : nullptr);
   }
   if (s != LOOM_OK) {
+    ctx->values.close();
     ctx->buckets.clear();
     ctx->params.clear();
     ctx->grads.clear();
@@ -190,12 +216,15 @@ loom_status setup_impl(loom_strategy_ctx *ctx, const loom_training_state_v1 *sta
 
   size_t copied = 0;
   for (const Bucket &b : ctx->buckets) copied += b.grads_in_place ? 0 : 1;
+  char where[48];
   host_log(ctx, ctx->rank == 0 ? LOOM_LOG_INFO : LOOM_LOG_DEBUG,
-           "ddp over collective '%s': %d rank%s, %u parameter tensors (%.2f MiB of gradients) in %zu bucket%s of "
-           "about %s (%zu averaged in place, %zu through a flat copy); parameters and %u buffer%s broadcast from rank 0",
-           ctx->collective.c_str(), ctx->size, ctx->size == 1 ? "" : "s", ctx->state.num_params,
+           "ddp over collective '%s' on %s: %d rank%s, %u parameter tensors (%.2f MiB of gradients) in %zu bucket%s "
+           "of about %s (%zu averaged in place, %zu %s); parameters and %u buffer%s broadcast from rank 0",
+           ctx->collective.c_str(), device_name(ctx->device, where, sizeof where), ctx->size, ctx->size == 1 ? "" : "s",
+           ctx->state.num_params,
            double(ctx->bucketed_bytes) / (1 << 20), ctx->buckets.size(), ctx->buckets.size() == 1 ? "" : "s",
-           bucket_size_text(ctx->bucket_mb).c_str(), ctx->buckets.size() - copied, copied, buffers, buffers == 1 ? "" : "s");
+           bucket_size_text(ctx->bucket_mb).c_str(), ctx->buckets.size() - copied, copied,
+           ctx->values.on_device() ? "tensor by tensor" : "through a flat copy", buffers, buffers == 1 ? "" : "s");
   for (size_t k = 0; k < ctx->buckets.size(); ++k)
     host_log(ctx, LOOM_LOG_DEBUG, "%s%s", describe_bucket(ctx, k, "gradient").c_str(),
              ctx->buckets[k].grads_in_place ? ", in place" : "");
@@ -206,6 +235,7 @@ loom_status setup_impl(loom_strategy_ctx *ctx, const loom_training_state_v1 *sta
 
 loom_status release(loom_strategy_ctx *ctx) {
   const loom_status s = ctx->group.close();
+  ctx->values.close();
   ctx->buckets.clear();
   ctx->params.clear();
   ctx->grads.clear();

@@ -1,6 +1,7 @@
 // DLTensor checks: device, dtype, shape and layout.
 #include "tensors.h"
 
+#include <cstdio>
 #include <limits>
 
 #include "error.h"
@@ -35,11 +36,29 @@ const char *dtype_name(loom_dtype dtype) {
   }
 }
 
-loom_status view_tensor(const DLTensor &t, const char *what, uint32_t index, TensorRef *out) {
-  if (t.device.device_type != kDLCPU)
-    return fail(LOOM_ERR_UNSUPPORTED,
-                "%s %u lives on DLPack device type %d, but the ddp strategy handles CPU tensors only (kDLCPU = %d)",
-                what, index, static_cast<int>(t.device.device_type), static_cast<int>(kDLCPU));
+const char *device_name(DLDevice device, char *buf, size_t len) {
+  if (device.device_type == kDLCPU) return "cpu";
+  if (device.device_type == kDLCUDA) {
+    std::snprintf(buf, len, "cuda:%d", static_cast<int>(device.device_id));
+  } else {
+    std::snprintf(buf, len, "DLPack device type %d:%d", static_cast<int>(device.device_type),
+                  static_cast<int>(device.device_id));
+  }
+  return buf;
+}
+
+loom_status view_tensor(const DLTensor &t, const char *what, uint32_t index, DLDevice device, TensorRef *out) {
+  if (t.device.device_type != kDLCPU && t.device.device_type != kDLCUDA) {
+    char name[48];
+    return fail(LOOM_ERR_UNSUPPORTED, "%s %u lives on %s, but the ddp strategy handles CPU and CUDA tensors only",
+                what, index, device_name(t.device, name, sizeof name));
+  }
+  if (t.device.device_type != device.device_type ||
+      (device.device_type != kDLCPU && t.device.device_id != device.device_id)) {
+    char mine[48], expected[48];
+    return fail(LOOM_ERR_INVALID_ARGUMENT, "%s %u lives on %s, not on the training state's device %s", what, index,
+                device_name(t.device, mine, sizeof mine), device_name(device, expected, sizeof expected));
+  }
   const loom_dtype dtype = map_dtype(t.dtype);
   if (dtype == 0)
     return fail(LOOM_ERR_UNSUPPORTED,

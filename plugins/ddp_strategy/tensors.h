@@ -3,6 +3,7 @@
 #ifndef LOOM_DDP_TENSORS_H
 #define LOOM_DDP_TENSORS_H
 
+#include <cstddef>
 #include <cstdint>
 
 #include "loom/collective.h"
@@ -17,11 +18,15 @@ struct TensorRef {
   loom_dtype dtype = 0;
 };
 
-// Checks one tensor (CPU device, a float dtype Loom can reduce, compact
-// row-major layout) and fills *out. what names it in messages ("parameter",
-// "gradient"). LOOM_ERR_UNSUPPORTED for a device or dtype the strategy cannot
-// handle, LOOM_ERR_INVALID_ARGUMENT for a malformed view.
-loom_status view_tensor(const DLTensor &t, const char *what, uint32_t index, TensorRef *out);
+// Checks one tensor (on device, which is the host's CPU or one CUDA device;
+// a float dtype Loom can reduce; compact row-major layout) and fills *out.
+// what names it in messages ("parameter", "gradient").
+// LOOM_ERR_UNSUPPORTED for a device or dtype the strategy cannot handle,
+// LOOM_ERR_INVALID_ARGUMENT for a malformed view or one on another device.
+loom_status view_tensor(const DLTensor &t, const char *what, uint32_t index, DLDevice device, TensorRef *out);
+
+// "cpu", "cuda:1", "DLPack device type 9:0".
+const char *device_name(DLDevice device, char *buf, size_t len);
 
 // "f32", "bf16"...
 const char *dtype_name(loom_dtype dtype);

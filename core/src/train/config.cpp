@@ -154,6 +154,8 @@ const std::map<std::string, Field>& trainer_fields() {
                     s->device = *n.value<std::string>();
                     return true;
                   }}},
+      {"precision", choice_field(&TrainerSettings::precision, {"fp32", "bf16"})},
+      {"host_staging", choice_field(&TrainerSettings::host_staging, {"auto", "always"})},
       {"threads", int_field<int64_t>(&TrainerSettings::threads, 0, max_threads(),
                                      " (at most 4 x this machine's " +
                                          std::to_string(std::max(1u, std::thread::hardware_concurrency())) +

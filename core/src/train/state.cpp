@@ -76,6 +76,14 @@ auto find_param_state(Map& state, const torch::Tensor& p) {
   }
 }
 
+loom_status alloc_device_cb(void* user, size_t bytes, void** ptr) {
+  return static_cast<TrainingState*>(user)->device_memory().alloc(bytes, ptr);
+}
+void free_device_cb(void* user, void* ptr) { static_cast<TrainingState*>(user)->device_memory().free(ptr); }
+loom_status copy_cb(void* user, void* dst, int32_t dst_on_device, const void* src, int32_t src_on_device, size_t bytes) {
+  return static_cast<TrainingState*>(user)->device_memory().copy(dst, dst_on_device != 0, src, src_on_device != 0, bytes);
+}
+
 loom_status restore_cb(void* user, const uint8_t* data, size_t len) {
   try {
     static_cast<TrainingState*>(user)->restore(reinterpret_cast<const char*>(data), len);  // no copy of the state
@@ -111,12 +119,18 @@ torch::Tensor flat_zeros(int64_t numel, const torch::TensorOptions& options) {
 
 }  // namespace
 
-TrainingState::TrainingState(Task& task, const TrainerSettings& s) : task_(task), buffers_(task.buffers()) {
-  for (auto& [name, tensor] : task.parameters()) {
-    names_.push_back(name);
-    params_.push_back(tensor);
-  }
-  if (params_.empty()) throw Error::usage("task '" + task.name() + "' has no parameters to train");
+namespace {
+std::vector<torch::Tensor> parameters_of(Task& task) {
+  std::vector<torch::Tensor> out;
+  for (auto& [name, tensor] : task.parameters()) out.push_back(tensor);
+  if (out.empty()) throw Error::usage("task '" + task.name() + "' has no parameters to train");
+  return out;
+}
+}  // namespace
+
+TrainingState::TrainingState(Task& task, const TrainerSettings& s)
+    : task_(task), params_(parameters_of(task)), buffers_(task.buffers()), memory_(params_.front().device()) {
+  for (auto& [name, tensor] : task.parameters()) names_.push_back(name);
   // Gradient buffers exist from the start and are only ever zeroed in place,
   // so the views handed to the strategy stay valid (backward accumulates into
   // an existing .grad in place). They are slices of one flat buffer per
@@ -164,6 +178,11 @@ TrainingState::TrainingState(Task& task, const TrainerSettings& s) : task_(task)
   view_.buffers = lend_views_cb<&TrainingState::buffer_views>;
   description_ = describe_training(task.name(), names_, params_, buffers_, s);
   view_.description = description_.c_str();
+  view_.device = memory_.dl_device();
+  view_.stream = memory_.stream();
+  view_.alloc_device = alloc_device_cb;
+  view_.free_device = free_device_cb;
+  view_.copy = copy_cb;
 }
 
 std::string describe_training(const std::string& task, const std::vector<std::string>& param_names,

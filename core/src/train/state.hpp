@@ -15,6 +15,7 @@
 #include "loom/strategy.h"
 #include "loom/train/config.hpp"
 #include "loom/train/task.hpp"
+#include "device_memory.hpp"
 
 namespace loom::train {
 
@@ -35,8 +36,12 @@ class TrainingState {
   // Throws Error::runtime if backward replaced a gradient buffer.
   void check_views() const;
 
-  // The view lent to the strategy (valid while this object lives).
+  // The view lent to the strategy (valid while this object lives): tensors
+  // on the training device, with its stream and memory services (ABI 1.6).
   const loom_training_state_v1& abi_view() const { return view_; }
+  DeviceMemory& device_memory() { return memory_; }
+  // The flat buffers the gradients are slices of, one per dtype.
+  const std::vector<torch::Tensor>& grad_buffers() const { return grad_buffers_; }
 
   // Parameters, optimizer state and step; restore copies into the existing
   // tensors (their addresses stay what the strategy was given) and throws
@@ -49,6 +54,8 @@ class TrainingState {
   // moments) in parameter order, as lent to the strategy (ABI 1.2): valid
   // until the next optimizer step, restore or call.
   const std::vector<DLTensor>& optimizer_views();
+  // The tensors the last optimizer_views() describes, in the same order.
+  const std::vector<torch::Tensor>& optimizer_tensors() const { return opt_tensors_; }
   // The floating-point buffers, as lent to the strategy (ABI 1.4).
   const std::vector<DLTensor>& buffer_views();
 
@@ -72,6 +79,7 @@ class TrainingState {
   std::vector<DLTensor> buffer_views_;
   mutable std::string last_snapshot_;
   std::string description_;  // what view_.description points to (ABI 1.5)
+  DeviceMemory memory_;      // view_'s device services (ABI 1.6)
 };
 
 // What is trained, as lent to strategies (loom_training_state_v1.description):

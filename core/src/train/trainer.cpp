@@ -19,8 +19,10 @@
 #include "files.hpp"
 #include "loom/host.hpp"
 #include "nonfinite.hpp"
+#include "precision.hpp"
 #include "progress.hpp"
 #include "schedule.hpp"
+#include "staging.hpp"
 #include "state.hpp"
 
 namespace loom::train {
@@ -146,9 +148,27 @@ TrainResult run_training(const TrainConfig& config, const TrainRequest& request)
     }
     state.restore(read_file(checkpoint));
   }
-  loom_training_state_v1 view = state.abi_view();
+  // A strategy that works only on host memory (a swarm peer) is lent host
+  // copies of a device's state, kept in step around each call (strategy.h,
+  // LOOM_CAP_DEVICE_MEMORY). "always" stages on the CPU too, to check one.
+  std::unique_ptr<HostStaging> staging;
+  const bool device_strategy = (strategy->descriptor().capabilities & LOOM_CAP_DEVICE_MEMORY) != 0;
+  if (s.host_staging == "always" || (!device.is_cpu() && !device_strategy)) {
+    staging = std::make_unique<HostStaging>(state);
+    spdlog::info("strategy {} works on host memory: the state's {:.1f} MiB are copied to the host and back around "
+                 "each call into it",
+                 strategy->descriptor().name, double(staging->bytes()) / (1 << 20));
+  }
+  // Runs one call into the strategy with the host copies in step.
+  auto staged = [&](auto&& call) {
+    if (staging) staging->pull();
+    Status result = call();
+    if (staging) staging->push();
+    return result;
+  };
+  loom_training_state_v1 view = staging ? staging->abi_view() : state.abi_view();
   view.start_step = state.step;
-  if (Status s = strategy->setup(view); !s.is_ok()) {
+  if (Status s = staged([&] { return strategy->setup(view); }); !s.is_ok()) {
     if (const Error* cause = strategy->host_error()) throw *cause;  // e.g. its collective is unavailable: exit 2
     // The strategy cannot train what this config asks (tensors on a device
     // or of a type it does not handle): a configuration error.
@@ -189,6 +209,8 @@ TrainResult run_training(const TrainConfig& config, const TrainRequest& request)
                  strategy->descriptor().name, strategy->status_line());
   }
 
+  const bool bf16 = s.precision == "bf16";
+  if (bf16 && zero) spdlog::info("precision bf16: the forward pass runs under autocast on {}", device.str());
   TrainResult result;
   result.global_zero = zero;
   result.headline = task->headline_metric();
@@ -197,7 +219,10 @@ TrainResult run_training(const TrainConfig& config, const TrainRequest& request)
     if (val == nullptr) return;
     torch::NoGradGuard no_grad;
     task->set_training(false);
-    Metrics metrics = task->evaluate(*val);
+    Metrics metrics = [&] {
+      Autocast autocast(device, bf16);
+      return task->evaluate(*val);
+    }();
     task->set_training(true);
     std::string line;
     for (auto& [name, value] : metrics) {
@@ -236,7 +261,11 @@ TrainResult run_training(const TrainConfig& config, const TrainRequest& request)
   while (step < s.max_steps && !strategy->should_stop()) {
     for (int64_t a = 0; a < s.accumulate; ++a, ++micro) {
       Batch batch = task->train_data().get(sampler.batch(micro));
-      torch::Tensor loss = task->loss(batch);
+      torch::Tensor loss;
+      {
+        Autocast autocast(device, bf16);
+        loss = task->loss(batch);
+      }
       (s.accumulate > 1 ? loss / double(s.accumulate) : loss).backward();
       const double value = loss.item<double>();
       window_loss += value;
@@ -248,7 +277,7 @@ TrainResult run_training(const TrainConfig& config, const TrainRequest& request)
     }
     state.check_views();
     bool apply = false;
-    check_status(strategy->after_backward(static_cast<uint64_t>(s.batch_size * s.accumulate), &apply));
+    check_status(staged([&] { return strategy->after_backward(static_cast<uint64_t>(s.batch_size * s.accumulate), &apply); }));
     if (!apply) {
       step = strategy->global_step();  // a swarm peer may have loaded a newer state meanwhile
       continue;
@@ -263,7 +292,7 @@ TrainResult run_training(const TrainConfig& config, const TrainRequest& request)
       state.set_lr(lr);
       state.optimizer().step();
     }
-    check_status(strategy->after_optimizer_step());
+    check_status(staged([&] { return strategy->after_optimizer_step(); }));
     state.zero_grads();
     const int64_t before = step;
     step = strategy->global_step();
@@ -295,7 +324,7 @@ TrainResult run_training(const TrainConfig& config, const TrainRequest& request)
     spdlog::info("peak memory: {:.1f} MiB (VmHWM); CPU time {:.2f} s user, {:.2f} s system",
                  double(peak_rss_bytes()) / (1 << 20), cpu_seconds(false), cpu_seconds(true));
   teardown_guard.armed = false;
-  check_status(strategy->teardown());
+  check_status(staged([&] { return strategy->teardown(); }));
   return result;
 }
 

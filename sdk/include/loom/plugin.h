@@ -49,13 +49,15 @@ extern "C" {
  *        (collective.h)
  *   1.4  loom_training_state_v1.buffers (strategy.h)
  *   1.5  loom_training_state_v1.description and LOOM_CAP_HEALS_NONFINITE
- *        (strategy.h) */
+ *        (strategy.h)
+ *   1.6  loom_training_state_v1.device, .stream and the device memory
+ *        services, and LOOM_CAP_DEVICE_MEMORY (strategy.h) */
 #define LOOM_ABI_MAKE(major, minor) ((((uint32_t)(major)) << 16) | ((uint32_t)(minor) & 0xffffu))
 #define LOOM_ABI_MAJOR_OF(v) ((uint32_t)(v) >> 16)
 #define LOOM_ABI_MINOR_OF(v) ((uint32_t)(v) & 0xffffu)
 
 #define LOOM_ABI_MAJOR 1
-#define LOOM_ABI_MINOR 5
+#define LOOM_ABI_MINOR 6
 #define LOOM_ABI_VERSION LOOM_ABI_MAKE(LOOM_ABI_MAJOR, LOOM_ABI_MINOR)
 /* The oldest version of this major that hosts and plugins still accept. */
 #define LOOM_ABI_VERSION_MIN LOOM_ABI_MAKE(LOOM_ABI_MAJOR, 0)
@@ -239,11 +241,10 @@ typedef loom_status (*loom_entry_v1_fn)(const loom_negotiate_request *request, l
 #define LOOM_STATIC_ASSERT(cond, msg) static_assert(cond, msg)
 #elif defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L
 #define LOOM_STATIC_ASSERT(cond, msg) _Static_assert(cond, msg)
-#else /* C99: a negative array size fails to compile */
-#define LOOM_STATIC_ASSERT_CAT2(a, b) a##b
-#define LOOM_STATIC_ASSERT_CAT(a, b) LOOM_STATIC_ASSERT_CAT2(a, b)
-#define LOOM_STATIC_ASSERT(cond, msg) \
-  typedef char LOOM_STATIC_ASSERT_CAT(loom_static_assert_, __LINE__)[(cond) ? 1 : -1]
+#else /* C99: a negative array size fails to compile. One extern array,
+       * redeclared by every check (C allows compatible redeclarations), so
+       * no two checks, in any headers, need distinct names. */
+#define LOOM_STATIC_ASSERT(cond, msg) extern char loom_static_assert_v1[(cond) ? 1 : -1]
 #endif
 
 #if UINTPTR_MAX == 0xffffffffffffffffu

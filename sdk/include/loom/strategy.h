@@ -113,6 +113,34 @@ typedef struct loom_training_state_v1 {
    * start apart (a swarm) compares it to refuse mixing different models, and
    * names the first line that differs. Lives until teardown. */
   const char *description;
+  /* ABI 1.6 (present when struct_size >= LOOM_TRAINING_STATE_V1_6_SIZE):
+   * where the lent tensors live, and the host's services for that memory,
+   * so that a strategy which does not link the device's runtime can still
+   * move bytes there. Only a strategy with LOOM_CAP_DEVICE_MEMORY is lent
+   * device tensors; a host training on a device lends any other strategy
+   * host memory (see LOOM_CAP_DEVICE_MEMORY). */
+  /* The device of the parameters, gradients, buffers and optimizer state:
+   * {kDLCPU, 0} for host memory, {kDLCUDA, ordinal} on a GPU. */
+  DLDevice device;
+  /* The cudaStream_t the host computes on, for kDLCUDA (never NULL there:
+   * the legacy default stream is passed as cudaStreamLegacy, (void *)0x1);
+   * NULL for kDLCPU. What the host enqueued before it calls the strategy
+   * (backward, before after_backward) runs before what the strategy
+   * enqueues on this stream during the call, and what the host enqueues
+   * after the call (the optimizer step) runs after it: a strategy that
+   * works on this stream (a collective created with it) needs no
+   * synchronisation of its own. */
+  void *stream;
+  /* Device memory: bytes bytes on device, ordered on stream (*ptr is NULL
+   * for 0 bytes); given back with free_device. Training thread only. */
+  loom_status (*alloc_device)(void *user, size_t bytes, void **ptr);
+  void (*free_device)(void *user, void *ptr);
+  /* Copies bytes from src to dst; each is host memory (*_on_device == 0)
+   * or device memory from the tensors above or alloc_device (1). Ordered
+   * after the stream's earlier work; returns once the bytes are in dst.
+   * Training thread only. */
+  loom_status (*copy)(void *user, void *dst, int32_t dst_on_device, const void *src, int32_t src_on_device,
+                      size_t bytes);
 } loom_training_state_v1;
 
 typedef struct loom_strategy_v1 {
@@ -187,6 +215,8 @@ typedef struct loom_strategy_v1 {
 #define LOOM_TRAINING_STATE_V1_4_SIZE 88u
 /* Sizes with the members ABI 1.5 appended. */
 #define LOOM_TRAINING_STATE_V1_5_SIZE 96u
+/* Sizes with the members ABI 1.6 appended. */
+#define LOOM_TRAINING_STATE_V1_6_SIZE 136u
 
 /* Strategy capability bits (loom_plugin_info.capabilities), ABI 1.5. */
 /* The strategy finds a non-finite loss in the gradients it is given (NaN or
@@ -195,12 +225,21 @@ typedef struct loom_strategy_v1 {
  * then checks only the gradients the strategy hands back for a step, not the
  * local loss, before it applies trainer.on_nonfinite. */
 #define LOOM_CAP_HEALS_NONFINITE ((uint64_t)1 << 0)
+/* ABI 1.6: the strategy works on tensors in device memory (the state's
+ * device, stream and memory services). A host that trains on a device
+ * lends a strategy without this bit host copies of the parameters,
+ * gradients, buffers and optimizer state instead (host staging): it copies
+ * them to the host before every call into the strategy, and back after it,
+ * so the strategy sees and changes the training state as if it lived in
+ * host memory. A swarm peer on a GPU averages through host buffers so. */
+#define LOOM_CAP_DEVICE_MEMORY ((uint64_t)1 << 1)
 
 #define LOOM_STRATEGY_ENTRY loom_strategy_plugin_v1
 #define LOOM_STRATEGY_ENTRY_NAME "loom_strategy_plugin_v1"
 
 #if UINTPTR_MAX == 0xffffffffffffffffu
-LOOM_STATIC_ASSERT(sizeof(loom_training_state_v1) == LOOM_TRAINING_STATE_V1_5_SIZE, "loom_training_state_v1 layout is frozen");
+LOOM_STATIC_ASSERT(sizeof(loom_training_state_v1) == LOOM_TRAINING_STATE_V1_6_SIZE, "loom_training_state_v1 layout is frozen");
+LOOM_STATIC_ASSERT(offsetof(loom_training_state_v1, device) == LOOM_TRAINING_STATE_V1_5_SIZE, "1.6 appends after 1.5");
 LOOM_STATIC_ASSERT(offsetof(loom_training_state_v1, description) == LOOM_TRAINING_STATE_V1_4_SIZE, "1.5 appends after 1.4");
 LOOM_STATIC_ASSERT(offsetof(loom_training_state_v1, max_steps) == LOOM_TRAINING_STATE_V1_0_SIZE, "1.1 appends after 1.0");
 LOOM_STATIC_ASSERT(offsetof(loom_training_state_v1, optimizer_state) == LOOM_TRAINING_STATE_V1_1_SIZE, "1.2 appends after 1.1");

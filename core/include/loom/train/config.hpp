@@ -37,6 +37,13 @@ struct TrainerSettings {
   int64_t checkpoint_every = 0;     // steps between checkpoints; 0: only at the end
   std::string output_dir;           // default runs/<task>, relative to the working directory
   std::string device = "cpu";       // cpu | cuda | cuda:N
+  // fp32 | bf16: bf16 runs the forward pass under autocast (matrix products
+  // and convolutions in bfloat16, parameters, gradients and optimizer in fp32).
+  std::string precision = "fp32";
+  // auto | always: whether a strategy without device support
+  // (LOOM_CAP_DEVICE_MEMORY) is lent host copies of the state; "always"
+  // stages even on the CPU, to check a strategy plugin against staging.
+  std::string host_staging = "auto";
   int64_t threads = 0;              // intra-op threads; 0: LibTorch's default
   std::string on_nonfinite = "stop";  // stop | skip_step: a step with a non-finite loss or gradients
   std::string task_library;         // a shared library that registers C++ tasks (register_task)
