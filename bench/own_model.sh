@@ -13,12 +13,16 @@
 # anything else running moves the figures by tens of percent.
 # Usage: bench/own_model.sh [build-dir]
 #   STEPS=200 (digits; TinyGPT runs STEPS/2), REPEAT=3 (best of REPEAT for each length),
-#   EXTRA_SET=section.key=value (one more --set for loom, e.g. task.jit_optimize=true)
+#   EXTRA_SET=section.key=value (one more --set for loom, e.g. task.jit_optimize=true),
+#   DEVICE=cpu|cuda (where both sides train; on a GPU machine, with PYTHON=python3
+#   for its torch and the build folder of tests/gpu/run.sh: DEVICE=cuda
+#   PYTHON=python3 bench/own_model.sh build-gpu/loom)
 set -euo pipefail
 build=${1:-build}
 loom=$build/bin/loom
 here=$(cd "$(dirname "$0")/.." && pwd)
-python=/usr/bin/python3
+python=${PYTHON:-/usr/bin/python3}
+device=${DEVICE:-cpu}
 steps=${STEPS:-200}
 repeat=${REPEAT:-3}
 [[ -x $loom ]] || { echo "own_model.sh: $loom is missing: build first" >&2; exit 2; }
@@ -58,6 +62,7 @@ lr = 0.003
 weight_decay = $decay
 seed = 0
 threads = 1
+device = "$device"
 log_every = 1000000
 val_every = 0
 checkpoint_every = 0
@@ -86,7 +91,7 @@ loom_runs() {
 
 # The load average goes with the figures: on a 2-core machine anything else
 # running shares the one core each run uses.
-echo "# load before: $(uptime)"
+echo "# device: $device; load before: $(uptime)"
 results=$out/results.jsonl
 for model in digits gpt; do
   n=$steps
@@ -96,13 +101,13 @@ for model in digits gpt; do
   loom_runs "$model" "$cfg" $(( 2 * n )) >> "$results"
   for mode in eager scripted noopt; do
     "$python" "$here/bench/own_model_eager.py" --model "$model" --mode "$mode" --data "$out/data" \
-      --steps "$n" --repeat "$repeat" >> "$results"
+      --device "$device" --steps "$n" --repeat "$repeat" >> "$results"
   done
   # Eager again with the malloc settings loom train makes (freed memory stays
   # mapped), through glibc's tunables: like for like.
   GLIBC_TUNABLES=glibc.malloc.trim_threshold=268435456:glibc.malloc.mmap_threshold=33554432 \
     "$python" "$here/bench/own_model_eager.py" --model "$model" --mode eager --data "$out/data" \
-      --steps "$n" --repeat "$repeat" | sed 's/"mode": "eager"/"mode": "eager_kept"/' >> "$results"
+      --device "$device" --steps "$n" --repeat "$repeat" | sed 's/"mode": "eager"/"mode": "eager_kept"/' >> "$results"
 done
 echo "# load after: $(uptime)"
 "$python" - "$results" <<'PY'

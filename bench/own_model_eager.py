@@ -6,7 +6,8 @@ from export.py), scripted (the exported TorchScript file, what Loom runs), or
 noopt (scripted, with the graph executor's optimizations off: no profiling
 runs, no differentiable graphs, autograd as in eager mode).
 
-    own_model_eager.py --model digits|gpt --mode eager|scripted|noopt --data DIR [--steps N] [--repeat R]
+    own_model_eager.py --model digits|gpt --mode eager|scripted|noopt --data DIR [--device cpu|cuda]
+                       [--steps N] [--repeat R]
 
 DIR is what export.py wrote. Each step does what a `loom train` step does:
 gather a random batch, forward, loss, backward, optimizer step, read the loss.
@@ -40,26 +41,29 @@ def main():
     parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--lr", type=float, default=0.003)
+    parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N: where model and data live")
     args = parser.parse_args()
+    device = torch.device(args.device)
     torch.set_num_threads(1)
     torch.manual_seed(0)
     if args.mode == "noopt":
         torch._C._set_graph_executor_optimize(False)  # LibTorch: torch::jit::setGraphExecutorOptimize(false)
 
     cls, file, inputs, batch, weight_decay = MODELS[args.model]
-    scripted = torch.jit.load(os.path.join(args.data, file))
+    scripted = torch.jit.load(os.path.join(args.data, file), map_location=device)
     if args.mode == "eager":
         model = cls()
         model.load_state_dict(scripted.state_dict())  # the same weights, so the same work
     else:
         model = scripted
+    model.to(device)
     model.train()
-    data = torch.load(os.path.join(args.data, args.model + "_train.pt"))
+    data = {k: v.to(device) for k, v in torch.load(os.path.join(args.data, args.model + "_train.pt")).items()}
     n = data["x"].size(0)
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=weight_decay)
 
     def step():
-        idx = torch.randint(n, (batch,))
+        idx = torch.randint(n, (batch,), device=device)
         b = {k: v[idx] for k, v in data.items()}
         out = model(*[b[k] for k in inputs])
         loss = out if args.model == "gpt" else F.cross_entropy(out, b["y"])

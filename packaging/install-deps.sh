@@ -1,9 +1,22 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages that building, running and testing Loom need.
-# Idempotent and non-interactive; does nothing but a dpkg query when all is there.
+# Installs the Debian 12 (bookworm) or 13 (trixie) packages that building,
+# running and testing Loom need. Idempotent and non-interactive; does nothing
+# but a dpkg query when all is there.
 #   packaging/install-deps.sh          build + run dependencies
 #   packaging/install-deps.sh --test   also what the test suite and benchmarks use
+#   --opendht-from-sid                 on trixie: take OpenDHT from sid (see below;
+#                                      LOOM_DEBIAN_MIRROR names the mirror)
 set -euo pipefail
+
+with_test=0 opendht_from_sid=0
+for arg in "$@"; do
+  case "$arg" in
+    --test) with_test=1 ;;
+    --opendht-from-sid) opendht_from_sid=1 ;;
+    *) echo "usage: packaging/install-deps.sh [--test] [--opendht-from-sid]" >&2; exit 2 ;;
+  esac
+done
+codename=$(. /etc/os-release 2>/dev/null && echo "${VERSION_CODENAME:-}") || codename=
 
 build_pkgs=(
   build-essential cmake ninja-build ccache pkg-config file binutils
@@ -23,12 +36,46 @@ test_pkgs=(
 )
 
 want=("${build_pkgs[@]}")
-if [[ "${1:-}" == "--test" ]]; then want+=("${test_pkgs[@]}"); fi
+if [[ $with_test -eq 1 ]]; then want+=("${test_pkgs[@]}"); fi
+
+installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
+
+# The package names are the same in bookworm and trixie, but trixie ships no
+# OpenDHT package at all; of Debian's suites only sid has it (3.0).
+# Opted in, take exactly libopendht-dev, its library and the fmt 11 runtime it
+# links from sid, pinned so that nothing else ever comes from there.
+sid_list=/etc/apt/sources.list.d/loom-sid-opendht.list
+sid_pin=/etc/apt/preferences.d/loom-sid-opendht
+if [[ "$codename" == trixie ]] && ! installed libopendht-dev; then
+  if [[ $opendht_from_sid -eq 0 ]]; then
+    echo "install-deps: Debian 13 (trixie) has no libopendht-dev (Loom's collab plugin needs OpenDHT);" >&2
+    echo "  rerun with --opendht-from-sid to take OpenDHT 3 alone from sid (pinned), or install it yourself" >&2
+    exit 2
+  fi
+  if [[ ! -f "$sid_list" || ! -f "$sid_pin" ]]; then
+    if [[ $(id -u) -ne 0 ]]; then
+      echo "install-deps: adding a pinned sid source for OpenDHT needs root" >&2
+      exit 2
+    fi
+    # check-valid-until=no: mirrors and snapshots of sid often carry an expired
+    # Release date; the signature is still checked.
+    echo "deb [check-valid-until=no] ${LOOM_DEBIAN_MIRROR:-http://deb.debian.org/debian} sid main" > "$sid_list"
+    cat > "$sid_pin" <<'PIN'
+Package: *
+Pin: release n=sid
+Pin-Priority: -1
+
+Package: libopendht-dev libopendht3t64 libfmt11
+Pin: release n=sid
+Pin-Priority: 500
+PIN
+  fi
+fi
 
 missing=()
 for p in "${want[@]}"; do
   # dpkg-query prints "install ok installed" only for a fully installed package.
-  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+  if ! installed "$p"; then
     missing+=("$p")
   fi
 done

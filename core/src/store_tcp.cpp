@@ -1,6 +1,7 @@
 // The job's Store over LibTorch's c10d::TCPStore. This is the only core file
 // that includes LibTorch headers (they cost ~25 s of compile time each).
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/version.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -66,6 +67,12 @@ std::unique_ptr<Store> make_tcp_store(const std::string& host, int port, bool is
   options.numWorkers = static_cast<std::size_t>(world_size);
   options.waitWorkers = false;
   options.timeout = timeout;
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+  // Since 2.4 the store asks for its libuv backend by default, and a LibTorch
+  // built without libuv (Debian's) then refuses to make any store, client or
+  // server. The classic backend is in every build and is the one 1.13 has.
+  options.useLibUV = false;
+#endif
   try {
     return std::make_unique<TcpStore>(c10::make_intrusive<c10d::TCPStore>(host, options));
   } catch (const std::exception& e) {

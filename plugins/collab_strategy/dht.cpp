@@ -27,7 +27,23 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <opendht/dhtrunner.h>
+// OpenDHT has no version macro; its headers tell the two APIs apart. 3.x
+// (Debian 13 takes it from sid) logs formatted lines through one
+// std::function (logger.h) and keeps a NodeExport's address as a SockAddr
+// (node_export.h); 2.4 (Debian 12) has printf-style LogMethods per level and
+// a raw sockaddr_storage.
+#if __has_include(<opendht/logger.h>)
+#include <opendht/logger.h>
+#define LOOM_OPENDHT_LINE_LOGGER 1
+#else
 #include <opendht/log_enable.h>
+#define LOOM_OPENDHT_LINE_LOGGER 0
+#endif
+#if __has_include(<opendht/node_export.h>)
+#define LOOM_OPENDHT_NODE_SOCKADDR 1
+#else
+#define LOOM_OPENDHT_NODE_SOCKADDR 0
+#endif
 
 #include <algorithm>
 #include <array>
@@ -148,12 +164,36 @@ bool split_host_port(const std::string &s, std::string *host, uint16_t *port) {
 
 namespace {
 
+#if LOOM_OPENDHT_LINE_LOGGER
+// OpenDHT reports routine events (searches without nodes, no IPv6) as errors
+// and warnings: they reach us at debug; its own debug stream stays off.
+std::shared_ptr<dht::Logger> make_logger(const LogFn &log) {
+  return std::make_shared<dht::Logger>([log](dht::log::LogLevel level, std::string &&line) {
+    if (level == dht::log::LogLevel::debug) return;
+    log(Level::debug, "opendht: " + line);
+  });
+}
+#else
 dht::LogMethod log_to(const LogFn &log, Level level) {
   return dht::LogMethod([log, level](char const *format, va_list args) {
     char buf[512];
     std::vsnprintf(buf, sizeof buf, format, args);
     log(level, std::string("opendht: ") + buf);
   });
+}
+
+// As above: OpenDHT's errors and warnings at debug, its debug stream off.
+std::shared_ptr<dht::Logger> make_logger(const LogFn &log) {
+  return std::make_shared<dht::Logger>(log_to(log, Level::debug), log_to(log, Level::debug), dht::LogMethod());
+}
+#endif
+
+dht::SockAddr address_of(const dht::NodeExport &n) {
+#if LOOM_OPENDHT_NODE_SOCKADDR
+  return n.addr;
+#else
+  return dht::SockAddr(n.ss, n.sslen);
+#endif
 }
 
 // A one-shot result that a callback on OpenDHT's thread may deliver after the
@@ -259,12 +299,7 @@ SwarmDht::SwarmDht(DhtConfig config) : impl_(new Impl) {
   rc.threaded = true;
   rc.bind4 = dht::SockAddr(reinterpret_cast<const sockaddr *>(&sin), sizeof sin);
   dht::DhtRunner::Context ctx;
-  if (config.log) {
-    // OpenDHT reports routine events (searches without nodes, no IPv6) as
-    // errors: they reach us at debug; its debug stream stays off.
-    ctx.logger = std::make_shared<dht::Logger>(log_to(config.log, Level::debug), log_to(config.log, Level::debug),
-                                               dht::LogMethod());
-  }
+  if (config.log) ctx.logger = make_logger(config.log);
   try {
     impl_->runner.run(rc, std::move(ctx));
   } catch (const std::exception &e) {
@@ -310,7 +345,7 @@ void SwarmDht::introduce(const std::vector<std::pair<std::string, uint16_t>> &pe
     for (const auto &a : addrs) {
       if (a.getFamily() != AF_INET) continue;
       if (std::none_of(known.begin(), known.end(),
-                       [&](const dht::NodeExport &n) { return dht::SockAddr(n.ss, n.sslen) == a; })) {
+                       [&](const dht::NodeExport &n) { return address_of(n) == a; })) {
         impl_->debug("DHT: introducing " + a.toString() + ", a peer the routing table lacks");
         impl_->runner.bootstrap(a);
       }

@@ -22,6 +22,9 @@
 #   digits.ddp.nccl        ddp over nccl; 2 ranks on 2 GPUs, 1 rank on one
 #   own-model.ddp.nccl     (NCCL refuses two ranks of one communicator on one GPU)
 #   swarm.collab.cuda+cpu  a 2-peer collab swarm, one peer on the GPU, one on the CPU
+# then, with the time left, two benchmarks (INFO rows, never a failure):
+#   bench.nccl             loom_bench_nccl: allreduce against device-to-device copies
+#   bench.own_model        bench/own_model.sh on cuda: loom against PyTorch eager
 # and prints one table: check, result, seconds, key figure.
 #
 # Exit: 0 every check passed; 1 a check or the build failed; 2 usage, or the
@@ -486,6 +489,30 @@ if ((ngpu > 0)); then
 else
   record swarm.collab.cuda+cpu SKIP 0 "$no_gpu_reason"
   swarm swarm.collab.cpu+cpu cpu cpu
+fi
+
+# --- benchmarks (issue 14), with the time left; they never fail the run -----------
+# The nccl allreduce sweep against device-to-device copies, and steps per
+# second of the own-model CNN and TinyGPT, loom against PyTorch eager.
+if ((ngpu > 0 && ${built:-0})) && (($(time_left) > 90)); then
+  log=$logs/bench.nccl.log
+  start=$SECONDS
+  if cmake --build "$build/loom" --target loom_bench_nccl -j "$jobs" > "$log" 2>&1 &&
+     env "${loom_env[@]}" timeout 60 "$build/loom/bin/loom_bench_nccl" --max-mib 256 --iters 10 >> "$log" 2>&1; then
+    record bench.nccl INFO $((SECONDS - start)) "$(awk '$1 ~ /^[0-9]+$/ {last = $1 " B: " $3 " GB/s algbw, copy " $5 " GB/s, ar/copy " $6} END {print last}' "$log")"
+  else
+    record bench.nccl INFO $((SECONDS - start)) "did not run: $(why "$log")"
+  fi
+fi
+if ((ngpu > 0 && ${built:-0})) && (($(time_left) > 150)); then
+  log=$logs/bench.own_model.log
+  start=$SECONDS
+  if env "${loom_env[@]}" DEVICE=cuda PYTHON="$python" STEPS=100 REPEAT=1 \
+       timeout $(($(time_left) - 20)) bash bench/own_model.sh "$build/loom" > "$log" 2>&1; then
+    record bench.own_model INFO $((SECONDS - start)) "$(awk '($1 == "digits" || $1 == "gpt") && !seen[$1]++ {printf "%s loom/eager %s (wall); ", $1, $7}' "$log" | head -c 100)"
+  else
+    record bench.own_model INFO $((SECONDS - start)) "did not run: $(why "$log")"
+  fi
 fi
 
 # --- the verdict -------------------------------------------------------------------

@@ -2,6 +2,7 @@
 // optimizer, epoch) within load_state_timeout and averages from there on.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "swarm.hpp"

@@ -11,7 +11,14 @@ launcher never sends included (compare_set, delete_key, num_keys)."""
 import datetime
 import sys
 
+import torch
 from torch.distributed import TCPStore
+
+# Since 2.4 TCPStore asks for its libuv backend by default, which Debian's
+# build lacks (it then refuses to start); ask for the classic backend, the
+# only one 1.13 has, where the argument exists.
+_major, _minor = (int(v) for v in torch.__version__.split(".")[:2])
+STORE_ARGS = {"use_libuv": False} if (_major, _minor) >= (2, 4) else {}
 
 
 def attempt(what, call):
@@ -25,11 +32,11 @@ def main():
     timeout = datetime.timedelta(seconds=10)
     server = None
     if sys.argv[1:] == ["--serve"]:
-        server = TCPStore("127.0.0.1", 0, 1, True, timeout=timeout)
+        server = TCPStore("127.0.0.1", 0, 1, True, timeout=timeout, **STORE_ARGS)
         host, port = "127.0.0.1", server.port
     else:
         host, port = sys.argv[1], int(sys.argv[2])
-    s = TCPStore(host, port, 1, False, timeout=timeout)
+    s = TCPStore(host, port, 1, False, timeout=timeout, **STORE_ARGS)
     s.set("a", "1")
     attempt("get a", lambda: s.get("a"))
     attempt("compare_set a 1->2", lambda: s.compare_set("a", "1", "2"))
