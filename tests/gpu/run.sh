@@ -167,6 +167,14 @@ site=$(dirname "$torch_root")
 } | tee "$logs/machine.txt"
 ranks=1
 ((ngpu >= 2)) && ranks=2
+# One rank runs without `loom launch`: a job of one needs no store (its
+# out-of-band exchange is a copy), and launch's own store server speaks only
+# LibTorch 1.13's c10d protocol, which a 2.x client (pip torch) does not.
+launched() {  # launched TIMEOUT CMD...: CMD under loom launch -n $ranks, or alone for 1 rank
+  local limit=$1
+  shift
+  if ((ranks > 1)); then "$loom" launch -n "$ranks" --timeout "$limit" -- "$@"; else "$@"; fi
+}
 
 # --- CUDA toolkit and NCCL, for building the nccl plugin here ----------------
 # pip's layout first (nvidia/cu13, nvidia/nccl), then CUDA_HOME and /usr/local/cuda.
@@ -377,8 +385,8 @@ if ((ngpu == 0)); then
   run_check conformance.nccl 120 "$log" env "${loom_env[@]}" "$conformance" "${suite_args[@]}"
   record conformance.nccl SKIP "$took" "$no_gpu_reason; suite exit $rc: $(why "$log")"
 else
-  run_check conformance.nccl 240 "$log" env "${loom_env[@]}" "$loom" launch -n "$ranks" --timeout 230 -- \
-    "$conformance" "${suite_args[@]}"
+  run_check conformance.nccl 240 "$log" env "${loom_env[@]}" bash -c "$(declare -f launched); loom=\"\$1\" ranks=\$2; shift 2; launched 230 \"\$@\"" \
+    _ "$loom" "$ranks" "$conformance" "${suite_args[@]}"
   counts=$(grep -aoE '\[ *(PASSED|SKIPPED|FAILED) *\] [0-9]+ tests?' "$log" | sed -E 's/\[ *([A-Z]+) *\] ([0-9]+).*/\2 \L\1/' |
            paste -sd, - || true)
   if ((rc == 0)); then
@@ -415,8 +423,8 @@ ddp() {  # ddp NAME COLLECTIVE DEVICE CONFIG ARGS...
   local name=$1 collective=$2 device=$3 config=$4
   shift 4
   log=$logs/$name.log
-  run_check "$name" 180 "$log" env "${loom_env[@]}" "$loom" launch -n "$ranks" --timeout 170 -- \
-    "$loom" train "$config" --set "collective.name=$collective" --set "trainer.device=$device" \
+  run_check "$name" 180 "$log" env "${loom_env[@]}" bash -c "$(declare -f launched); loom=\"\$1\" ranks=\$2; shift 2; launched 170 \"\$@\"" \
+    _ "$loom" "$ranks" "$loom" train "$config" --set "collective.name=$collective" --set "trainer.device=$device" \
     --set "trainer.output_dir=$work/$name" "$@"
   judge "$name" "$log" "$device"
   if ((ranks == 1)) && [[ ${results[-1]} == PASS ]]; then
