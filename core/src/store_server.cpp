@@ -1,4 +1,5 @@
-// The launcher's rendezvous store: c10d 1.13's TCPStore protocol on one
+// The launcher's rendezvous store: c10d's TCPStore protocol, as the
+// LibTorch it is built with speaks it (1.13's, or 2.6's and later), on one
 // poll() thread, non-blocking sockets, every query parsed from a buffer
 // before it runs (see store_server.hpp for the wire format and the limits).
 #include "store_server.hpp"
@@ -9,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <iterator>
 #include <cerrno>
 #include <cstring>
 #include <iostream>
@@ -18,6 +20,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include <torch/version.h>  // macros only: which c10d protocol the clients speak
+
 #include "loom/status.hpp"
 
 namespace loom {
@@ -25,8 +29,28 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-enum Query : uint8_t { kSet, kCompareSet, kGet, kAdd, kCheck, kWait, kGetNumKeys, kWatchKey, kDeleteKey };
-enum : uint8_t { kReady = 0, kNotReady = 1, kStopWaiting = 0 };
+// The queries, numbered as LibTorch 1.13 puts them on the wire; 2.x's
+// further ones after. wire_query() maps what the clients send onto these.
+enum Query : uint8_t {
+  kSet, kCompareSet, kGet, kAdd, kCheck, kWait, kGetNumKeys, kWatchKey, kDeleteKey,
+  kValidate, kAppend, kMultiGet, kMultiSet, kCancelWait, kPing, kUnknown
+};
+enum : uint8_t { kReady = 0, kNotReady = 1, kStopWaiting = 0, kWaitCanceled = 1 };
+
+#if TORCH_VERSION_MAJOR >= 2
+// LibTorch 2.x (c10d/TCPStoreBackend.hpp's QueryType, checked against 2.6;
+// earlier 2.x releases are not checked): a client opens with VALIDATE (a
+// magic number) and PING (it waits for its nonce back); WATCH_KEY is gone,
+// APPEND, MULTI_GET, MULTI_SET and CANCEL_WAIT are new.
+constexpr Query kWire[] = {kValidate, kSet, kCompareSet, kGet, kAdd, kCheck, kWait, kGetNumKeys,
+                           kDeleteKey, kAppend, kMultiGet, kMultiSet, kCancelWait, kPing};
+constexpr uint32_t kValidationMagic = 0x3C85F7CE;
+#else
+constexpr Query kWire[] = {kSet, kCompareSet, kGet, kAdd, kCheck, kWait, kGetNumKeys, kWatchKey, kDeleteKey};
+constexpr uint32_t kValidationMagic = 0;
+#endif
+
+Query wire_query(uint8_t type) { return type < std::size(kWire) ? kWire[type] : kUnknown; }
 enum : uint8_t { kKeyUpdated = 0, kKeyCreated = 1, kKeyDeleted = 2, kCallbackRegistered = 3 };
 
 struct Conn {
@@ -215,10 +239,12 @@ class Daemon {
   size_t run_query(Conn& c) {
     Cursor q;
     q.buf = c.in;
-    const uint8_t type = q.value<uint8_t>();
+    const uint8_t wire = q.value<uint8_t>();
+    const Query type = wire_query(wire);
     std::string_view key, a, b;
     int64_t delta = 0;
-    std::vector<std::string_view> keys;
+    uint32_t word = 0;
+    std::vector<std::string_view> keys, values;
     switch (type) {
       case kSet: key = q.bytes(limits_.max_key, "a key"), a = q.bytes(limits_.max_value, "a value"); break;
       case kCompareSet:
@@ -236,20 +262,55 @@ class Daemon {
         for (uint64_t i = 0; i < n && q.ok(); ++i) keys.push_back(q.bytes(limits_.max_key, "a key"));
         break;
       }
-      case kGetNumKeys: break;
+      case kGetNumKeys: case kCancelWait: break;
+      case kValidate: case kPing:
+        word = q.value<uint32_t>();
+        if (q.ok() && type == kValidate && word != kValidationMagic) q.bad = "a VALIDATE with a wrong magic number";
+        break;
+      case kAppend: key = q.bytes(limits_.max_key, "a key"), a = q.bytes(limits_.max_value, "a value"); break;
+      case kMultiGet: case kMultiSet: {
+        const uint64_t n = q.value<uint64_t>();
+        if (q.ok() && n > limits_.max_keys_per_query) {
+          q.bad = "a query naming " + std::to_string(n) + " keys (at most " + std::to_string(limits_.max_keys_per_query) + ")";
+        }
+        for (uint64_t i = 0; i < n && q.ok(); ++i) {
+          keys.push_back(q.bytes(limits_.max_key, "a key"));
+          if (type == kMultiSet) values.push_back(q.bytes(limits_.max_value, "a value"));
+        }
+        break;
+      }
       default:
-        if (q.ok()) q.bad = "unknown query type " + std::to_string(type);
+        if (q.ok()) q.bad = "unknown query type " + std::to_string(wire);
     }
     if (!q.bad.empty()) return drop(c, q.bad), 0;
     if (q.more) return 0;
-    execute(c, type, std::string(key), a, b, delta, keys);
+    execute(c, type, std::string(key), a, b, delta, keys, values, word);
     return q.at;
   }
 
-  void execute(Conn& c, uint8_t type, const std::string& key, std::string_view a, std::string_view b, int64_t delta,
-               const std::vector<std::string_view>& keys) {
+  void execute(Conn& c, Query type, const std::string& key, std::string_view a, std::string_view b, int64_t delta,
+               const std::vector<std::string_view>& keys, const std::vector<std::string_view>& values, uint32_t word) {
     auto it = store_.find(key);
     switch (type) {
+      case kValidate: return;  // checked while parsing; no answer
+      case kPing: return reply_value<uint32_t>(c, word);
+      case kAppend: return put(c, key, (it == store_.end() ? std::string() : it->second) + std::string(a));
+      case kMultiSet:
+        for (size_t i = 0; i < keys.size() && c.dropped.empty(); ++i) put(c, std::string(keys[i]), std::string(values[i]));
+        return;
+      case kMultiGet: {
+        std::string msg;
+        for (auto k : keys) {
+          auto found = store_.find(std::string(k));
+          if (found == store_.end()) return drop(c, "MULTI_GET of a key that is not set");
+          append_bytes(&msg, found->second);
+        }
+        return reply(c, msg);
+      }
+      case kCancelWait:
+        c.waiting.clear();
+        return reply_value<uint8_t>(c, kWaitCanceled);
+      case kUnknown: return;
       case kSet: return put(c, key, std::string(a));
       case kCompareSet:
         if (it == store_.end() ? a.empty() : it->second == a) return put(c, key, std::string(b)), reply_bytes(c, b);

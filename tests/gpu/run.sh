@@ -168,8 +168,9 @@ site=$(dirname "$torch_root")
 ranks=1
 ((ngpu >= 2)) && ranks=2
 # One rank runs without `loom launch`: a job of one needs no store (its
-# out-of-band exchange is a copy), and launch's own store server speaks only
-# LibTorch 1.13's c10d protocol, which a 2.x client (pip torch) does not.
+# out-of-band exchange is a copy). Launch's own store server speaks the c10d
+# protocol of the LibTorch it is built with (checked against 1.13 and 2.6,
+# not yet against pip torch 2.11's client): 2 GPUs depend on it.
 launched() {  # launched TIMEOUT CMD...: CMD under loom launch -n $ranks, or alone for 1 rank
   local limit=$1
   shift
