@@ -11,6 +11,12 @@
 
 #include "loom/plugin.h"
 
+// "1.0 to 1.6": the versions a plugin built with this SDK speaks, as text
+// for its refusal (kept in step with LOOM_ABI_MINOR).
+#define LOOM_PLUGIN_STR2(x) #x
+#define LOOM_PLUGIN_STR(x) LOOM_PLUGIN_STR2(x)
+#define LOOM_PLUGIN_ABI_RANGE "1.0 to 1." LOOM_PLUGIN_STR(LOOM_ABI_MINOR)
+
 namespace loom_plugin_common {
 
 // What a plugin says when it refuses; each string is static.

@@ -58,7 +58,7 @@ extern "C" LOOM_PLUGIN_EXPORT loom_status loom_strategy_plugin_v1(const loom_neg
   static constexpr loom_plugin_common::Refusals kRefusals = {
       "ddp strategy plugin: the negotiate request is missing or too small for ABI v1",
       "ddp strategy plugin: called for a kind other than strategy",
-      "ddp strategy plugin speaks Loom ABI 1.0 to 1.1"};
+      "ddp strategy plugin speaks Loom ABI " LOOM_PLUGIN_ABI_RANGE};
   return loom_plugin_common::negotiate(request, reply, LOOM_KIND_STRATEGY, LOOM_ABI_VERSION_MIN, &loom_ddp::kVtable,
                                 kRefusals);
 }

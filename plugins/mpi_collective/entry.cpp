@@ -67,7 +67,7 @@ extern "C" LOOM_PLUGIN_EXPORT loom_status loom_collective_plugin_v1(const loom_n
   static constexpr loom_plugin_common::Refusals kRefusals = {
       "mpi collective plugin: the negotiate request is missing or too small for ABI v1",
       "mpi collective plugin: called for a kind other than collective",
-      "mpi collective plugin speaks Loom ABI 1.0 to 1.1"};
+      "mpi collective plugin speaks Loom ABI " LOOM_PLUGIN_ABI_RANGE};
   return loom_plugin_common::negotiate(request, reply, LOOM_KIND_COLLECTIVE, LOOM_ABI_VERSION_MIN, &loom_mpi::kVtable,
                                 kRefusals);
 }

@@ -10,9 +10,6 @@
 #include "request.h"
 #include "../common/negotiate.h"
 
-#define LOOM_NCCL_STR2(x) #x
-#define LOOM_NCCL_STR(x) LOOM_NCCL_STR2(x)
-
 namespace loom_nccl {
 namespace {
 
@@ -71,7 +68,7 @@ extern "C" LOOM_PLUGIN_EXPORT loom_status loom_collective_plugin_v1(const loom_n
   static constexpr loom_plugin_common::Refusals kRefusals = {
       "nccl collective plugin: the negotiate request is missing or too small for ABI v1",
       "nccl collective plugin: called for a kind other than collective",
-      "nccl collective plugin speaks Loom ABI 1.0 to 1." LOOM_NCCL_STR(LOOM_ABI_MINOR)};
+      "nccl collective plugin speaks Loom ABI " LOOM_PLUGIN_ABI_RANGE};
   return loom_plugin_common::negotiate(request, reply, LOOM_KIND_COLLECTIVE, LOOM_ABI_VERSION_MIN,
                                        &loom_nccl::kVtable, kRefusals);
 }
