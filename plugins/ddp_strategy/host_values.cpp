@@ -57,28 +57,13 @@ loom_status HostValues::device_buffer(size_t bytes, void **out, void **temporary
 
 loom_status HostValues::allreduce(Group &group, void *buf, uint64_t count, loom_dtype dtype, loom_reduce_op op,
                                   Clock::time_point deadline) {
-  if (!on_device_) return group.run([&](size_t *h) { return group.allreduce(buf, count, dtype, op, h); }, deadline);
-  const size_t bytes = count * loom_dtype_size(dtype);
-  void *dev = nullptr, *temporary = nullptr;
-  LOOM_DDP_TRY(device_buffer(bytes, &dev, &temporary));
-  loom_status s = copy(dev, true, buf, false, bytes);
-  if (s == LOOM_OK) s = group.run([&](size_t *h) { return group.allreduce(dev, count, dtype, op, h); }, deadline);
-  if (s == LOOM_OK) s = copy(buf, false, dev, true, bytes);
-  if (temporary) state_.free_device(state_.user, temporary);
-  return s;
+  return run(group, buf, count, dtype, deadline, [&](void *at, size_t *h) { return group.allreduce(at, count, dtype, op, h); });
 }
 
 loom_status HostValues::broadcast(Group &group, void *buf, uint64_t count, loom_dtype dtype, int32_t root,
                                   Clock::time_point deadline) {
-  if (!on_device_) return group.run([&](size_t *h) { return group.broadcast(buf, count, dtype, root, h); }, deadline);
-  const size_t bytes = count * loom_dtype_size(dtype);
-  void *dev = nullptr, *temporary = nullptr;
-  LOOM_DDP_TRY(device_buffer(bytes, &dev, &temporary));
-  loom_status s = copy(dev, true, buf, false, bytes);  // every rank: the root's matters, the rest is overwritten
-  if (s == LOOM_OK) s = group.run([&](size_t *h) { return group.broadcast(dev, count, dtype, root, h); }, deadline);
-  if (s == LOOM_OK) s = copy(buf, false, dev, true, bytes);
-  if (temporary) state_.free_device(state_.user, temporary);
-  return s;
+  // Every rank copies its bytes up: the root's matter, the rest are overwritten.
+  return run(group, buf, count, dtype, deadline, [&](void *at, size_t *h) { return group.broadcast(at, count, dtype, root, h); });
 }
 
 }  // namespace loom_ddp

@@ -39,6 +39,21 @@ class HostValues {
                         Clock::time_point deadline);
 
  private:
+  // post(at, &op) on buf itself (host memory), or on a device copy of it
+  // that is copied back once the operation ended well.
+  template <class Post>
+  loom_status run(Group &group, void *buf, uint64_t count, loom_dtype dtype, Clock::time_point deadline, Post &&post) {
+    if (!on_device_) return group.run([&](size_t *h) { return post(buf, h); }, deadline);
+    const size_t bytes = count * loom_dtype_size(dtype);
+    void *dev = nullptr, *temporary = nullptr;
+    loom_status s = device_buffer(bytes, &dev, &temporary);
+    if (s != LOOM_OK) return s;
+    s = copy(dev, true, buf, false, bytes);
+    if (s == LOOM_OK) s = group.run([&](size_t *h) { return post(dev, h); }, deadline);
+    if (s == LOOM_OK) s = copy(buf, false, dev, true, bytes);
+    if (temporary) state_.free_device(state_.user, temporary);
+    return s;
+  }
   // Device memory of at least bytes: the scratch, or *temporary.
   loom_status device_buffer(size_t bytes, void **out, void **temporary);
   loom_status copy(void *dst, bool dst_on_device, const void *src, bool src_on_device, size_t bytes);

@@ -13,6 +13,7 @@
 #include <string>
 #include <tuple>
 
+#include "../../plugins/common/negotiate.h"
 #include "loom/collective.h"
 
 namespace {
@@ -195,8 +196,9 @@ const loom_collective_v1 kVtable = make_vtable();
 
 extern "C" LOOM_PLUGIN_EXPORT loom_status loom_collective_plugin_v1(const loom_negotiate_request *request,
                                                                    loom_negotiate_reply *reply) {
-  if (!request || !reply || request->kind != LOOM_KIND_COLLECTIVE) return LOOM_ERR_UNSUPPORTED;
-  reply->abi_version = LOOM_ABI_VERSION < request->abi_max ? LOOM_ABI_VERSION : request->abi_max;
-  reply->vtable = &kVtable;
-  return LOOM_OK;
+  static constexpr loom_plugin_common::Refusals kRefusals = {
+      "devsim collective plugin: the negotiate request is missing or too small for ABI v1",
+      "devsim collective plugin: called for a kind other than collective",
+      "devsim collective plugin speaks Loom ABI " LOOM_PLUGIN_ABI_RANGE};
+  return loom_plugin_common::negotiate(request, reply, LOOM_KIND_COLLECTIVE, LOOM_ABI_VERSION_MIN, &kVtable, kRefusals);
 }

@@ -1,8 +1,6 @@
 #include "staging.hpp"
 
-#include <cstdlib>
-#include <cstring>
-
+#include "lent_state.hpp"
 #include "loom/status.hpp"
 
 namespace loom::train {
@@ -26,54 +24,6 @@ DLTensor host_view(const DLTensor& device_view, const torch::Tensor& host, std::
   v.strides = nullptr;
   v.byte_offset = 0;
   return v;
-}
-
-HostStaging* self(void* user) { return static_cast<HostStaging*>(user); }
-
-loom_status snapshot_cb(void* user, const uint8_t** data, size_t* len) {
-  try {
-    static thread_local std::string held;  // valid until the next call, as the ABI promises
-    held = self(user)->snapshot();
-    *data = reinterpret_cast<const uint8_t*>(held.data());
-    *len = held.size();
-    return LOOM_OK;
-  } catch (...) {
-    return LOOM_ERR_INTERNAL;
-  }
-}
-
-loom_status restore_cb(void* user, const uint8_t* data, size_t len) {
-  try {
-    self(user)->restore(reinterpret_cast<const char*>(data), len);
-    return LOOM_OK;
-  } catch (...) {
-    return LOOM_ERR_INVALID_ARGUMENT;
-  }
-}
-
-template <const std::vector<DLTensor>& (HostStaging::*Views)()>
-loom_status lend_cb(void* user, const DLTensor** tensors, uint32_t* count) {
-  try {
-    const auto& views = (self(user)->*Views)();
-    *tensors = views.data();
-    *count = static_cast<uint32_t>(views.size());
-    return LOOM_OK;
-  } catch (...) {
-    return LOOM_ERR_INTERNAL;
-  }
-}
-
-// The lent state is host memory: the services work there.
-loom_status alloc_host_cb(void*, size_t bytes, void** ptr) {
-  if (!ptr) return LOOM_ERR_INVALID_ARGUMENT;
-  *ptr = bytes ? std::malloc(bytes) : nullptr;
-  return bytes && !*ptr ? LOOM_ERR_SYSTEM : LOOM_OK;
-}
-void free_host_cb(void*, void* ptr) { std::free(ptr); }
-loom_status copy_host_cb(void*, void* dst, int32_t, const void* src, int32_t, size_t bytes) {
-  if (bytes && (!dst || !src)) return LOOM_ERR_INVALID_ARGUMENT;
-  if (bytes) std::memmove(dst, src, bytes);
-  return LOOM_OK;
 }
 
 }  // namespace
@@ -102,20 +52,12 @@ HostStaging::HostStaging(TrainingState& state) : state_(state) {
              (g.storage_offset() - state.grad_buffers()[k].storage_offset()) * g.element_size();
     grad_views_.push_back(v);
   }
-  view_ = dev;
+  view_ = dev;  // sizes, steps, description
   view_.struct_size = sizeof view_;
   view_.params = param_views_.data();
   view_.grads = grad_views_.data();
-  view_.user = this;
-  view_.snapshot = snapshot_cb;
-  view_.restore = restore_cb;
-  view_.optimizer_state = lend_cb<&HostStaging::optimizer_views>;
-  view_.buffers = lend_cb<&HostStaging::buffer_views>;
-  view_.device = DLDevice{kDLCPU, 0};
-  view_.stream = nullptr;
-  view_.alloc_device = alloc_host_cb;
-  view_.free_device = free_host_cb;
-  view_.copy = copy_host_cb;
+  // The lent state is host memory: the device services work there.
+  lent::fill_callbacks<HostStaging, &HostStaging::optimizer_views, &HostStaging::buffer_views>(*this, &view_);
   pull();
 }
 

@@ -43,6 +43,7 @@ class HostStaging {
   const std::vector<DLTensor>& buffer_views();
   std::string snapshot();
   void restore(const char* data, size_t len);
+  DeviceMemory& device_memory() { return host_memory_; }
 
  private:
   TrainingState& state_;
@@ -51,6 +52,7 @@ class HostStaging {
   std::vector<std::vector<int64_t>> shapes_, buffer_shapes_, opt_shapes_;
   std::vector<DLTensor> param_views_, grad_views_, buffer_views_, opt_views_;
   std::vector<torch::Tensor> opt_device_, opt_host_;  // the statistics lent in this call
+  DeviceMemory host_memory_{torch::Device(torch::kCPU)};  // the services of the lent (host) state
   loom_training_state_v1 view_{};
 };
 

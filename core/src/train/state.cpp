@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "huge_pages.h"
+#include "lent_state.hpp"
 #include "loom/status.hpp"
 
 namespace loom::train {
@@ -25,31 +26,6 @@ DLDataType dl_dtype(const torch::Tensor& t) {
 
 DLDevice dl_device(const torch::Tensor& t) {
   return t.is_cuda() ? DLDevice{kDLCUDA, static_cast<int32_t>(t.device().index())} : DLDevice{kDLCPU, 0};
-}
-
-loom_status snapshot_cb(void* user, const uint8_t** data, size_t* len) {
-  try {
-    auto* self = static_cast<TrainingState*>(user);
-    static thread_local std::string held;  // the ABI promises validity until the next call
-    held = self->snapshot();
-    *data = reinterpret_cast<const uint8_t*>(held.data());
-    *len = held.size();
-    return LOOM_OK;
-  } catch (...) {
-    return LOOM_ERR_INTERNAL;
-  }
-}
-
-template <const std::vector<DLTensor>& (TrainingState::*Views)()>
-loom_status lend_views_cb(void* user, const DLTensor** tensors, uint32_t* count) {
-  try {
-    const auto& views = (static_cast<TrainingState*>(user)->*Views)();
-    *tensors = views.data();
-    *count = static_cast<uint32_t>(views.size());
-    return LOOM_OK;
-  } catch (...) {
-    return LOOM_ERR_INTERNAL;
-  }
 }
 
 DLTensor view_of(const torch::Tensor& t, std::vector<int64_t>& shape) {
@@ -73,23 +49,6 @@ auto find_param_state(Map& state, const torch::Tensor& p) {
     return state.find(key.str());
   } else {
     return state.find(p.unsafeGetTensorImpl());
-  }
-}
-
-loom_status alloc_device_cb(void* user, size_t bytes, void** ptr) {
-  return static_cast<TrainingState*>(user)->device_memory().alloc(bytes, ptr);
-}
-void free_device_cb(void* user, void* ptr) { static_cast<TrainingState*>(user)->device_memory().free(ptr); }
-loom_status copy_cb(void* user, void* dst, int32_t dst_on_device, const void* src, int32_t src_on_device, size_t bytes) {
-  return static_cast<TrainingState*>(user)->device_memory().copy(dst, dst_on_device != 0, src, src_on_device != 0, bytes);
-}
-
-loom_status restore_cb(void* user, const uint8_t* data, size_t len) {
-  try {
-    static_cast<TrainingState*>(user)->restore(reinterpret_cast<const char*>(data), len);  // no copy of the state
-    return LOOM_OK;
-  } catch (...) {
-    return LOOM_ERR_INVALID_ARGUMENT;
   }
 }
 
@@ -169,20 +128,11 @@ TrainingState::TrainingState(Task& task, const TrainerSettings& s)
   view_.num_params = static_cast<uint32_t>(params_.size());
   view_.params = param_views_.data();
   view_.grads = grad_views_.data();
-  view_.user = this;
-  view_.snapshot = snapshot_cb;
-  view_.restore = restore_cb;
   view_.batch_size = static_cast<uint64_t>(s.batch_size);
   view_.max_steps = s.max_steps;
-  view_.optimizer_state = lend_views_cb<&TrainingState::optimizer_views>;
-  view_.buffers = lend_views_cb<&TrainingState::buffer_views>;
   description_ = describe_training(task.name(), names_, params_, buffers_, s);
   view_.description = description_.c_str();
-  view_.device = memory_.dl_device();
-  view_.stream = memory_.stream();
-  view_.alloc_device = alloc_device_cb;
-  view_.free_device = free_device_cb;
-  view_.copy = copy_cb;
+  lent::fill_callbacks<TrainingState, &TrainingState::optimizer_views, &TrainingState::buffer_views>(*this, &view_);
 }
 
 std::string describe_training(const std::string& task, const std::vector<std::string>& param_names,
