@@ -35,7 +35,12 @@ json record_json(const PluginRecord& r) {
     j["version"] = d.version;
     j["abi"] = abi_string(d.abi_version);
     j["description"] = d.description;
+    j["vtable_abi"] = abi_string(d.vtable_abi_version);
     j["capabilities"] = capability_names(r.candidate.kind, d.capabilities);
+    if (r.candidate.kind == LOOM_KIND_COLLECTIVE) {
+      j["operations"] = op_names(LOOM_OP_ALL & ~d.absent_ops);
+      j["absent_operations"] = op_names(d.absent_ops);
+    }
     json options = json::array();
     for (const auto& o : d.options) {
       options.push_back({{"name", o.name}, {"type", option_type_name(o.type)},
@@ -102,13 +107,24 @@ int info(const GlobalOptions& global, const std::string& name, const std::string
     const auto& d = *r.descriptor;
     std::string caps;
     for (const auto& c : capability_names(r.candidate.kind, d.capabilities)) caps += (caps.empty() ? "" : ", ") + c;
+    // A vtable newer than what was negotiated is legal (an older host, or a
+    // plugin that chose less); show both so a vendor sees which one counts.
+    std::string abi = abi_string(d.abi_version);
+    if (d.vtable_abi_version != d.abi_version) abi += " (vtable laid out for " + abi_string(d.vtable_abi_version) + ")";
     std::cout << "Name:         " << d.name << "\n"
               << "Kind:         " << kind_name(r.candidate.kind) << "\n"
               << "Version:      " << d.version << "\n"
-              << "ABI:          " << abi_string(d.abi_version) << "\n"
+              << "ABI:          " << abi << "\n"
               << "Description:  " << d.description << "\n"
               << "Path:         " << r.candidate.path << "  (found by " << r.candidate.origin << ")\n"
-              << "Capabilities: " << (caps.empty() ? "none" : caps) << "\n"
+              << "Capabilities: " << (caps.empty() ? "none" : caps) << "\n";
+    if (r.candidate.kind == LOOM_KIND_COLLECTIVE) {
+      std::string ops, absent;
+      for (const auto& o : op_names(LOOM_OP_ALL & ~d.absent_ops)) ops += (ops.empty() ? "" : ", ") + o;
+      for (const auto& o : op_names(d.absent_ops)) absent += (absent.empty() ? "" : ", ") + o;
+      std::cout << "Operations:   " << ops << (absent.empty() ? "" : "  (absent: " + absent + ")") << "\n";
+    }
+    std::cout
               << "Status:       " << r.status_text() << "\n"
               << "Options:      " << (d.options.empty() ? "none" : "") << "\n";
     if (!d.options.empty()) {

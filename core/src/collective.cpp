@@ -8,6 +8,7 @@ Request& Request::operator=(Request&& other) noexcept {
   if (this != &other) {
     reset();
     owner_ = other.owner_;
+    comm_ = other.comm_;
     request_ = other.request_;
     other.request_ = nullptr;
   }
@@ -18,6 +19,7 @@ void Request::reset() {
   if (request_ != nullptr) owner_->vtable().request_free(request_);
   request_ = nullptr;
   owner_ = nullptr;
+  comm_ = nullptr;
 }
 
 Status Request::test(bool* done) {
@@ -25,13 +27,13 @@ Status Request::test(bool* done) {
   int32_t finished = 0;
   loom_status code = owner_->vtable().test(request_, &finished);
   *done = finished != 0;
-  return code == LOOM_OK ? Status::ok() : owner_->error(code, "test");
+  return code == LOOM_OK ? Status::ok() : owner_->error(code, "test", comm_);
 }
 
 Status Request::wait(int64_t timeout_ms) {
   if (request_ == nullptr) return Status(LOOM_ERR_INVALID_ARGUMENT, "wait on an empty request");
   loom_status code = owner_->vtable().wait(request_, timeout_ms);
-  return code == LOOM_OK ? Status::ok() : owner_->error(code, "wait");
+  return code == LOOM_OK ? Status::ok() : owner_->error(code, "wait", comm_);
 }
 
 // ---- Communicator -------------------------------------------------------------
@@ -45,14 +47,16 @@ Communicator::Communicator(std::shared_ptr<const Collective> owner, loom_comm* c
       vtable_(&owner_->vtable()),
       // A 1.0 plugin knows nothing of bit 6, so the bit counts only with 1.1.
       inline_completion_(owner_->has_capability(LOOM_CAP_INLINE_COMPLETION) &&
-                         owner_->descriptor().abi_version >= LOOM_ABI_MAKE(1, 1)) {}
+                         owner_->descriptor().abi_version >= LOOM_ABI_MAKE(1, 1)),
+      absent_(owner_->descriptor().absent_ops) {}
 
 Communicator::~Communicator() { owner_->vtable().comm_destroy(comm_); }
 
 Status Communicator::posted(loom_status code, loom_request* raw, Request* request) const {
-  if (code != LOOM_OK) return owner_->error(code, "post");
+  if (code != LOOM_OK) return owner_->error(code, "post", comm_);
   request->reset();
   request->owner_ = owner_.get();
+  request->comm_ = comm_;
   request->request_ = raw;
   return Status::ok();
 }
@@ -68,8 +72,14 @@ Status Communicator::blocking(Status posted, Request* request) const {
   return done;
 }
 
+Status Communicator::absent_op(const char* op) const {
+  return Status(LOOM_ERR_UNSUPPORTED, "collective plugin '" + owner_->descriptor().name + "' leaves out " + op +
+                                          " (its absent_ops); choose a collective that offers it (`loom plugins "
+                                          "info NAME` lists each one's operations)");
+}
+
 Status Communicator::inline_failed(loom_status code, const char* call) const {
-  Status done = owner_->error(code, call);  // read last_error before another call replaces it
+  Status done = owner_->error(code, call, comm_);  // read last_error before another call replaces it
   // As in blocking(): the plugin may already have aborted (nothing is left to
   // wait on), and abort is idempotent, so the outcome is the same either way.
   if (code == LOOM_ERR_TIMEOUT) owner_->vtable().comm_abort(comm_);
@@ -77,39 +87,40 @@ Status Communicator::inline_failed(loom_status code, const char* call) const {
 }
 
 // The call must run before raw is read: two statements, not two arguments.
-#define LOOM_POST(call)                               \
+#define LOOM_POST(bit, name, call)                   \
+  if (absent_ & (bit)) return absent_op(name);        \
   loom_request* raw = nullptr;                        \
   loom_status code = owner_->vtable().call;           \
   return posted(code, raw, request)
 
 Status Communicator::iallreduce(const void* send, void* recv, uint64_t count, loom_dtype dtype, loom_reduce_op op,
                                 Request* request) {
-  LOOM_POST(allreduce(comm_, send, recv, count, dtype, op, &raw));
+  LOOM_POST(LOOM_OP_ALLREDUCE, "allreduce", allreduce(comm_, send, recv, count, dtype, op, &raw));
 }
 Status Communicator::ibroadcast(const void* send, void* recv, uint64_t count, loom_dtype dtype, int32_t root,
                                 Request* request) {
-  LOOM_POST(broadcast(comm_, send, recv, count, dtype, root, &raw));
+  LOOM_POST(LOOM_OP_BROADCAST, "broadcast", broadcast(comm_, send, recv, count, dtype, root, &raw));
 }
 Status Communicator::ireduce(const void* send, void* recv, uint64_t count, loom_dtype dtype, loom_reduce_op op,
                              int32_t root, Request* request) {
-  LOOM_POST(reduce(comm_, send, recv, count, dtype, op, root, &raw));
+  LOOM_POST(LOOM_OP_REDUCE, "reduce", reduce(comm_, send, recv, count, dtype, op, root, &raw));
 }
 Status Communicator::iallgather(const void* send, void* recv, uint64_t sendcount, loom_dtype dtype, Request* request) {
-  LOOM_POST(allgather(comm_, send, recv, sendcount, dtype, &raw));
+  LOOM_POST(LOOM_OP_ALLGATHER, "allgather", allgather(comm_, send, recv, sendcount, dtype, &raw));
 }
 Status Communicator::ireduce_scatter(const void* send, void* recv, uint64_t recvcount, loom_dtype dtype,
                                      loom_reduce_op op, Request* request) {
-  LOOM_POST(reduce_scatter(comm_, send, recv, recvcount, dtype, op, &raw));
+  LOOM_POST(LOOM_OP_REDUCE_SCATTER, "reduce_scatter", reduce_scatter(comm_, send, recv, recvcount, dtype, op, &raw));
 }
 Status Communicator::ialltoall(const void* send, void* recv, uint64_t count, loom_dtype dtype, Request* request) {
-  LOOM_POST(alltoall(comm_, send, recv, count, dtype, &raw));
+  LOOM_POST(LOOM_OP_ALLTOALL, "alltoall", alltoall(comm_, send, recv, count, dtype, &raw));
 }
-Status Communicator::ibarrier(Request* request) { LOOM_POST(barrier(comm_, &raw)); }
+Status Communicator::ibarrier(Request* request) { LOOM_POST(LOOM_OP_BARRIER, "barrier", barrier(comm_, &raw)); }
 Status Communicator::isend(const void* buf, uint64_t count, loom_dtype dtype, int32_t peer, Request* request) {
-  LOOM_POST(send(comm_, buf, count, dtype, peer, &raw));
+  LOOM_POST(LOOM_OP_SEND_RECV, "send", send(comm_, buf, count, dtype, peer, &raw));
 }
 Status Communicator::irecv(void* buf, uint64_t count, loom_dtype dtype, int32_t peer, Request* request) {
-  LOOM_POST(recv(comm_, buf, count, dtype, peer, &raw));
+  LOOM_POST(LOOM_OP_SEND_RECV, "recv", recv(comm_, buf, count, dtype, peer, &raw));
 }
 bool Communicator::offers_scaled_allreduce() const {
   // The loader refused plugins that set the bit without the function.
@@ -122,7 +133,7 @@ Status Communicator::iallreduce_scaled(const void* send, void* recv, uint64_t co
     return Status(LOOM_ERR_UNSUPPORTED, "collective plugin '" + owner_->descriptor().name +
                                             "' does not offer allreduce_scaled (ABI 1.3, capability "
                                             "scaled-allreduce); use allreduce with SUM and scale the result");
-  LOOM_POST(allreduce_scaled(comm_, send, recv, count, dtype, scale, &raw));
+  LOOM_POST(0, "allreduce_scaled", allreduce_scaled(comm_, send, recv, count, dtype, scale, &raw));
 }
 #undef LOOM_POST
 
@@ -169,13 +180,14 @@ Status Communicator::post_wait_recv(void* buf, uint64_t count, loom_dtype dtype,
 
 Status Communicator::abort() {
   loom_status code = owner_->vtable().comm_abort(comm_);
-  return code == LOOM_OK ? Status::ok() : owner_->error(code, "comm_abort");
+  return code == LOOM_OK ? Status::ok() : owner_->error(code, "comm_abort");  // last_error: any thread
 }
 
 // ---- Collective -----------------------------------------------------------------
 
-Status Collective::error(loom_status code, const char* call) const {
-  const char* message = vtable_->last_error(ctx_);
+Status Collective::error(loom_status code, const char* call, loom_comm* comm) const {
+  const char* message = comm != nullptr && descriptor_.comm_last_error ? vtable_->comm_last_error(comm)
+                                                                        : vtable_->last_error(ctx_);
   std::string text = message && *message ? message : std::string(call) + " failed";
   return Status(code, text);
 }

@@ -7,6 +7,7 @@
 #include <cstdlib>
 
 #include "crash_guard.hpp"
+#include "host_oob.hpp"
 #include "host_services.hpp"
 #include "plugin_loader.hpp"
 #include "loom/strategy.h"
@@ -63,26 +64,11 @@ class HostedCollective final : public Collective {
       std::lock_guard<std::mutex> lock(host_->store_mutex_);
       sequence = host_->comm_sequence_++;  // equal on every rank: comms are created in the same order
     }
-    std::string prefix = "loom/oob/" + options.name + "/" + std::to_string(sequence) + "/";
+    // loom/comm/...: apart from the loom/oob/<kind>/<plugin>/... of oob_open.
+    std::string prefix = "loom/comm/" + options.name + "/" + std::to_string(sequence) + "/";
     int32_t rank = options.rank, size = options.size;
     return [store, prefix, rank, size](const void* send, size_t len, void* recv, int64_t timeout_ms) -> Status {
-      auto bytes = static_cast<const uint8_t*>(send);
-      Status s = store->set(prefix + std::to_string(rank), std::vector<uint8_t>(bytes, bytes + len));
-      if (!s.is_ok()) return s;
-      auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-      for (int32_t r = 0; r < size; ++r) {
-        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-        std::vector<uint8_t> value;
-        s = store->get(prefix + std::to_string(r), &value, std::max(left, std::chrono::milliseconds(1)));
-        if (!s.is_ok()) return s;
-        if (value.size() != len) {
-          return Status(LOOM_ERR_INVALID_ARGUMENT, "out-of-band exchange: rank " + std::to_string(r) + " sent " +
-                                                       std::to_string(value.size()) + " bytes, this rank " +
-                                                       std::to_string(len));
-        }
-        std::memcpy(static_cast<uint8_t*>(recv) + r * len, value.data(), len);
-      }
-      return Status::ok();
+      return store_allgather(store, prefix, rank, size, send, len, recv, timeout_ms);
     };
   }
 

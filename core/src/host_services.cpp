@@ -150,6 +150,20 @@ bool parse_full(const std::string& text, bool is_int) {
   return errno == 0 && *end == '\0';
 }
 
+loom_status host_oob_open(void* host_ctx, const char* scope, int32_t rank, int32_t size, const loom_oob_v1** oob) {
+  return no_throw([&]() -> loom_status {
+    std::string why;
+    loom_status s = self(host_ctx)->oob->open(scope, rank, size, oob, &why);
+    // The plugin sees only the code; the reason goes to the log.
+    if (s != LOOM_OK) spdlog::warn("[{}] {}", self(host_ctx)->label, why);
+    return s;
+  });
+}
+
+void host_oob_close(void* host_ctx, const loom_oob_v1* oob) {
+  if (oob != nullptr) self(host_ctx)->oob->close(oob);
+}
+
 }  // namespace
 
 namespace {
@@ -231,6 +245,11 @@ std::unique_ptr<PluginHostContext> make_host_context(Host* host, const PluginCan
   t.rank = rank;
   t.world_size = world_size;
   t.local_rank = local_rank;
+  PluginHostContext* raw = ctx.get();
+  ctx->oob = std::make_unique<OobHandles>(std::string(kind_name(candidate.kind)) + "/" + descriptor.name,
+                                          [raw]() { return store_of(raw); });
+  t.oob_open = host_oob_open;
+  t.oob_close = host_oob_close;
   return ctx;
 }
 

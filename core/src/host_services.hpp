@@ -10,6 +10,7 @@
 #include "loom/collective.hpp"
 #include "loom/plugin.h"
 #include "loom/plugin_record.hpp"
+#include "host_oob.hpp"
 
 namespace loom {
 
@@ -22,6 +23,7 @@ struct PluginHostContext {
   std::mutex children_mutex;  // plugins this plugin opened through open_plugin
   std::map<void*, std::shared_ptr<Collective>> children;
   std::shared_ptr<Error> open_error;  // why the last open_plugin failed, if it did
+  std::unique_ptr<OobHandles> oob;    // what oob_open handed out (ABI 1.7)
   loom_host_v1 table{};
 };
 

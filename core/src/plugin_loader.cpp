@@ -3,6 +3,7 @@
 #include <boost/dll/library_info.hpp>
 #include <boost/dll/shared_library.hpp>
 
+#include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <regex>
@@ -99,7 +100,20 @@ const char* first_null(const VTable* vt, std::initializer_list<std::pair<const c
   return nullptr;
 }
 
-bool validate_vtable(const PluginCandidate& c, const void* vtable, PluginDescriptor* d, std::string* reason) {
+// The vtable's layout version must cover what was negotiated (plugin.h, at
+// loom_negotiate_reply): a reply newer than the vtable would have the host
+// read members the plugin never wrote.
+bool check_layout_version(const PluginCandidate& c, uint32_t layout, uint32_t chosen, std::string* reason) {
+  if (LOOM_ABI_MAJOR_OF(layout) == LOOM_ABI_MAJOR_OF(chosen) && layout >= chosen) return true;
+  return *reason = "the plugin chose ABI " + abi_string(chosen) + " but its " + kind_name(c.kind) +
+                   " vtable says it is laid out for ABI " + abi_string(layout) +
+                   "; the vtable's abi_version must be at least the negotiated one (set it to LOOM_ABI_VERSION "
+                   "of the SDK the plugin is built with)",
+         false;
+}
+
+bool validate_vtable(const PluginCandidate& c, const void* vtable, uint32_t chosen, PluginDescriptor* d,
+                     std::string* reason) {
   const char* missing = nullptr;
   if (c.kind == LOOM_KIND_COLLECTIVE) {
     auto* vt = static_cast<const loom_collective_v1*>(vtable);
@@ -108,7 +122,21 @@ bool validate_vtable(const PluginCandidate& c, const void* vtable, PluginDescrip
                        std::to_string(LOOM_COLLECTIVE_V1_0_SIZE),
              false;
     }
+    if (!check_layout_version(c, vt->abi_version, chosen, reason)) return false;
     if (!copy_descriptor(vt->info, c, d, reason)) return false;
+    d->vtable_abi_version = vt->abi_version;
+    // 1.7's members count only when 1.7 was negotiated and the struct has them.
+    const bool v1_7 = chosen >= LOOM_ABI_MAKE(1, 7) && vt->struct_size >= LOOM_COLLECTIVE_V1_7_SIZE;
+    d->absent_ops = v1_7 ? vt->absent_ops : 0;
+    d->comm_last_error = v1_7 && vt->comm_last_error != nullptr;
+    if (d->absent_ops & ~LOOM_OP_ALL) {
+      char bits[32];
+      std::snprintf(bits, sizeof bits, "0x%llx", static_cast<unsigned long long>(d->absent_ops & ~LOOM_OP_ALL));
+      return *reason = std::string("absent_ops has bits no operation owns (") + bits +
+                       "); valid bits are the LOOM_OP_* of collective.h (0xff)",
+             false;
+    }
+    if (d->absent_ops == LOOM_OP_ALL) return *reason = "absent_ops leaves out every operation", false;
     // A declared optional operation must be there: callers trust the bit.
     if ((d->capabilities & LOOM_CAP_SCALED_ALLREDUCE) &&
         (vt->struct_size < LOOM_COLLECTIVE_V1_3_SIZE || vt->allreduce_scaled == nullptr)) {
@@ -119,10 +147,22 @@ bool validate_vtable(const PluginCandidate& c, const void* vtable, PluginDescrip
     }
 #define LOOM_FN(f) std::pair<const char*, const void*>(#f, reinterpret_cast<const void*>(vt->f))
     missing = first_null(vt, {LOOM_FN(init), LOOM_FN(fini), LOOM_FN(last_error), LOOM_FN(comm_create),
-                              LOOM_FN(comm_destroy), LOOM_FN(comm_abort), LOOM_FN(allreduce), LOOM_FN(broadcast),
-                              LOOM_FN(reduce), LOOM_FN(allgather), LOOM_FN(reduce_scatter), LOOM_FN(alltoall),
-                              LOOM_FN(barrier), LOOM_FN(send), LOOM_FN(recv), LOOM_FN(test), LOOM_FN(wait),
+                              LOOM_FN(comm_destroy), LOOM_FN(comm_abort), LOOM_FN(test), LOOM_FN(wait),
                               LOOM_FN(request_free)});
+    // An operation the plugin lists as absent may be NULL; the others not.
+    const uint64_t absent = d->absent_ops;
+    auto op = [absent](uint64_t bit, const char* name, const void* fn) {
+      return std::pair<const char*, const void*>(name, (absent & bit) ? name : fn);
+    };
+#define LOOM_OP_FN(bit, f) op(bit, #f, reinterpret_cast<const void*>(vt->f))
+    if (missing == nullptr) {
+      missing = first_null(vt, {LOOM_OP_FN(LOOM_OP_ALLREDUCE, allreduce), LOOM_OP_FN(LOOM_OP_BROADCAST, broadcast),
+                                LOOM_OP_FN(LOOM_OP_REDUCE, reduce), LOOM_OP_FN(LOOM_OP_ALLGATHER, allgather),
+                                LOOM_OP_FN(LOOM_OP_REDUCE_SCATTER, reduce_scatter),
+                                LOOM_OP_FN(LOOM_OP_ALLTOALL, alltoall), LOOM_OP_FN(LOOM_OP_BARRIER, barrier),
+                                LOOM_OP_FN(LOOM_OP_SEND_RECV, send), LOOM_OP_FN(LOOM_OP_SEND_RECV, recv)});
+    }
+#undef LOOM_OP_FN
   } else {
     auto* vt = static_cast<const loom_strategy_v1*>(vtable);
     if (vt->struct_size < LOOM_STRATEGY_V1_0_SIZE) {
@@ -130,7 +170,9 @@ bool validate_vtable(const PluginCandidate& c, const void* vtable, PluginDescrip
                        std::to_string(LOOM_STRATEGY_V1_0_SIZE),
              false;
     }
+    if (!check_layout_version(c, vt->abi_version, chosen, reason)) return false;
     if (!copy_descriptor(vt->info, c, d, reason)) return false;
+    d->vtable_abi_version = vt->abi_version;
     missing = first_null(vt, {LOOM_FN(init), LOOM_FN(fini), LOOM_FN(last_error), LOOM_FN(setup), LOOM_FN(teardown),
                               LOOM_FN(data_shard), LOOM_FN(after_backward), LOOM_FN(after_optimizer_step),
                               LOOM_FN(reduce_metric), LOOM_FN(reduce_decision), LOOM_FN(barrier),
@@ -190,7 +232,7 @@ bool load_plugin(const PluginCandidate& c, LoadedPlugin* out, std::string* reaso
     return false;
   }
   PluginDescriptor descriptor;
-  if (!validate_vtable(c, reply.vtable, &descriptor, reason)) return false;
+  if (!validate_vtable(c, reply.vtable, reply.abi_version, &descriptor, reason)) return false;
   descriptor.abi_version = reply.abi_version;
 
   out->candidate = c;

@@ -36,6 +36,18 @@ std::string abi_string(uint32_t version) {
   return std::to_string(LOOM_ABI_MAJOR_OF(version)) + "." + std::to_string(LOOM_ABI_MINOR_OF(version));
 }
 
+std::vector<std::string> op_names(uint64_t ops) {
+  static const std::pair<uint64_t, const char*> kOps[] = {
+      {LOOM_OP_ALLREDUCE, "allreduce"}, {LOOM_OP_BROADCAST, "broadcast"},
+      {LOOM_OP_REDUCE, "reduce"},       {LOOM_OP_ALLGATHER, "allgather"},
+      {LOOM_OP_REDUCE_SCATTER, "reduce_scatter"}, {LOOM_OP_ALLTOALL, "alltoall"},
+      {LOOM_OP_BARRIER, "barrier"},     {LOOM_OP_SEND_RECV, "send/recv"}};
+  std::vector<std::string> names;
+  for (const auto& [bit, name] : kOps)
+    if (ops & bit) names.push_back(name);
+  return names;
+}
+
 std::vector<std::string> capability_names(loom_kind kind, uint64_t capabilities) {
   std::vector<std::string> names;
   if (kind == LOOM_KIND_STRATEGY) {

@@ -30,8 +30,15 @@ json descriptor_json(const PluginDescriptor& d) {
     options.push_back({{"name", o.name}, {"type", static_cast<int>(o.type)}, {"help", o.help},
                        {"default", o.default_value ? json(*o.default_value) : json(nullptr)}});
   }
-  return {{"name", d.name}, {"version", d.version}, {"description", d.description}, {"abi", d.abi_version},
-          {"capabilities", d.capabilities}, {"options", options}};
+  return {{"name", d.name},
+          {"version", d.version},
+          {"description", d.description},
+          {"abi", d.abi_version},
+          {"vtable_abi", d.vtable_abi_version},
+          {"capabilities", d.capabilities},
+          {"absent_ops", d.absent_ops},
+          {"comm_last_error", d.comm_last_error},
+          {"options", options}};
 }
 
 PluginDescriptor descriptor_from_json(const json& j) {
@@ -41,6 +48,9 @@ PluginDescriptor descriptor_from_json(const json& j) {
   d.description = j.at("description");
   d.abi_version = j.at("abi");
   d.capabilities = j.at("capabilities");
+  d.vtable_abi_version = j.at("vtable_abi");
+  d.absent_ops = j.at("absent_ops");
+  d.comm_last_error = j.at("comm_last_error");
   for (const auto& o : j.at("options")) {
     OptionInfo opt;
     opt.name = o.at("name");

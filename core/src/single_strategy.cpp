@@ -70,6 +70,7 @@ LoadedPlugin builtin_single_strategy() {
   p.descriptor.version = LOOM_VERSION_STRING;
   p.descriptor.description = kInfo.description;
   p.descriptor.abi_version = LOOM_ABI_VERSION;
+  p.descriptor.vtable_abi_version = LOOM_ABI_VERSION;
   p.vtable = &kVtable;
   return p;
 }

@@ -72,6 +72,15 @@ loom_status init(const loom_host_v1 *host, loom_strategy_ctx **out, char *why, s
                                   "choose one that can, e.g. collective = \"ucx\"");
       return LOOM_ERR_INVALID_ARGUMENT;
     }
+    // ABI 1.7: the operations a round uses must all be there.
+    const uint64_t needed = LOOM_OP_ALLREDUCE | LOOM_OP_ALLGATHER | LOOM_OP_ALLTOALL | LOOM_OP_BARRIER;
+    if (ctx->collective->struct_size >= LOOM_COLLECTIVE_V1_7_SIZE && (ctx->collective->absent_ops & needed)) {
+      host->close_plugin(host->host_ctx, ctx->collective_instance);
+      write_why(why, why_len, "collective '" + ctx->options.collective +
+                                  "' leaves out operations a swarm round needs (allreduce, allgather, alltoall and "
+                                  "barrier); choose one that offers them, e.g. collective = \"ucx\"");
+      return LOOM_ERR_INVALID_ARGUMENT;
+    }
     *out = ctx.release();
     return LOOM_OK;
   } catch (const std::exception &e) {

@@ -92,6 +92,13 @@ loom_status GroupComm::barrier(Clock::time_point deadline, std::string *why) {
   return complete(posted, request, deadline, "waiting for the group", why);
 }
 
+// The communicator's own message where the plugin keeps one (ABI 1.7): it
+// cannot be another thread's.
+const char *GroupComm::error_text() const {
+  if (comm_ && vt_->struct_size >= LOOM_COLLECTIVE_V1_7_SIZE && vt_->comm_last_error) return vt_->comm_last_error(comm_);
+  return vt_->last_error(instance_);
+}
+
 loom_status GroupComm::no_comm(std::string *why) {
   *why = "no communicator";
   return LOOM_ERR_INVALID_ARGUMENT;
@@ -106,12 +113,12 @@ loom_status GroupComm::complete(loom_status posted, loom_request *request, Clock
   if (s == LOOM_OK) {
     s = vt_->wait(request, ms_until(deadline));
     if (s != LOOM_OK) {
-      *why = std::string(what) + " failed (" + loom_status_name(s) + "): " + vt_->last_error(instance_);
+      *why = std::string(what) + " failed (" + loom_status_name(s) + "): " + error_text();
       vt_->comm_abort(comm_);
     }
     vt_->request_free(request);
   } else {
-    *why = std::string("posting (") + what + ") failed (" + loom_status_name(s) + "): " + vt_->last_error(instance_);
+    *why = std::string("posting (") + what + ") failed (" + loom_status_name(s) + "): " + error_text();
   }
   if (s != LOOM_OK) close(true);
   return s;

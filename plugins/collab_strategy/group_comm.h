@@ -71,6 +71,7 @@ class GroupComm {
  private:
   static loom_status oob_allgather(void *user, const void *send, size_t len, void *recv, int64_t timeout_ms) noexcept;
   loom_status exchange(const void *send, size_t len, void *recv, int64_t timeout_ms);
+  const char *error_text() const;  // the failed call's message
   static loom_status no_comm(std::string *why);
   loom_status complete(loom_status posted, loom_request *request, Clock::time_point deadline, const char *what,
                        std::string *why);

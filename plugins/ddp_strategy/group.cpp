@@ -57,7 +57,33 @@ loom_status Group::open(const loom_host_v1 *host, const char *name, int32_t rank
                 got, LOOM_COLLECTIVE_V1_0_SIZE);
   }
 
-  oob_ = std::make_unique<StoreOob>(host, rank, size);
+  // ABI 1.7: a collective may leave operations out; ddp needs these three.
+  const uint64_t needed = LOOM_OP_ALLREDUCE | LOOM_OP_BROADCAST | LOOM_OP_BARRIER;
+  if (vt_->struct_size >= LOOM_COLLECTIVE_V1_7_SIZE && (vt_->absent_ops & needed) != 0) {
+    const uint64_t absent = vt_->absent_ops & needed;
+    close();
+    return fail(LOOM_ERR_UNSUPPORTED,
+                "collective plugin '%s' leaves out%s%s%s, which ddp needs (allreduce, broadcast and barrier); "
+                "choose a collective that offers them (`loom plugins info NAME` lists its operations)",
+                name, (absent & LOOM_OP_ALLREDUCE) ? " allreduce" : "", (absent & LOOM_OP_BROADCAST) ? " broadcast" : "",
+                (absent & LOOM_OP_BARRIER) ? " barrier" : "");
+  }
+  comm_errors_ = vt_->struct_size >= LOOM_COLLECTIVE_V1_7_SIZE && vt_->comm_last_error != nullptr;
+
+  // The host's own exchange (ABI 1.7) where it has one; else ours over the store.
+  const loom_oob_v1 *oob = nullptr;
+  if (HOST_HAS(host, oob_open) && HOST_HAS(host, oob_close)) {
+    s = host->oob_open(host->host_ctx, "ddp", rank, size, &host_oob_);
+    if (s != LOOM_OK) {
+      close();
+      return fail(s, "the host could not open an out-of-band exchange for %d ranks (%s); its log above says why", size,
+                  loom_status_name(s));
+    }
+    oob = host_oob_;
+  } else {
+    oob_ = std::make_unique<StoreOob>(host, rank, size);
+    oob = oob_->table();
+  }
   loom_comm_config_v1 config;
   std::memset(&config, 0, sizeof config);
   config.struct_size = sizeof config;
@@ -67,7 +93,7 @@ loom_status Group::open(const loom_host_v1 *host, const char *name, int32_t rank
   config.device_type = cuda ? LOOM_DEVICE_CUDA : LOOM_DEVICE_CPU;
   config.device_id = cuda ? device.device_id : 0;
   config.stream = cuda ? stream : nullptr;
-  config.oob = oob_->table();
+  config.oob = oob;
   config.timeout_ms = timeout_ms;
   config.name = "ddp";
   loom_comm *comm = nullptr;
@@ -75,7 +101,8 @@ loom_status Group::open(const loom_host_v1 *host, const char *name, int32_t rank
   if (s != LOOM_OK || comm == nullptr) {
     const char *text = vt_->last_error(instance_);
     std::string why = text ? text : "no message";
-    if (!oob_->error().empty() && why.find(oob_->error()) == std::string::npos) why += " (" + oob_->error() + ")";
+    if (oob_ && !oob_->error().empty() && why.find(oob_->error()) == std::string::npos)
+      why += " (" + oob_->error() + ")";
     if (s == LOOM_OK) s = LOOM_ERR_INTERNAL;
     close();
     return fail(s,
@@ -99,7 +126,8 @@ void Group::free_all() {
 }
 
 loom_status Group::break_group(loom_status s) {
-  const char *text = vt_->last_error(instance_);  // first: the next call may overwrite it
+  // First: the next call may overwrite it.
+  const char *text = comm_errors_ ? vt_->comm_last_error(comm_) : vt_->last_error(instance_);
   detail_ = text ? text : "no message";
   broken_ = s;
   vt_->comm_abort(comm_);
@@ -125,6 +153,9 @@ loom_status Group::close() {
   instance_ = nullptr;
   vt_ = nullptr;
   oob_.reset();
+  if (host_oob_) host_->oob_close(host_->host_ctx, host_oob_);
+  host_oob_ = nullptr;
+  comm_errors_ = false;
   ops_.clear();
   pending_ = 0;
   return s;

@@ -81,7 +81,9 @@ class Group {
   const loom_collective_v1 *vt_ = nullptr;
   loom_collective_ctx *instance_ = nullptr;
   loom_comm *comm_ = nullptr;
-  std::unique_ptr<StoreOob> oob_;
+  std::unique_ptr<StoreOob> oob_;            // for hosts older than 1.7
+  const loom_oob_v1 *host_oob_ = nullptr;  // the host's (oob_open), closed in close()
+  bool comm_errors_ = false;               // the collective has comm_last_error (ABI 1.7)
   std::string name_;
   int32_t size_ = 0;
   loom_status broken_ = LOOM_OK;

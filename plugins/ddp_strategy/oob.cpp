@@ -50,7 +50,7 @@ loom_status StoreOob::run(const void *send, size_t len, void *recv, int64_t time
   if (!HOST_HAS(host_, store_set) || !HOST_HAS(host_, store_get))
     return failed(LOOM_ERR_UNAVAILABLE, "the host offers no rendezvous store");
   const uint64_t seq = g_sequence.fetch_add(1);
-  const std::string prefix = "loom/ddp/" + std::to_string(seq) + "/";
+  const std::string prefix = "ddp/oob/" + std::to_string(seq) + "/";  // a plugin's keys start with its name
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
 
   std::string key = prefix + std::to_string(rank_);

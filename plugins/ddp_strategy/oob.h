@@ -27,7 +27,7 @@ class StoreOob {
  private:
   // loom_oob_v1.allgather. Each call takes the next number of a process-wide
   // sequence (equal on every rank, since ranks create communicators in the
-  // same order), publishes send under "loom/ddp/<seq>/<rank>" and reads every
+  // same order), publishes send under "ddp/oob/<seq>/<rank>" and reads every
   // member's key, all within timeout_ms.
   static loom_status allgather(void *user, const void *send, size_t len, void *recv, int64_t timeout_ms) noexcept;
   loom_status run(const void *send, size_t len, void *recv, int64_t timeout_ms);

@@ -3,11 +3,13 @@
 #include <cstddef>
 
 #include "comm.h"
+#include "error.h"
 #include "instance.h"
 #include "loom/collective.h"
 #include "ops.h"
 #include "options.h"
 #include "request.h"
+#include "../common/comm_errors.h"
 #include "../common/negotiate.h"
 
 namespace loom_mpi {
@@ -27,6 +29,9 @@ constexpr loom_plugin_info kInfo = {
     kNumOptions,
 };
 
+// Each failed post, test or wait also leaves its message in its communicator.
+using Errors = loom_plugin_common::CommErrors<last_error_text>;
+
 constexpr loom_collective_v1 make_vtable() {
   loom_collective_v1 v{};
   v.struct_size = sizeof(loom_collective_v1);
@@ -38,19 +43,21 @@ constexpr loom_collective_v1 make_vtable() {
   v.comm_create = comm_create;
   v.comm_destroy = comm_destroy;
   v.comm_abort = comm_abort;
-  v.allreduce = allreduce;
-  v.broadcast = broadcast;
-  v.reduce = reduce;
-  v.allgather = allgather;
-  v.reduce_scatter = reduce_scatter;
-  v.alltoall = alltoall;
-  v.barrier = barrier;
-  v.send = send;
-  v.recv = recv;
-  v.test = test;
-  v.wait = wait;
+  v.allreduce = Errors::On<allreduce>::call;
+  v.broadcast = Errors::On<broadcast>::call;
+  v.reduce = Errors::On<reduce>::call;
+  v.allgather = Errors::On<allgather>::call;
+  v.reduce_scatter = Errors::On<reduce_scatter>::call;
+  v.alltoall = Errors::On<alltoall>::call;
+  v.barrier = Errors::On<barrier>::call;
+  v.send = Errors::On<send>::call;
+  v.recv = Errors::On<recv>::call;
+  v.test = Errors::On<test>::call;
+  v.wait = Errors::On<wait>::call;
   v.request_free = request_free;
-  v.allreduce_scaled = allreduce_scaled;
+  v.comm_last_error = Errors::last;  // ABI 1.7
+  v.absent_ops = 0;                  // every operation is here
+  v.allreduce_scaled = Errors::On<allreduce_scaled>::call;
   return v;
 }
 

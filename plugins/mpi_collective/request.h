@@ -99,9 +99,18 @@ loom_status run_inline(loom_comm *comm, const char *op, const char *mpi_name, co
 // out == NULL completes the operation before returning: with the blocking
 // option by run_now() alone (no request object at all: the small-message
 // fast path), otherwise by run_inline.
+// Every post asks this after its argument checks: ABORTED comes after
+// INVALID_ARGUMENT (collective.h).
+inline loom_status refuse_if_aborted(const loom_comm *comm, const char *op) {
+  if (comm->aborted.load(std::memory_order_acquire))
+    return fail(LOOM_ERR_ABORTED, "%s: communicator \"%s\" was aborted", op, comm->name);
+  return LOOM_OK;
+}
+
 template <class Start, class RunNow>
 loom_status post(loom_comm *comm, const char *op, const char *mpi_name, const Finish &finish, loom_request **out,
                  Start &&start, RunNow &&run_now) {
+  LOOM_MPI_TRY(refuse_if_aborted(comm, op));
   if (!out) {
     if (!comm->blocking) return run_inline(comm, op, mpi_name, finish, start);
     {
@@ -131,6 +140,7 @@ loom_status post(loom_comm *comm, const char *op, const char *mpi_name, const Fi
 template <class Start>
 loom_status post(loom_comm *comm, const char *op, const char *mpi_name, const Finish &finish, loom_request **out,
                  Start &&start) {
+  LOOM_MPI_TRY(refuse_if_aborted(comm, op));
   if (!out) return run_inline(comm, op, mpi_name, finish, start);
   auto req = new_request(comm, op, finish);
   {

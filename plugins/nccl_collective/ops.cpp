@@ -2,6 +2,7 @@
 #include "ops.h"
 
 #include <cstdint>
+#include <initializer_list>
 
 #include "../common/average.h"
 #include "device.h"
@@ -19,11 +20,26 @@ loom_status begin(loom_comm *comm, loom_request **request, const char *op) {
                 "%s: request is NULL, but the nccl plugin does not offer inline completion", op);
   *request = nullptr;
   if (!comm) return fail(LOOM_ERR_INVALID_ARGUMENT, "%s: comm is NULL", op);
+  return LOOM_OK;
+}
+
+struct Named {
+  const void *ptr;
+  const char *which;
+};
+
+// What every operation asks once its arguments passed (collective.h's
+// order: INVALID_ARGUMENT, then ABORTED, then UNSUPPORTED): whether the
+// communicator still works, then whether each buffer is on its device.
+loom_status ready(loom_comm *comm, const char *op, std::initializer_list<Named> buffers) {
   if (comm->failed.load() != LOOM_OK) {
     std::lock_guard<std::mutex> lock(comm->mu);
     return refuse_post_locked(comm, op);
   }
-  return use_device(comm->device);
+  LOOM_NCCL_TRY(use_device(comm->device));
+  for (const Named &b : buffers)
+    if (b.ptr) LOOM_NCCL_TRY(check_device_buffer(b.ptr, comm->device, op, b.which));
+  return LOOM_OK;
 }
 
 // Checks dtype and count and stores NCCL's type and the size in bytes.
@@ -41,10 +57,16 @@ loom_status check_op(loom_reduce_op op, const char *name, ncclRedOp_t *out) {
   return LOOM_OK;
 }
 
-// Not NULL, and CUDA memory of the communicator's device.
-loom_status check_buffer(const loom_comm *comm, const void *buf, const char *op, const char *which) {
+// An operation of 0 elements: nothing to enqueue once the communicator works.
+loom_status empty_op(loom_comm *comm, const char *op, loom_request **request) {
+  LOOM_NCCL_TRY(ready(comm, op, {}));
+  return post_done(comm, op, request);
+}
+
+// Not NULL; whether it is the device's memory is ready()'s question.
+loom_status check_buffer(const void *buf, const char *op, const char *which) {
   if (!buf) return fail(LOOM_ERR_INVALID_ARGUMENT, "%s: %s is NULL but the count is not 0", op, which);
-  return check_device_buffer(buf, comm->device, op, which);
+  return LOOM_OK;
 }
 
 loom_status check_rank(const loom_comm *comm, int32_t r, const char *op, const char *which) {
@@ -107,10 +129,11 @@ loom_status allreduce_impl(loom_comm *comm, const void *send, void *recv, uint64
                 !scale_scalar(dtype, *scale, &scalar, why, sizeof why)))
     return fail(LOOM_ERR_INVALID_ARGUMENT, "%s", why);
   if (!scale) LOOM_NCCL_TRY(check_op(op, name, &nop));
-  if (count == 0) return post_done(comm, name, request);
-  LOOM_NCCL_TRY(check_buffer(comm, send, name, "send"));
-  LOOM_NCCL_TRY(check_buffer(comm, recv, name, "recv"));
+  if (count == 0) return empty_op(comm, name, request);
+  LOOM_NCCL_TRY(check_buffer(send, name, "send"));
+  LOOM_NCCL_TRY(check_buffer(recv, name, "recv"));
   if (send != recv && overlaps(send, bytes, recv, bytes)) return overlap_error(name, "send == recv");
+  LOOM_NCCL_TRY(ready(comm, name, {{send, "send"}, {recv, "recv"}}));
   if (!scale)
     return post_simple(comm, name, "ncclAllReduce", request, [&](ncclComm_t nc) {
       return ncclAllReduce(send, recv, size_t(count), type, nop, nc, comm->stream);
@@ -152,13 +175,14 @@ loom_status broadcast(loom_comm *comm, const void *send, void *recv, uint64_t co
     LOOM_NCCL_TRY(begin(comm, request, "broadcast"));
     LOOM_NCCL_TRY(check_data(dtype, count, "broadcast", &type, &bytes));
     LOOM_NCCL_TRY(check_rank(comm, root, "broadcast", "root"));
-    if (count == 0) return post_done(comm, "broadcast", request);
-    LOOM_NCCL_TRY(check_buffer(comm, recv, "broadcast", "recv"));
+    if (count == 0) return empty_op(comm, "broadcast", request);
+    LOOM_NCCL_TRY(check_buffer(recv, "broadcast", "recv"));
     const bool at_root = comm->rank == root;
     if (at_root) {
-      LOOM_NCCL_TRY(check_buffer(comm, send, "broadcast", "send"));
+      LOOM_NCCL_TRY(check_buffer(send, "broadcast", "send"));
       if (send != recv && overlaps(send, bytes, recv, bytes)) return overlap_error("broadcast", "send == recv");
     }
+    LOOM_NCCL_TRY(ready(comm, "broadcast", {{at_root ? send : nullptr, "send"}, {recv, "recv"}}));
     // send is read at the root only; elsewhere NCCL gets recv, in place.
     const void *source = at_root ? send : recv;
     return post_simple(comm, "broadcast", "ncclBroadcast", request, [&](ncclComm_t nc) {
@@ -177,13 +201,14 @@ loom_status reduce(loom_comm *comm, const void *send, void *recv, uint64_t count
     LOOM_NCCL_TRY(check_data(dtype, count, "reduce", &type, &bytes));
     LOOM_NCCL_TRY(check_op(op, "reduce", &nop));
     LOOM_NCCL_TRY(check_rank(comm, root, "reduce", "root"));
-    if (count == 0) return post_done(comm, "reduce", request);
-    LOOM_NCCL_TRY(check_buffer(comm, send, "reduce", "send"));
+    if (count == 0) return empty_op(comm, "reduce", request);
+    LOOM_NCCL_TRY(check_buffer(send, "reduce", "send"));
     const bool at_root = comm->rank == root;
     if (at_root) {
-      LOOM_NCCL_TRY(check_buffer(comm, recv, "reduce", "recv"));
+      LOOM_NCCL_TRY(check_buffer(recv, "reduce", "recv"));
       if (send != recv && overlaps(send, bytes, recv, bytes)) return overlap_error("reduce", "send == recv");
     }
+    LOOM_NCCL_TRY(ready(comm, "reduce", {{send, "send"}, {at_root ? recv : nullptr, "recv"}}));
     // recv is written at the root only; NULL elsewhere, as NCCL allows.
     void *target = at_root ? recv : nullptr;
     return post_simple(comm, "reduce", "ncclReduce", request, [&](ncclComm_t nc) {
@@ -200,12 +225,13 @@ loom_status allgather(loom_comm *comm, const void *send, void *recv, uint64_t se
     LOOM_NCCL_TRY(begin(comm, request, "allgather"));
     LOOM_NCCL_TRY(check_data(dtype, sendcount, "allgather", &type, &bytes));
     LOOM_NCCL_TRY(check_total(comm, bytes, "allgather", &total));
-    if (sendcount == 0) return post_done(comm, "allgather", request);
-    LOOM_NCCL_TRY(check_buffer(comm, send, "allgather", "send"));
-    LOOM_NCCL_TRY(check_buffer(comm, recv, "allgather", "recv"));
+    if (sendcount == 0) return empty_op(comm, "allgather", request);
+    LOOM_NCCL_TRY(check_buffer(send, "allgather", "send"));
+    LOOM_NCCL_TRY(check_buffer(recv, "allgather", "recv"));
     const bool in_place = send == at(recv, size_t(comm->rank) * bytes);
     if (!in_place && overlaps(send, bytes, recv, total))
       return overlap_error("allgather", "send == recv + rank * sendcount");
+    LOOM_NCCL_TRY(ready(comm, "allgather", {{send, "send"}, {recv, "recv"}}));
     return post_simple(comm, "allgather", "ncclAllGather", request, [&](ncclComm_t nc) {
       return ncclAllGather(send, recv, size_t(sendcount), type, nc, comm->stream);
     });
@@ -222,12 +248,13 @@ loom_status reduce_scatter(loom_comm *comm, const void *send, void *recv, uint64
     LOOM_NCCL_TRY(check_data(dtype, recvcount, "reduce_scatter", &type, &bytes));
     LOOM_NCCL_TRY(check_total(comm, bytes, "reduce_scatter", &total));
     LOOM_NCCL_TRY(check_op(op, "reduce_scatter", &nop));
-    if (recvcount == 0) return post_done(comm, "reduce_scatter", request);
-    LOOM_NCCL_TRY(check_buffer(comm, send, "reduce_scatter", "send"));
-    LOOM_NCCL_TRY(check_buffer(comm, recv, "reduce_scatter", "recv"));
+    if (recvcount == 0) return empty_op(comm, "reduce_scatter", request);
+    LOOM_NCCL_TRY(check_buffer(send, "reduce_scatter", "send"));
+    LOOM_NCCL_TRY(check_buffer(recv, "reduce_scatter", "recv"));
     const bool in_place = recv == at(send, size_t(comm->rank) * bytes);
     if (!in_place && overlaps(send, total, recv, bytes))
       return overlap_error("reduce_scatter", "recv == send + rank * recvcount");
+    LOOM_NCCL_TRY(ready(comm, "reduce_scatter", {{send, "send"}, {recv, "recv"}}));
     return post_simple(comm, "reduce_scatter", "ncclReduceScatter", request, [&](ncclComm_t nc) {
       return ncclReduceScatter(send, recv, size_t(recvcount), type, nop, nc, comm->stream);
     });
@@ -242,11 +269,12 @@ loom_status alltoall(loom_comm *comm, const void *send, void *recv, uint64_t cou
     LOOM_NCCL_TRY(begin(comm, request, "alltoall"));
     LOOM_NCCL_TRY(check_data(dtype, count, "alltoall", &type, &bytes));
     LOOM_NCCL_TRY(check_total(comm, bytes, "alltoall", &total));
-    if (count == 0) return post_done(comm, "alltoall", request);
-    LOOM_NCCL_TRY(check_buffer(comm, send, "alltoall", "send"));
-    LOOM_NCCL_TRY(check_buffer(comm, recv, "alltoall", "recv"));
+    if (count == 0) return empty_op(comm, "alltoall", request);
+    LOOM_NCCL_TRY(check_buffer(send, "alltoall", "send"));
+    LOOM_NCCL_TRY(check_buffer(recv, "alltoall", "recv"));
     const bool in_place = send == recv;
     if (!in_place && overlaps(send, total, recv, total)) return overlap_error("alltoall", "send == recv");
+    LOOM_NCCL_TRY(ready(comm, "alltoall", {{send, "send"}, {recv, "recv"}}));
     // In place, block j would be received over while it is still being sent:
     // the sends read a stream-ordered copy instead, freed after them.
     const void *source = send;
@@ -288,6 +316,7 @@ loom_status alltoall(loom_comm *comm, const void *send, void *recv, uint64_t cou
 loom_status barrier(loom_comm *comm, loom_request **request) noexcept {
   return guarded([&]() -> loom_status {
     LOOM_NCCL_TRY(begin(comm, request, "barrier"));
+    LOOM_NCCL_TRY(ready(comm, "barrier", {}));
     // Completes only once every rank's contribution arrived: a barrier in
     // stream order, as c10d's NCCL barrier is.
     return post_simple(comm, "barrier", "ncclAllReduce (barrier)", request, [&](ncclComm_t nc) {
@@ -306,13 +335,14 @@ loom_status point_to_point(loom_comm *comm, const void *buf, uint64_t count, loo
   LOOM_NCCL_TRY(begin(comm, request, name));
   LOOM_NCCL_TRY(check_data(dtype, count, name, &type, &bytes));
   LOOM_NCCL_TRY(check_rank(comm, peer, name, "peer"));
+  if (count > 0) LOOM_NCCL_TRY(check_buffer(buf, name, "buf"));
+  LOOM_NCCL_TRY(ready(comm, name, {{count > 0 ? buf : nullptr, "buf"}}));
   if (peer == comm->rank)
     return fail(LOOM_ERR_UNSUPPORTED,
                 "%s: peer %d is this rank; NCCL matches a message to oneself only inside one group with its receive "
                 "(alltoall does that)",
                 name, peer);
   if (count == 0) return post_done(comm, name, request);
-  LOOM_NCCL_TRY(check_buffer(comm, buf, name, "buf"));
   return post_simple(comm, name, sending ? "ncclSend" : "ncclRecv", request, [&](ncclComm_t nc) {
     return sending ? ncclSend(buf, size_t(count), type, peer, nc, comm->stream)
                    : ncclRecv(const_cast<void *>(buf), size_t(count), type, peer, nc, comm->stream);

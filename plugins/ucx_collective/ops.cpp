@@ -14,10 +14,16 @@ namespace loom_ucx {
 namespace {
 
 // What every operation checks first. Clears *request so a failure leaves NULL.
+// Whether the communicator was aborted or failed is asked last, when posting:
+// argument errors win over ABORTED (collective.h).
 loom_status begin(loom_comm *comm, loom_request **request, const char *op) {
   if (!request) return fail(LOOM_ERR_INVALID_ARGUMENT, "%s: request must not be NULL", op);
   *request = nullptr;
   if (!comm) return fail(LOOM_ERR_INVALID_ARGUMENT, "%s: comm is NULL", op);
+  return LOOM_OK;
+}
+
+loom_status refuse_if_aborted(const loom_comm *comm, const char *op) {
   if (comm->aborted.load(std::memory_order_acquire))
     return fail(LOOM_ERR_ABORTED, "%s: communicator \"%s\" was aborted", op, comm->name);
   return LOOM_OK;
@@ -125,6 +131,7 @@ std::unique_ptr<Algorithm> choose(loom_request &op) {
 // Builds, starts and hands out a collective. Checks the communicator's state
 // under the lock: a failed one refuses new work.
 loom_status post_collective(loom_comm *comm, const Args &a, loom_request **request) {
+  LOOM_UCX_TRY(refuse_if_aborted(comm, a.name));
   loom_collective_ctx *ctx = comm->ctx;
   std::lock_guard<std::mutex> lock(ctx->mu);
   if (comm->failed)
@@ -156,6 +163,7 @@ loom_status post_collective(loom_comm *comm, const Args &a, loom_request **reque
 
 loom_status post_p2p(loom_comm *comm, const char *name, const void *send, void *recv, uint64_t count,
                      loom_dtype dtype, int32_t peer, loom_request **request) {
+  LOOM_UCX_TRY(refuse_if_aborted(comm, name));
   loom_collective_ctx *ctx = comm->ctx;
   std::lock_guard<std::mutex> lock(ctx->mu);
   if (comm->failed)

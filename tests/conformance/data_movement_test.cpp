@@ -42,6 +42,7 @@ class Allgather : public testing::TestWithParam<MoveParam> {};
 class Alltoall : public testing::TestWithParam<MoveParam> {};
 
 TEST_P(Broadcast, Exact) {
+  CONFORMANCE_NEEDS(LOOM_OP_BROADCAST);
   const MoveParam p = GetParam();
   CONFORMANCE_SKIP_REDUNDANT(p.mode);
   loom::Communicator& comm = World::comm();
@@ -74,6 +75,7 @@ TEST_P(Broadcast, Exact) {
 }
 
 TEST_P(Allgather, Exact) {
+  CONFORMANCE_NEEDS(LOOM_OP_ALLGATHER);
   const MoveParam p = GetParam();
   CONFORMANCE_SKIP_REDUNDANT(p.mode);
   loom::Communicator& comm = World::comm();
@@ -103,6 +105,7 @@ TEST_P(Allgather, Exact) {
 }
 
 TEST_P(Alltoall, Exact) {
+  CONFORMANCE_NEEDS(LOOM_OP_ALLTOALL);
   const MoveParam p = GetParam();
   CONFORMANCE_SKIP_REDUNDANT(p.mode);
   loom::Communicator& comm = World::comm();

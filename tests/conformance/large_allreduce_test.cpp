@@ -24,6 +24,7 @@ void PrintTo(const LargeParam& p, std::ostream* os) {
 class LargeAllreduce : public testing::TestWithParam<LargeParam> {};
 
 TEST_P(LargeAllreduce, Exact) {
+  CONFORMANCE_NEEDS(LOOM_OP_ALLREDUCE);
   const LargeParam p = GetParam();
   loom::Communicator& comm = World::comm();
   const size_t count = size_t{4} << 20;

@@ -157,7 +157,13 @@ int agree_on_exit_code(bool failed_here) {
   Buffer flag(LOOM_DTYPE_I32, 1), all(LOOM_DTYPE_I32, static_cast<size_t>(World::size()));  // --device cuda: device memory
   flag.set(0, failed_here ? 1 : 0);
   loom::Request request;
-  loom::Status s = World::comm().iallgather(flag.data(), all.data(), 1, LOOM_DTYPE_I32, &request);
+  loom::Status s;
+  if (World::collective().offers(LOOM_OP_ALLGATHER)) {
+    s = World::comm().iallgather(flag.data(), all.data(), 1, LOOM_DTYPE_I32, &request);
+  } else {  // a plugin without allgather (absent_ops): each rank's flag in its own slot, summed
+    for (size_t r = 0; r < all.count(); ++r) all.set(r, static_cast<int>(r) == rank && failed_here ? 1 : 0);
+    s = World::comm().iallreduce(all.data(), all.data(), all.count(), LOOM_DTYPE_I32, LOOM_REDUCE_SUM, &request);
+  }
   if (s.is_ok()) s = complete(request, World::timeout_ms());
   if (!s.is_ok()) {
     std::printf("[rank %d] [conformance] could not gather the other ranks' results (%s); exiting with this "

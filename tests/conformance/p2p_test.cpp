@@ -37,6 +37,7 @@ std::vector<RingParam> all_ring_params() {
 class SendRecvRing : public testing::TestWithParam<RingParam> {};
 
 TEST_P(SendRecvRing, Exact) {
+  CONFORMANCE_NEEDS(LOOM_OP_SEND_RECV);
   const RingParam p = GetParam();
   CONFORMANCE_SKIP_REDUNDANT(p.mode);
   loom::Communicator& comm = World::comm();
@@ -70,6 +71,7 @@ void PrintTo(Order order, std::ostream* os) { *os << order_label(order); }
 class SendRecvOrder : public testing::TestWithParam<Order> {};
 
 TEST_P(SendRecvOrder, PostingOrder) {
+  CONFORMANCE_NEEDS(LOOM_OP_SEND_RECV);
   const Order order = GetParam();
   loom::Communicator& comm = World::comm();
   // Different sizes where asked, so that a large (rendezvous) message cannot
@@ -120,6 +122,7 @@ class Barrier : public testing::TestWithParam<Mode> {};
 
 // The last rank enters 200 ms late; nobody may leave before it entered.
 TEST_P(Barrier, WaitsForLastRank) {
+  CONFORMANCE_NEEDS(LOOM_OP_BARRIER);
   const Mode mode = GetParam();
   CONFORMANCE_SKIP_REDUNDANT(mode);
   loom::Communicator& comm = World::comm();

@@ -48,6 +48,7 @@ class Reduce : public testing::TestWithParam<ReduceParam> {};
 class ReduceScatter : public testing::TestWithParam<ReduceParam> {};
 
 TEST_P(Allreduce, Exact) {
+  CONFORMANCE_NEEDS(LOOM_OP_ALLREDUCE);
   const ReduceParam p = GetParam();
   CONFORMANCE_SKIP_REDUNDANT(p.mode);
   loom::Communicator& comm = World::comm();
@@ -72,6 +73,7 @@ TEST_P(Allreduce, Exact) {
 }
 
 TEST_P(Reduce, Exact) {
+  CONFORMANCE_NEEDS(LOOM_OP_REDUCE);
   const ReduceParam p = GetParam();
   CONFORMANCE_SKIP_REDUNDANT(p.mode);
   loom::Communicator& comm = World::comm();
@@ -105,6 +107,7 @@ TEST_P(Reduce, Exact) {
 }
 
 TEST_P(ReduceScatter, Exact) {
+  CONFORMANCE_NEEDS(LOOM_OP_REDUCE_SCATTER);
   const ReduceParam p = GetParam();
   CONFORMANCE_SKIP_REDUNDANT(p.mode);
   loom::Communicator& comm = World::comm();

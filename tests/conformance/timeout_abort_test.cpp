@@ -36,6 +36,7 @@ class Timeout : public testing::TestWithParam<Pending> {};
 // wait gives TIMEOUT, bounded; waiting again completes it, correctly.
 TEST_P(Timeout, WaitTimesOutThenCompletes) {
   const Pending pending = GetParam();
+  CONFORMANCE_NEEDS(pending == Pending::kRecv ? LOOM_OP_SEND_RECV : LOOM_OP_ALLREDUCE);
   loom::Communicator& comm = World::comm();
   if (comm.size() == 1) GTEST_SKIP() << "needs a peer that posts late";
   const size_t count = 1031;
@@ -129,6 +130,7 @@ class Abort : public testing::TestWithParam<Pending> {};
 // thread aborts after 100 ms; the wait returns ABORTED promptly.
 TEST_P(Abort, FromAnotherThreadUnblocksWait) {
   const Pending pending = GetParam();
+  CONFORMANCE_NEEDS(LOOM_OP_SEND_RECV | LOOM_OP_ALLREDUCE | LOOM_OP_BARRIER);
   if (!World::collective().has_capability(LOOM_CAP_ABORT)) GTEST_SKIP() << "plugin lacks LOOM_CAP_ABORT";
   if (World::size() == 1) GTEST_SKIP() << "needs a peer that never posts";
   std::unique_ptr<loom::Communicator> side;

@@ -93,4 +93,11 @@ testing::AssertionResult has_code(const loom::Status& status, loom_status code) 
   return testing::AssertionFailure() << "expected " << loom_status_name(code) << ", got " << status.to_string();
 }
 
+std::string absent_names(uint64_t ops) {
+  std::string names;
+  for (const auto& name : loom::op_names(ops & World::collective().descriptor().absent_ops))
+    names += (names.empty() ? "" : ", ") + name;
+  return names;
+}
+
 }  // namespace conformance

@@ -51,6 +51,19 @@ class World {
                                   int64_t timeout_ms = 0);
 };
 
+// Skips the case unless the plugin offers every operation in ops (LOOM_OP_*
+// bits): what a plugin declares absent (absent_ops, ABI 1.7) is reported as
+// skipped, naming the operations, not failed.
+#define CONFORMANCE_NEEDS(ops)                                                                 \
+  do {                                                                                         \
+    if (!::conformance::World::collective().offers(ops))                                       \
+      GTEST_SKIP() << "declared absent by the plugin: " << ::conformance::absent_names(ops); \
+  } while (0)
+// The names of the operations in ops that the plugin declares absent.
+std::string absent_names(uint64_t ops);
+// Whether the plugin offers every operation in ops.
+inline bool offered(uint64_t ops) { return World::collective().offers(ops); }
+
 // An allreduce of one i32 over comm (a Buffer, so in --device cuda memory too)
 // sums to its size.
 testing::AssertionResult still_works(loom::Communicator& comm);

@@ -49,6 +49,7 @@ class Request {
   // Not owning: a request must be reset before its communicator is
   // destroyed (the plugin contract), and the communicator owns the plugin.
   const Collective* owner_ = nullptr;
+  loom_comm* comm_ = nullptr;  // whose comm_last_error explains a failed test or wait
   loom_request* request_ = nullptr;
 };
 
@@ -109,43 +110,52 @@ class Communicator {
   // call and frame were a measurable part of the plugin boundary's cost.
   // Everything else (errors, post + wait) is out of line.
   Status allreduce(const void* send, void* recv, uint64_t count, loom_dtype dtype, loom_reduce_op op) {
+    if (absent_ & LOOM_OP_ALLREDUCE) return absent_op("allreduce");
     if (inline_completion_)
       return finished(vtable_->allreduce(comm_, send, recv, count, dtype, op, nullptr), "allreduce");
     return post_wait_allreduce(send, recv, count, dtype, op);
   }
   Status broadcast(const void* send, void* recv, uint64_t count, loom_dtype dtype, int32_t root) {
+    if (absent_ & LOOM_OP_BROADCAST) return absent_op("broadcast");
     if (inline_completion_)
       return finished(vtable_->broadcast(comm_, send, recv, count, dtype, root, nullptr), "broadcast");
     return post_wait_broadcast(send, recv, count, dtype, root);
   }
   Status reduce(const void* send, void* recv, uint64_t count, loom_dtype dtype, loom_reduce_op op, int32_t root) {
+    if (absent_ & LOOM_OP_REDUCE) return absent_op("reduce");
     if (inline_completion_)
       return finished(vtable_->reduce(comm_, send, recv, count, dtype, op, root, nullptr), "reduce");
     return post_wait_reduce(send, recv, count, dtype, op, root);
   }
   Status allgather(const void* send, void* recv, uint64_t sendcount, loom_dtype dtype) {
+    if (absent_ & LOOM_OP_ALLGATHER) return absent_op("allgather");
     if (inline_completion_)
       return finished(vtable_->allgather(comm_, send, recv, sendcount, dtype, nullptr), "allgather");
     return post_wait_allgather(send, recv, sendcount, dtype);
   }
   Status reduce_scatter(const void* send, void* recv, uint64_t recvcount, loom_dtype dtype, loom_reduce_op op) {
+    if (absent_ & LOOM_OP_REDUCE_SCATTER) return absent_op("reduce_scatter");
     if (inline_completion_)
       return finished(vtable_->reduce_scatter(comm_, send, recv, recvcount, dtype, op, nullptr), "reduce_scatter");
     return post_wait_reduce_scatter(send, recv, recvcount, dtype, op);
   }
   Status alltoall(const void* send, void* recv, uint64_t count, loom_dtype dtype) {
+    if (absent_ & LOOM_OP_ALLTOALL) return absent_op("alltoall");
     if (inline_completion_) return finished(vtable_->alltoall(comm_, send, recv, count, dtype, nullptr), "alltoall");
     return post_wait_alltoall(send, recv, count, dtype);
   }
   Status barrier() {
+    if (absent_ & LOOM_OP_BARRIER) return absent_op("barrier");
     if (inline_completion_) return finished(vtable_->barrier(comm_, nullptr), "barrier");
     return post_wait_barrier();
   }
   Status send(const void* buf, uint64_t count, loom_dtype dtype, int32_t peer) {
+    if (absent_ & LOOM_OP_SEND_RECV) return absent_op("send");
     if (inline_completion_) return finished(vtable_->send(comm_, buf, count, dtype, peer, nullptr), "send");
     return post_wait_send(buf, count, dtype, peer);
   }
   Status recv(void* buf, uint64_t count, loom_dtype dtype, int32_t peer) {
+    if (absent_ & LOOM_OP_SEND_RECV) return absent_op("recv");
     if (inline_completion_) return finished(vtable_->recv(comm_, buf, count, dtype, peer, nullptr), "recv");
     return post_wait_recv(buf, count, dtype, peer);
   }
@@ -174,6 +184,9 @@ class Communicator {
     return code == LOOM_OK ? Status() : inline_failed(code, call);
   }
   Status inline_failed(loom_status code, const char* call) const;
+  // LOOM_ERR_UNSUPPORTED for an operation the plugin lists in absent_ops:
+  // its vtable entry may be NULL, so it is never called.
+  Status absent_op(const char* op) const;
   // The blocking forms for a plugin without inline completion: post + wait.
   Status post_wait_allreduce(const void* send, void* recv, uint64_t count, loom_dtype dtype, loom_reduce_op op);
   Status post_wait_broadcast(const void* send, void* recv, uint64_t count, loom_dtype dtype, int32_t root);
@@ -195,6 +208,7 @@ class Communicator {
   const loom_collective_v1* vtable_;  // owner_'s, one load closer for the inline path
   // Read once from the plugin's capabilities and negotiated ABI (>= 1.1).
   bool inline_completion_;
+  uint64_t absent_;  // the plugin's absent_ops (ABI 1.7), else 0
 };
 
 class Collective : public std::enable_shared_from_this<Collective> {
@@ -210,7 +224,13 @@ class Collective : public std::enable_shared_from_this<Collective> {
   // Builds a communicator (blocking, collective over the members).
   Status create_comm(const CommOptions& options, std::unique_ptr<Communicator>* comm);
   // Status(code, plugin's last_error) for a failed call on this thread.
-  Status error(loom_status code, const char* call) const;
+  // Whether the plugin offers every operation in ops (LOOM_OP_* bits).
+  bool offers(uint64_t ops) const { return (descriptor_.absent_ops & ops) == 0; }
+
+  // The status of a failed call, with the plugin's message: the
+  // communicator's own (comm_last_error, ABI 1.7) when comm is given and the
+  // plugin has one, else the calling thread's (last_error).
+  Status error(loom_status code, const char* call, loom_comm* comm = nullptr) const;
 
  protected:
   Collective(const loom_collective_v1* vtable, loom_collective_ctx* ctx, PluginDescriptor descriptor,

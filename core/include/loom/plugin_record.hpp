@@ -21,6 +21,8 @@ const char* option_type_name(loom_option_type type);
 std::string abi_string(uint32_t version);
 // Names of the set LOOM_CAP_* bits of a collective ("host-memory", "abort"...).
 std::vector<std::string> capability_names(loom_kind kind, uint64_t capabilities);
+// Names of the LOOM_OP_* bits set in ops ("allreduce", "send/recv"...).
+std::vector<std::string> op_names(uint64_t ops);
 
 struct OptionInfo {
   std::string name;
@@ -42,8 +44,11 @@ struct PluginDescriptor {
   std::string name;
   std::string version;
   std::string description;
-  uint32_t abi_version = 0;
+  uint32_t abi_version = 0;         // negotiated: what host and plugin use
+  uint32_t vtable_abi_version = 0;  // what the vtable's layout was written for (>= abi_version)
   uint64_t capabilities = 0;
+  uint64_t absent_ops = 0;       // collectives, ABI 1.7: LOOM_OP_* bits the plugin leaves out
+  bool comm_last_error = false;  // collectives, ABI 1.7: reports per communicator
   std::vector<OptionInfo> options;
 
   const OptionInfo* find_option(const std::string& option) const;

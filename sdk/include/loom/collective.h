@@ -29,6 +29,18 @@
  *    NULL buffers are valid when the count is 0 (an empty tensor's data).
  *  - Once a communicator is aborted, posting fails with LOOM_ERR_ABORTED and
  *    test() on its unfinished requests sets *done and returns ABORTED.
+ *  - When a post has several faults, one order decides which code it gets,
+ *    so every backend answers alike: LOOM_ERR_INVALID_ARGUMENT first (bad
+ *    pointers, counts, dtypes, reduce ops, roots, peers, overlaps, and a
+ *    NaN or infinite scale), then LOOM_ERR_ABORTED (the communicator was
+ *    aborted or has failed), then LOOM_ERR_UNSUPPORTED (a valid call this
+ *    backend cannot do, e.g. host memory on a device-only backend). All of
+ *    them are found at post: nothing is posted and *request is NULL.
+ *  - A plugin may leave operations out (ABI 1.7): it lists them in the
+ *    vtable's absent_ops, and their entries may be NULL. Hosts check
+ *    absent_ops before relying on an operation and never call an absent
+ *    one; a plugin that still receives the call returns
+ *    LOOM_ERR_UNSUPPORTED.
  *
  * Thread safety: the vtable functions are safe to call concurrently on
  * different communicators. Posting, test, wait and request_free on one
@@ -91,6 +103,19 @@ enum {
  * LOOM_COLLECTIVE_V1_3_SIZE) and not NULL. */
 #define LOOM_CAP_SCALED_ALLREDUCE ((uint64_t)1 << 7)
 
+/* Operations, one bit each, for loom_collective_v1.absent_ops (ABI 1.7).
+ * send and recv come as a pair. allreduce_scaled has its capability bit
+ * (LOOM_CAP_SCALED_ALLREDUCE) instead. */
+#define LOOM_OP_ALLREDUCE ((uint64_t)1 << 0)
+#define LOOM_OP_BROADCAST ((uint64_t)1 << 1)
+#define LOOM_OP_REDUCE ((uint64_t)1 << 2)
+#define LOOM_OP_ALLGATHER ((uint64_t)1 << 3)
+#define LOOM_OP_REDUCE_SCATTER ((uint64_t)1 << 4)
+#define LOOM_OP_ALLTOALL ((uint64_t)1 << 5)
+#define LOOM_OP_BARRIER ((uint64_t)1 << 6)
+#define LOOM_OP_SEND_RECV ((uint64_t)1 << 7)
+#define LOOM_OP_ALL ((uint64_t)0xff)
+
 /* Opaque objects owned by the plugin. */
 typedef struct loom_collective_ctx loom_collective_ctx; /* one initialised plugin instance */
 typedef struct loom_comm loom_comm;                     /* a communicator */
@@ -128,7 +153,8 @@ typedef struct loom_comm_config_v1 {
   void *stream;             /* cudaStream_t for CUDA buffers, else NULL */
 } loom_comm_config_v1;
 
-/* The vtable. Every function pointer is mandatory unless marked optional. */
+/* The vtable. Every function pointer is mandatory unless marked optional,
+ * except those of the operations absent_ops lists (ABI 1.7). */
 typedef struct loom_collective_v1 {
   uint32_t struct_size;
   uint32_t abi_version;
@@ -143,7 +169,9 @@ typedef struct loom_collective_v1 {
   void (*fini)(loom_collective_ctx *ctx);
   /* The message of the calling thread's last failed call into this
    * instance; owned by the plugin, valid until that thread's next call.
-   * Never NULL. */
+   * Never NULL. From ABI 1.7, calls on a communicator or a request may
+   * report through comm_last_error instead, which needs no per-thread
+   * storage. */
   const char *(*last_error)(loom_collective_ctx *ctx);
 
   /* Creates a communicator; blocking and collective over the members, and
@@ -207,16 +235,32 @@ typedef struct loom_collective_v1 {
    * 1 / (the summed weights); the backend applies the scale while the sum is
    * still in its cache, as it does for AVG, so the result is written once.
    * NCCL's ncclRedOpCreatePreMulSum with one scalar on every rank computes
-   * the same. In place when send == recv, as allreduce; an out-of-place
-   * call never writes send, so a caller may retry from it. */
+   * the same. A NaN or infinite scale is LOOM_ERR_INVALID_ARGUMENT at post.
+   * In place when send == recv, as allreduce; an out-of-place call never
+   * writes send, so a caller may retry from it. */
   loom_status (*allreduce_scaled)(loom_comm *comm, const void *send, void *recv, uint64_t count, loom_dtype dtype,
                                   double scale, loom_request **request);
+
+  /* ABI 1.7, optional (struct_size >= LOOM_COLLECTIVE_V1_7_SIZE; NULL when
+   * not offered): the message of the last failed call on this communicator:
+   * a post, or test or wait on one of its requests. Calls on one
+   * communicator are serialised by the caller, so the plugin can keep the
+   * text in the communicator (no per-thread storage); it is valid until the
+   * next call on that communicator, and never NULL. A host that has it
+   * reads it after such calls instead of last_error. comm_abort, which may
+   * run on any thread, reports through last_error only. */
+  const char *(*comm_last_error)(loom_comm *comm);
+  /* ABI 1.7: the operations this plugin leaves out, as LOOM_OP_* bits; 0
+   * (and every plugin older than 1.7) offers them all. The entries of
+   * absent operations may be NULL. */
+  uint64_t absent_ops;
 } loom_collective_v1;
 
 /* Sizes of the vtable as ABI 1.0 froze it (the smallest a host accepts) and
- * with the member 1.3 appended. */
+ * with the members 1.3 and 1.7 appended. */
 #define LOOM_COLLECTIVE_V1_0_SIZE 160u
 #define LOOM_COLLECTIVE_V1_3_SIZE 168u
+#define LOOM_COLLECTIVE_V1_7_SIZE 184u
 
 /* The entry symbol a collective plugin exports. */
 #define LOOM_COLLECTIVE_ENTRY loom_collective_plugin_v1
@@ -227,7 +271,8 @@ LOOM_STATIC_ASSERT(sizeof(loom_oob_v1) == 24, "loom_oob_v1 layout is frozen");
 LOOM_STATIC_ASSERT(sizeof(loom_comm_config_v1) == 56, "loom_comm_config_v1 layout is frozen");
 LOOM_STATIC_ASSERT(offsetof(loom_comm_config_v1, oob) == 16, "loom_comm_config_v1 layout is frozen");
 LOOM_STATIC_ASSERT(offsetof(loom_comm_config_v1, stream) == 48, "loom_comm_config_v1 layout is frozen");
-LOOM_STATIC_ASSERT(sizeof(loom_collective_v1) == LOOM_COLLECTIVE_V1_3_SIZE, "loom_collective_v1 layout is frozen");
+LOOM_STATIC_ASSERT(sizeof(loom_collective_v1) == LOOM_COLLECTIVE_V1_7_SIZE, "loom_collective_v1 layout is frozen");
+LOOM_STATIC_ASSERT(offsetof(loom_collective_v1, comm_last_error) == LOOM_COLLECTIVE_V1_3_SIZE, "1.7 appends after 1.3");
 LOOM_STATIC_ASSERT(offsetof(loom_collective_v1, allreduce_scaled) == LOOM_COLLECTIVE_V1_0_SIZE, "1.3 appends after 1.0");
 LOOM_STATIC_ASSERT(offsetof(loom_collective_v1, init) == 16, "loom_collective_v1 layout is frozen");
 LOOM_STATIC_ASSERT(offsetof(loom_collective_v1, allreduce) == 64, "loom_collective_v1 layout is frozen");

@@ -51,13 +51,16 @@ extern "C" {
  *   1.5  loom_training_state_v1.description and LOOM_CAP_HEALS_NONFINITE
  *        (strategy.h)
  *   1.6  loom_training_state_v1.device, .stream and the device memory
- *        services, and LOOM_CAP_DEVICE_MEMORY (strategy.h) */
+ *        services, and LOOM_CAP_DEVICE_MEMORY (strategy.h)
+ *   1.7  loom_host_v1.oob_open and .oob_close (this file);
+ *        loom_collective_v1.comm_last_error and .absent_ops with the
+ *        LOOM_OP_* bits (collective.h) */
 #define LOOM_ABI_MAKE(major, minor) ((((uint32_t)(major)) << 16) | ((uint32_t)(minor) & 0xffffu))
 #define LOOM_ABI_MAJOR_OF(v) ((uint32_t)(v) >> 16)
 #define LOOM_ABI_MINOR_OF(v) ((uint32_t)(v) & 0xffffu)
 
 #define LOOM_ABI_MAJOR 1
-#define LOOM_ABI_MINOR 6
+#define LOOM_ABI_MINOR 7
 #define LOOM_ABI_VERSION LOOM_ABI_MAKE(LOOM_ABI_MAJOR, LOOM_ABI_MINOR)
 /* The oldest version of this major that hosts and plugins still accept. */
 #define LOOM_ABI_VERSION_MIN LOOM_ABI_MAKE(LOOM_ABI_MAJOR, 0)
@@ -148,6 +151,9 @@ enum {
  * points to stay valid until the host has called the plugin's fini. Every
  * function takes host_ctx as its first argument. Unless stated otherwise,
  * every function may be called from any thread. */
+/* Defined in loom/collective.h; declared here for loom_host_v1.oob_open. */
+struct loom_oob_v1;
+
 typedef struct loom_host_v1 {
   uint32_t struct_size;
   uint32_t abi_version; /* the version negotiated for this plugin */
@@ -168,7 +174,19 @@ typedef struct loom_host_v1 {
   loom_status (*get_option)(void *host_ctx, const char *name, const char **value);
 
   /* Rendezvous store shared by all processes of the job (c10d's Store).
-   * Returns LOOM_ERR_UNAVAILABLE when the job has no store (no MASTER_ADDR). */
+   * Returns LOOM_ERR_UNAVAILABLE when the job has no store (no MASTER_ADDR).
+   * Its contract:
+   *  - One key space for the whole job: every process and every plugin in
+   *    it sees the same keys. Keys starting with "loom/" belong to the host;
+   *    a plugin starts its keys with its own name and a slash ("ddp/...").
+   *  - store_set overwrites: the last write wins, and a reader racing a
+   *    writer gets the old value or the new one, never a mix. Nothing is
+   *    deleted before the job ends, so write bounded values and a bounded
+   *    number of keys (the store keeps them in memory).
+   *  - A key must be unique to what it carries: a group that exchanges
+   *    more than once needs a counter in its keys that every member
+   *    advances in the same order. oob_open (ABI 1.7) does this for the
+   *    common case, an allgather among the members of a new group. */
   loom_status (*store_set)(void *host_ctx, const char *key, const void *value, size_t len);
   /* Waits until key exists (or timeout_ms passes: LOOM_ERR_TIMEOUT), then
    * copies up to capacity bytes into buf and sets *len to the value's full
@@ -194,7 +212,31 @@ typedef struct loom_host_v1 {
   int32_t rank;
   int32_t world_size;
   int32_t local_rank;
+
+  /* ABI 1.7 (present when struct_size >= LOOM_HOST_V1_7_SIZE): an
+   * out-of-band exchange over the job's store, for a plugin that creates
+   * communicators itself (a strategy passes it in loom_comm_config_v1.oob).
+   * scope names the group, the same text on every member (at most 200
+   * bytes of [A-Za-z0-9_./-]); rank and size are this member's place in it.
+   * Each member opens a scope the same number of times in the same order;
+   * the host keys every exchange by the plugin, the scope, how many times
+   * this process opened it before and how many exchanges ran on this
+   * handle before, so exchanges never meet stale or foreign values. With
+   * size 1 the exchange is a copy and needs no store. *oob (owned by the
+   * host) lives until oob_close or fini; the host may run several handles
+   * at once, each used by one thread at a time. Returns
+   * LOOM_ERR_INVALID_ARGUMENT for a bad scope, rank or size. The exchange
+   * itself returns LOOM_ERR_UNAVAILABLE when size > 1 and the job has no
+   * store (a collective that bootstraps itself never calls it, so opening
+   * one costs nothing where no store exists). */
+  loom_status (*oob_open)(void *host_ctx, const char *scope, int32_t rank, int32_t size,
+                          const struct loom_oob_v1 **oob);
+  void (*oob_close)(void *host_ctx, const struct loom_oob_v1 *oob);
 } loom_host_v1;
+
+/* Sizes of the host table as ABI 1.0 froze it and with 1.7's members. */
+#define LOOM_HOST_V1_0_SIZE 88u
+#define LOOM_HOST_V1_7_SIZE 104u
 
 /* ---- Plugin description -------------------------------------------------- */
 
@@ -222,7 +264,15 @@ typedef struct loom_negotiate_request {
 } loom_negotiate_request;
 
 /* What the plugin answers. The host sets struct_size to the capacity it
- * allocated; the plugin writes only fields that fit. */
+ * allocated; the plugin writes only fields that fit.
+ *
+ * Two versions meet here. reply->abi_version is the negotiated one: both
+ * sides use what it defines and nothing newer. The vtable's own abi_version
+ * says which ABI its layout was written for (what the plugin was built
+ * with); it is at least the negotiated one, and its struct_size covers at
+ * least that version's members. So one static vtable built for 1.7 serves
+ * a 1.2 host, which reads only what 1.2 defines; a host refuses a reply
+ * newer than the vtable it points to. */
 typedef struct loom_negotiate_reply {
   uint32_t struct_size;
   uint32_t abi_version; /* chosen, within [abi_min, abi_max] */
@@ -250,7 +300,8 @@ typedef loom_status (*loom_entry_v1_fn)(const loom_negotiate_request *request, l
 #if UINTPTR_MAX == 0xffffffffffffffffu
 LOOM_STATIC_ASSERT(sizeof(loom_option_decl) == 32, "loom_option_decl v1 layout is frozen");
 LOOM_STATIC_ASSERT(offsetof(loom_option_decl, help) == 24, "loom_option_decl v1 layout is frozen");
-LOOM_STATIC_ASSERT(sizeof(loom_host_v1) == 88, "loom_host_v1 layout is frozen");
+LOOM_STATIC_ASSERT(sizeof(loom_host_v1) == LOOM_HOST_V1_7_SIZE, "loom_host_v1 layout is frozen");
+LOOM_STATIC_ASSERT(offsetof(loom_host_v1, oob_open) == LOOM_HOST_V1_0_SIZE, "1.7 appends after 1.0");
 LOOM_STATIC_ASSERT(offsetof(loom_host_v1, log) == 16, "loom_host_v1 layout is frozen");
 LOOM_STATIC_ASSERT(offsetof(loom_host_v1, close_plugin) == 64, "loom_host_v1 layout is frozen");
 LOOM_STATIC_ASSERT(offsetof(loom_host_v1, local_rank) == 80, "loom_host_v1 layout is frozen");
