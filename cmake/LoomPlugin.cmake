@@ -1,6 +1,7 @@
 # loom_add_plugin(NAME KIND SOURCES ... [LIBRARIES ...] [COMPONENT c])
 # Builds lib<NAME>_<KIND>.so into the build tree's plugin folder with only
 # its entry symbol exported, and installs it into <libdir>/loom/plugins.
+include(${CMAKE_CURRENT_LIST_DIR}/LoomRunpath.cmake)  # loom_runpath
 set(LOOM_PLUGIN_MAP_DEFAULT ${CMAKE_CURRENT_LIST_DIR}/plugin.map)
 function(loom_add_plugin name kind)
   cmake_parse_arguments(P "NO_INSTALL" "COMPONENT;OUTPUT_DIR;MAP" "SOURCES;LIBRARIES" ${ARGN})
@@ -26,6 +27,9 @@ function(loom_add_plugin name kind)
       set(P_COMPONENT plugin-${name}-${kind})
     endif()
     install(TARGETS ${target} LIBRARY DESTINATION ${LOOM_PLUGIN_INSTALL_DIR} COMPONENT ${P_COMPONENT})
+    # No RUNPATH once installed; in the build tree the folders of what it
+    # links from outside the system's (Open MPI's, CUDA's), with no empty entry.
+    loom_runpath(${target} DESTINATION ${LOOM_PLUGIN_INSTALL_DIR} COMPONENT ${P_COMPONENT})
     # packaging/CPackConfig.cmake makes one package of each.
     set_target_properties(${target} PROPERTIES LOOM_INSTALL_COMPONENT ${P_COMPONENT})
     set_property(GLOBAL APPEND PROPERTY LOOM_PLUGIN_TARGETS ${target})

@@ -108,7 +108,7 @@ loom_deb_package(runtime loom
   "task reads the data set that python3-sklearn ships.")
 # Not Architecture: all: the CMake package and loom-sdk.pc live in, and name,
 # the multiarch folders (pluginsdir is /usr/lib/<triplet>/loom/loom/plugins).
-loom_deb_package(sdk loom-sdk-dev SECTION libdevel
+loom_deb_package(sdk ${LOOM_SDK_PACKAGE} SECTION libdevel
   DESCRIPTION
   "C headers for building Loom collective and strategy plugins"
   "The Loom SDK is the stable C ABI (C99 headers) between the Loom runtime"
@@ -119,7 +119,9 @@ loom_deb_package(sdk loom-sdk-dev SECTION libdevel
   "."
   "This package holds the headers, the CMake package LoomSDK with"
   "loom_sdk_add_plugin(), the linker version script and loom-sdk.pc, whose"
-  "pluginsdir variable names where the installed runtime looks for plugins.")
+  "pluginsdir variable names where the installed runtime looks for plugins,"
+  "a guide to writing a backend (README.md) and a complete example plugin"
+  "in C. Strategy plugins see tensors through DLPack (libdlpack-dev).")
 loom_deb_package(cpp-dev libloom-dev SECTION libdevel
   DESCRIPTION
   "C++ API of Loom for tasks compiled against libloom"
@@ -223,6 +225,9 @@ set(CPACK_DEBIAN_CPP-DEV_PACKAGE_DEPENDS
     "loom (= ${LOOM_DEB_VERSION}), loom-sdk-dev (= ${LOOM_DEB_VERSION}), libtorch-dev")
 set(CPACK_DEBIAN_CPP-DEV_PACKAGE_SHLIBDEPS OFF)
 set(CPACK_DEBIAN_SDK_PACKAGE_SHLIBDEPS OFF)
+# loom/strategy.h includes <dlpack/dlpack.h>; LoomSDKConfig.cmake finds it
+# and refuses DLPack older than cmake/LoomSDKChecks.cmake's minimum.
+set(CPACK_DEBIAN_SDK_PACKAGE_DEPENDS "libdlpack-dev (>= ${LOOM_SDK_DLPACK_MIN_VERSION})")
 
 # Files of the runtime package besides the binaries: example configs, and
 # the manual page, written from the built `loom`'s --help texts.

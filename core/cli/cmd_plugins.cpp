@@ -2,9 +2,12 @@
 // really works here. Listing probes each file in a child process, so a broken
 // plugin is named with its reason and never stops the listing.
 #include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <iostream>
 
+#include "check_kit.hpp"
 #include "commands.hpp"
 #include "loom/collective.hpp"
 #include "table.hpp"
@@ -29,7 +32,8 @@ json record_json(const PluginRecord& r) {
             {"path", r.candidate.path},       {"found_by", r.candidate.origin},
             {"state", state_word(r.state)},   {"status", r.status_text()},
             {"reason", r.reason},             {"version", nullptr},
-            {"abi", nullptr},                 {"description", nullptr}};
+            {"abi", nullptr},                 {"description", nullptr},
+            {"warnings", r.warnings}};
   if (r.descriptor) {
     const auto& d = *r.descriptor;
     j["version"] = d.version;
@@ -52,6 +56,19 @@ json record_json(const PluginRecord& r) {
   return j;
 }
 
+// A plugin's warnings go to stderr after the table, where they do not break
+// its columns; several plugins of one unsafe folder share one warning.
+void log_warnings(const std::vector<PluginRecord>& records) {
+  std::vector<std::string> done;
+  for (const auto& r : records) {
+    for (const auto& w : r.warnings) {
+      if (std::find(done.begin(), done.end(), w) != done.end()) continue;
+      done.push_back(w);
+      spdlog::warn("{}", w);
+    }
+  }
+}
+
 int list(const GlobalOptions& global, bool as_json) {
   auto host = make_host(global);
   auto records = host->probe_all();
@@ -60,7 +77,8 @@ int list(const GlobalOptions& global, bool as_json) {
     for (const auto& d : host->config().search_path) dirs.push_back({{"path", d.path}, {"origin", d.origin}});
     json plugins = json::array();
     for (const auto& r : records) plugins.push_back(record_json(r));
-    std::cout << json{{"search_path", dirs}, {"plugins", plugins}}.dump(2) << "\n";
+    std::cout << json{{"search_path", dirs}, {"warnings", host->scan_warnings()}, {"plugins", plugins}}.dump(2)
+              << "\n";
     return 0;
   }
   if (records.empty()) {
@@ -74,31 +92,15 @@ int list(const GlobalOptions& global, bool as_json) {
                r.descriptor ? abi_string(r.descriptor->abi_version) : "-", r.candidate.path, r.status_text()});
   }
   table.print(std::cout);
+  std::cout.flush();
+  log_warnings(records);
   return 0;
 }
 
-const PluginCandidate& select(const Host& host, const std::string& name, const std::string& kind_word) {
-  std::optional<loom_kind> kind;
-  if (!kind_word.empty()) kind = parse_kind(kind_word);
-  std::vector<const PluginCandidate*> matches;
-  for (const auto& c : host.candidates()) {
-    if (c.name == name && (!kind || c.kind == *kind) && host.find(c.kind, c.name) == &c) matches.push_back(&c);
-  }
-  if (matches.empty()) {
-    std::string found;
-    for (const auto& c : host.candidates()) found += (found.empty() ? "" : ", ") + c.name + " (" + kind_name(c.kind) + ")";
-    throw Error::usage("no " + (kind ? std::string(kind_name(*kind)) + " " : std::string()) + "plugin named '" + excerpt(name) +
-                       "'; found: " + (found.empty() ? "none" : found));
-  }
-  if (matches.size() > 1) {
-    throw Error::usage("'" + excerpt(name) + "' names both a collective and a strategy plugin: add --kind collective or --kind strategy");
-  }
-  return *matches.front();
-}
 
 int info(const GlobalOptions& global, const std::string& name, const std::string& kind, bool as_json) {
   auto host = make_host(global);
-  PluginRecord r = host->probe(select(*host, name, kind));
+  PluginRecord r = host->probe(select_plugin(*host, name, kind));
   if (as_json) {
     std::cout << record_json(r).dump(2) << "\n";
   } else if (!r.descriptor) {
@@ -135,6 +137,8 @@ int info(const GlobalOptions& global, const std::string& name, const std::string
       table.print(std::cout);
     }
   }
+  std::cout.flush();
+  log_warnings({r});
   if (r.state == PluginRecord::State::kBroken) {
     std::cerr << "loom: error: " << kind_name(r.candidate.kind) << " plugin '" << name << "' (" << r.candidate.path
               << ") is broken: " << r.reason << "\n";
@@ -143,44 +147,26 @@ int info(const GlobalOptions& global, const std::string& name, const std::string
   return 0;
 }
 
-int check_plugin(const GlobalOptions& global, const std::string& name, const std::string& kind) {
-  auto host = make_host(global);
-  const PluginCandidate& c = select(*host, name, kind);
-  if (c.kind != LOOM_KIND_COLLECTIVE) {
-    throw Error::usage("check opens collective plugins only for now; use `loom plugins info " + excerpt(name) + "`");
-  }
-  auto collective = host->open_collective(name);  // throws Error::usage with path and reason
-  if (!collective->has_capability(LOOM_CAP_HOST_MEMORY)) {
-    // This check exchanges host memory; a device-only collective (nccl) is
-    // checked on its device by the conformance suite.
-    throw Error::usage("collective '" + name + "' (" + collective->path() +
-                       ") takes device memory only, and this check exchanges host memory; check it on its device "
-                       "with the conformance suite: loom_conformance --plugin " + name + " --device cuda");
-  }
-  const JobInfo& job = host->job();
-  CommOptions options;
-  options.rank = job.rank;
-  options.size = job.world_size;
-  options.timeout = std::chrono::seconds(60);
-  options.name = "check";
-  std::unique_ptr<Communicator> comm;
-  loom::check(collective->create_comm(options, &comm), "creating a communicator of " + std::to_string(job.world_size));
-  // A real exchange: the sum of all ranks must come back to every rank.
-  int64_t mine = job.rank + 1, sum = 0;
-  loom::check(comm->allreduce(&mine, &sum, 1, LOOM_DTYPE_I64, LOOM_REDUCE_SUM), "allreduce");
-  int64_t expected = int64_t(job.world_size) * (job.world_size + 1) / 2;
-  if (sum != expected) {
-    throw Error::runtime("allreduce returned " + std::to_string(sum) + ", expected " + std::to_string(expected));
-  }
-  if (job.rank == 0) {
-    std::cout << "ok: collective '" << name << "' " << collective->descriptor().version << " (ABI "
-              << abi_string(collective->descriptor().abi_version) << ") from " << collective->path() << ": "
-              << job.world_size << " rank(s), allreduce verified\n";
-  }
-  return 0;
-}
-
 }  // namespace
+
+const PluginCandidate& select_plugin(const Host& host, const std::string& name, const std::string& kind_word) {
+  std::optional<loom_kind> kind;
+  if (!kind_word.empty()) kind = parse_kind(kind_word);
+  std::vector<const PluginCandidate*> matches;
+  for (const auto& c : host.candidates()) {
+    if (c.name == name && (!kind || c.kind == *kind) && host.find(c.kind, c.name) == &c) matches.push_back(&c);
+  }
+  if (matches.empty()) {
+    std::string found;
+    for (const auto& c : host.candidates()) found += (found.empty() ? "" : ", ") + c.name + " (" + kind_name(c.kind) + ")";
+    throw Error::usage("no " + (kind ? std::string(kind_name(*kind)) + " " : std::string()) + "plugin named '" + excerpt(name) +
+                       "'; found: " + (found.empty() ? "none" : found));
+  }
+  if (matches.size() > 1) {
+    throw Error::usage("'" + excerpt(name) + "' names both a collective and a strategy plugin: add --kind collective or --kind strategy");
+  }
+  return *matches.front();
+}
 
 void add_plugins_command(CLI::App& app, const GlobalOptions& global, Runner* run) {
   auto* plugins = app.add_subcommand("plugins", "List the plugins found, with their status");
@@ -201,10 +187,20 @@ void add_plugins_command(CLI::App& app, const GlobalOptions& global, Runner* run
   info_cmd->add_flag("--json", args->json, "Print JSON");
   info_cmd->callback([args, &global, run] { *run = [=, &global] { return info(global, args->name, args->kind, args->json); }; });
 
-  auto* check_cmd = plugins->add_subcommand("check", "Open a plugin in this process and verify a real allreduce");
-  check_cmd->add_option("name", args->name, "Plugin name")->required();
-  check_cmd->add_option("--kind", args->kind, "collective or strategy")->check(CLI::IsMember({"collective", "strategy"}));
-  check_cmd->callback([args, &global, run] { *run = [=, &global] { return check_plugin(global, args->name, args->kind); }; });
+  auto check = std::make_shared<CheckArgs>();
+  auto* check_cmd = plugins->add_subcommand(
+      "check", "Run the conformance kit against a plugin (a collective's every rule, op and dtype; a strategy's "
+               "negotiation, options and hooks in a short run)");
+  check_cmd->add_option("plugin", check->target, "Plugin name, or the path of a lib<name>_<kind>.so")->required();
+  check_cmd->add_option("--kind", check->kind, "collective or strategy")->check(CLI::IsMember({"collective", "strategy"}));
+  check_cmd->add_option("-n,--nproc", check->nproc, "Local processes to run it on (default 1)");
+  check_cmd->add_option("--op", check->ops, "Only this operation's cases, and the general rules (repeatable)");
+  check_cmd->add_option("--option", check->options, "KEY=VALUE for the plugin (repeatable)");
+  check_cmd->add_option("--timeout-ms", check->timeout_ms, "Bound of every wait in the kit (default 20000)")
+      ->check(CLI::PositiveNumber);
+  check_cmd->add_option("--device", check->device, "Where the kit's buffers live: cpu or cuda (default cpu)");
+  check_cmd->add_flag("--quick", check->quick, "Only open it here and verify one allreduce");
+  check_cmd->callback([check, &global, run] { *run = [=, &global] { return check_plugin(global, *check); }; });
 }
 
 }  // namespace loom::cli

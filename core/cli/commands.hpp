@@ -23,6 +23,10 @@ struct GlobalOptions {
 // Builds the host from the global options (config file, search path, job).
 std::unique_ptr<Host> make_host(const GlobalOptions& global);
 
+// The plugin NAME names (kind_word "" for either kind); Error::usage listing
+// what exists when none does, or when it names one of each kind.
+const PluginCandidate& select_plugin(const Host& host, const std::string& name, const std::string& kind_word);
+
 using Runner = std::function<int()>;
 
 // Each add_* registers its subcommand and sets *run when that subcommand is chosen.

@@ -84,10 +84,18 @@ struct Host::OpenedInstance {
 };
 
 Host::Host(HostConfig config, JobInfo job) : config_(std::move(config)), job_(std::move(job)) {
-  candidates_ = find_plugin_files(config_.search_path);
+  candidates_ = find_plugin_files(config_.search_path, &scan_warnings_);
+  for (const auto& warning : scan_warnings_) warn_once(warning);
 }
 
 Host::~Host() = default;
+
+void Host::warn_once(const std::string& warning) {
+  std::lock_guard<std::mutex> lock(warned_mutex_);
+  if (std::find(warned_.begin(), warned_.end(), warning) != warned_.end()) return;
+  warned_.push_back(warning);
+  spdlog::warn("{}", warning);
+}
 
 const PluginCandidate* Host::find(loom_kind kind, const std::string& name) const {
   for (const auto& c : candidates_) {
@@ -113,7 +121,8 @@ std::shared_ptr<Collective> Host::open_collective(const std::string& name) {
 Host::OpenedInstance Host::open_instance(loom_kind kind, const std::string& name) {
   const std::string kind_word = kind_name(kind);
   OpenedInstance opened;
-  if (kind == LOOM_KIND_STRATEGY && name == "single" && find(kind, name) == nullptr) {
+  const bool builtin = kind == LOOM_KIND_STRATEGY && name == "single" && find(kind, name) == nullptr;
+  if (builtin) {
     opened.plugin = builtin_single_strategy();
   } else {
     const PluginCandidate* candidate = find(kind, name);
@@ -126,11 +135,14 @@ Host::OpenedInstance Host::open_instance(loom_kind kind, const std::string& name
                          kind_word + ".so in the plugin path " + excerpt(searched, 1000) +
                          "); valid choices: " + (valid.empty() ? "none" : valid));
     }
+    // Before dlopen, which runs the file's constructors.
+    for (const auto& warning : plugin_file_warnings(candidate->path)) warn_once(warning);
     std::string reason;
     CrashGuard guard(kind_word + " plugin '" + name + "' (" + candidate->path + ") crashed while loading");
     if (!load_plugin(*candidate, &opened.plugin, &reason)) {
       throw Error::usage(kind_word + " plugin '" + name + "' (" + candidate->path + "): " + reason);
     }
+    for (const auto& warning : opened.plugin.warnings) warn_once(warning);
   }
   const std::string where = kind_word + " plugin '" + name + "' (" + opened.plugin.candidate.path + ")";
   std::map<std::string, std::string> configured;
@@ -169,8 +181,11 @@ Host::OpenedInstance Host::open_instance(loom_kind kind, const std::string& name
     throw Error::usage(where + " failed to initialise (" + loom_status_name(status) + "): " +
                        (why[0] ? why : "no reason given"));
   }
-  spdlog::debug("opened {} version {} (ABI {})", where, opened.plugin.descriptor.version,
-                abi_string(opened.plugin.descriptor.abi_version));
+  // Which file a run really uses (the first in the plugin path wins) is worth
+  // a line in every run's log; the built-in strategy opens no file.
+  spdlog::log(builtin ? spdlog::level::debug : spdlog::level::info,
+              "opened {} version {} (ABI {})", where, opened.plugin.descriptor.version,
+              abi_string(opened.plugin.descriptor.abi_version));
   return opened;
 }
 
@@ -199,6 +214,7 @@ void Host::check_options(loom_kind kind, const std::string& name) {
     throw Error::usage("no " + kind_word + " plugin named '" + excerpt(name) + "'; valid choices: " +
                        (valid.empty() ? "none" : valid));
   }
+  for (const auto& warning : plugin_file_warnings(candidate->path)) warn_once(warning);
   LoadedPlugin plugin;
   std::string reason;
   {
@@ -207,6 +223,7 @@ void Host::check_options(loom_kind kind, const std::string& name) {
       throw Error::usage(kind_word + " plugin '" + name + "' (" + candidate->path + "): " + reason);
     }
   }
+  for (const auto& warning : plugin.warnings) warn_once(warning);
   std::map<std::string, std::string> configured;
   if (auto it = config_.options.find({kind, name}); it != config_.options.end()) configured = it->second;
   std::map<std::string, std::string> sources;

@@ -9,7 +9,9 @@
 #include <regex>
 #include <vector>
 
+#include "elf_exports.hpp"
 #include "loom/collective.h"
+#include "loom/status.hpp"
 #include "loom/strategy.h"
 
 namespace loom {
@@ -52,6 +54,15 @@ std::string explain_missing_entry(const PluginCandidate& c) {
          "); " + (newer ? "upgrade Loom to use this plugin" : "rebuild the plugin against this Loom SDK");
 }
 
+// sdk/include/loom/plugin.h's rule for loom_option_decl.name: [a-z0-9_]+.
+bool valid_option_name(const char* name) {
+  if (*name == '\0') return false;
+  for (const char* p = name; *p != '\0'; ++p) {
+    if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_')) return false;
+  }
+  return true;
+}
+
 bool copy_descriptor(const loom_plugin_info* info, const PluginCandidate& c, PluginDescriptor* d, std::string* reason) {
   if (info == nullptr) return *reason = "vtable has no plugin info (info is NULL)", false;
   if (info->struct_size < sizeof(loom_plugin_info)) {
@@ -77,6 +88,16 @@ bool copy_descriptor(const loom_plugin_info* info, const PluginCandidate& c, Plu
   for (uint32_t i = 0; i < info->num_options; ++i) {
     const loom_option_decl& o = info->options[i];
     if (o.name == nullptr || *o.name == '\0') return *reason = "option " + std::to_string(i) + " has no name", false;
+    // Config keys and LOOM_<NAME> variables are made from option names.
+    if (!valid_option_name(o.name)) {
+      return *reason = "option " + std::to_string(i) + " is named '" + excerpt(o.name) +
+                       "': option names must be [a-z0-9_]+ (lower-case letters, digits and underscores)",
+             false;
+    }
+    if (d->find_option(o.name) != nullptr) {
+      return *reason = "option '" + excerpt(o.name) + "' is declared twice: option names must be unique within a plugin",
+             false;
+    }
     if (std::strcmp(option_type_name(o.type), "unknown") == 0) {
       return *reason = std::string("option '") + o.name + "' has unknown type " + std::to_string(o.type), false;
     }
@@ -235,6 +256,19 @@ bool load_plugin(const PluginCandidate& c, LoadedPlugin* out, std::string* reaso
   if (!validate_vtable(c, reply.vtable, reply.abi_version, &descriptor, reason)) return false;
   descriptor.abi_version = reply.abi_version;
 
+  out->warnings.clear();
+  if (auto extra = extra_plugin_exports(c.path); !extra.empty()) {
+    std::string names;
+    for (size_t i = 0; i < extra.size() && i < 3; ++i) names += (i ? ", " : "") + excerpt(extra[i]);
+    if (extra.size() > 3) names += " and " + std::to_string(extra.size() - 3) + " more";
+    // Not broken: it works, but its symbols may interpose on the host's or
+    // other plugins' (DESIGN.md: a plugin exports its entry point only).
+    out->warnings.push_back("plugin file " + c.path + " exports " + std::to_string(extra.size()) +
+                            " symbol(s) besides its entry point " + symbol + ": " + names +
+                            "; build it with -fvisibility=hidden and link it with the Loom SDK's version script "
+                            "(-Wl,--version-script=<libdir>/cmake/LoomSDK/plugin.map; LoomSDK's loom_sdk_add_plugin "
+                            "does both)");
+  }
   out->candidate = c;
   out->descriptor = std::move(descriptor);
   out->vtable = reply.vtable;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "loom/plugin_record.hpp"
 
@@ -14,6 +15,9 @@ struct LoadedPlugin {
   PluginCandidate candidate;
   PluginDescriptor descriptor;
   const void* vtable = nullptr;  // const loom_collective_v1* or const loom_strategy_v1*
+  // Faults that do not stop it working (symbols exported besides the entry
+  // point), each naming the file and the fix.
+  std::vector<std::string> warnings;
 };
 
 // Loads and validates; on failure returns false with *reason saying what is

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <sstream>
 
@@ -83,26 +84,86 @@ bool parse_plugin_file_name(const std::string& file_name, std::string* name, loo
   return false;
 }
 
-std::vector<PluginCandidate> find_plugin_files(const std::vector<PluginDir>& dirs) {
+std::string near_miss_plugin_file_name(const std::string& file_name) {
+  const std::string so = ".so";
+  if (file_name.rfind("lib", 0) != 0 || file_name.size() <= 3 + so.size() ||
+      file_name.compare(file_name.size() - so.size(), so.size(), so) != 0) {
+    return {};
+  }
+  std::string name;
+  loom_kind kind = 0;
+  if (parse_plugin_file_name(file_name, &name, &kind)) return {};
+  const std::string stem = file_name.substr(3, file_name.size() - 3 - so.size());
+  const auto underscore = stem.rfind('_');
+  if (underscore == std::string::npos) return {};  // libfoo.so: a library, not a plugin
+  const std::string word = stem.substr(underscore + 1);
+  const std::string rule = "valid kinds: collective, strategy; plugin files are named lib<name>_<kind>.so";
+  if (underscore == 0) return file_name + ": it has no plugin name before '_" + word + "' (" + rule + ")";
+  return file_name + ": it looks like a plugin, but '" + word + "' is not a plugin kind (" + rule + ")";
+}
+
+std::vector<PluginCandidate> find_plugin_files(const std::vector<PluginDir>& dirs, std::vector<std::string>* warnings) {
   std::vector<PluginCandidate> found;
   for (const auto& dir : dirs) {
     DIR* handle = opendir(dir.path.c_str());
     if (handle == nullptr) continue;  // a missing folder in a path list is normal
     std::vector<PluginCandidate> here;
+    std::vector<std::string> misses;
     while (dirent* entry = readdir(handle)) {
       PluginCandidate c;
-      if (!parse_plugin_file_name(entry->d_name, &c.name, &c.kind)) continue;
+      const bool named = parse_plugin_file_name(entry->d_name, &c.name, &c.kind);
+      const std::string near_miss = named ? std::string() : near_miss_plugin_file_name(entry->d_name);
+      if (!named && near_miss.empty()) continue;
       c.path = dir.path + "/" + entry->d_name;
       struct stat st {};
       if (stat(c.path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+      if (!named) {  // a misspelt kind would otherwise vanish without a word
+        misses.push_back("plugin folder " + dir.path + ": skipping " + near_miss);
+        continue;
+      }
       c.origin = dir.origin;
       here.push_back(std::move(c));
     }
     closedir(handle);
     std::sort(here.begin(), here.end(), [](const auto& a, const auto& b) { return a.path < b.path; });
     found.insert(found.end(), here.begin(), here.end());
+    std::sort(misses.begin(), misses.end());
+    if (warnings != nullptr) warnings->insert(warnings->end(), misses.begin(), misses.end());
   }
   return found;
+}
+
+std::vector<std::string> plugin_file_warnings(const std::string& path) {
+  std::vector<std::string> warnings;
+  auto mode_text = [](mode_t mode) {
+    char text[8];
+    std::snprintf(text, sizeof text, "%04o", static_cast<unsigned>(mode & 07777));
+    return std::string(text);
+  };
+  // As sudo checks its plugins and OpenSSH (StrictModes) its keys: whoever can write the folder or the file
+  // decides what code loom runs. The sticky bit does not help: it stops
+  // renaming others' files, not adding a new plugin or shadowing one.
+  const std::string dir = parent_dir(path);
+  struct stat st {};
+  if (stat(dir.c_str(), &st) == 0 && (st.st_mode & S_IWOTH)) {
+    warnings.push_back("plugin folder " + dir + " is world-writable (mode " + mode_text(st.st_mode) +
+                       (st.st_mode & S_ISVTX ? ", sticky" : "") +
+                       "): any user can put a plugin there that loom would load; make it writable by its owner "
+                       "only (chmod o-w " + dir + ")");
+  }
+  if (stat(path.c_str(), &st) != 0) return warnings;
+  if (st.st_mode & S_IWOTH) {
+    warnings.push_back("plugin file " + path + " is world-writable (mode " + mode_text(st.st_mode) +
+                       "): any user can change the code loom runs; chmod o-w " + path);
+  }
+  const uid_t me = geteuid();
+  if (st.st_uid != me && st.st_uid != 0) {
+    warnings.push_back("plugin file " + path + " is owned by uid " + std::to_string(st.st_uid) +
+                       ", neither this user (uid " + std::to_string(me) +
+                       ") nor root: its owner can change the code loom runs; a plugin should be owned by root or "
+                       "by the user running loom");
+  }
+  return warnings;
 }
 
 }  // namespace loom

@@ -83,6 +83,10 @@ void write_all(int fd, const std::string& text) {
     write_all(fd, "result " + result.dump(-1, ' ', false, json::error_handler_t::replace) + "\n");
     _exit(0);
   }
+  // Sent at once, like the descriptor: a crash in init must not lose them.
+  if (!plugin.warnings.empty()) {
+    write_all(fd, "warnings " + json(plugin.warnings).dump(-1, ' ', false, json::error_handler_t::replace) + "\n");
+  }
   result["descriptor"] = descriptor_json(plugin.descriptor);
   // Sent before init, so a plugin that crashes there is still described.
   write_all(fd, "descriptor " + result["descriptor"].dump(-1, ' ', false, json::error_handler_t::replace) + "\n");
@@ -142,6 +146,7 @@ std::string signal_name(int signo) {
 PluginRecord Host::probe(const PluginCandidate& c) const {
   PluginRecord record;
   record.candidate = c;
+  record.warnings = plugin_file_warnings(c.path);
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) {
     record.reason = std::string("cannot create a pipe to probe it: ") + std::strerror(errno);
@@ -213,6 +218,12 @@ PluginRecord Host::probe(const PluginCandidate& c) const {
     if (line.rfind("phase ", 0) == 0) phase = line.substr(6);
     if (line.rfind("result ", 0) == 0) result = json::parse(line.substr(7), nullptr, false);
     if (line.rfind("descriptor ", 0) == 0) descriptor = json::parse(line.substr(11), nullptr, false);
+    if (line.rfind("warnings ", 0) == 0) {
+      json list = json::parse(line.substr(9), nullptr, false);
+      for (const auto& w : list.is_array() ? list : json::array()) {
+        if (w.is_string()) record.warnings.push_back(w.get<std::string>());
+      }
+    }
     start = end + 1;
   }
   if (result.is_object() && !timed_out) {

@@ -42,6 +42,8 @@ const Defect kDefects[] = {
     {"badabsent", "absent_ops has bits no operation owns (0x100000)", "broken"},
     {"badanswer", "plugin chose ABI 2.0 but this host speaks ABI 1.0 to 1." LOOM_TEST_ABI_MINOR, "broken"},
     {"nullvtable", "NULL vtable", "broken"},
+    {"badoptname", "option 0 is named 'Bad-Name': option names must be [a-z0-9_]+", "broken"},
+    {"dupoption", "option 'depth' is declared twice: option names must be unique within a plugin", "broken"},
     {"unavail", "fixture: no such device here", "unavailable"},
 };
 
@@ -86,6 +88,12 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, BrokenPlugin, ::testing::ValuesIn(kDefects),
 
 TEST(GoodPlugin, ChecksOkAndDescribesItself) {
   auto r = run_process({kLoomBinary, "plugins", "check", "good"}, fixture_env());
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  // The kit ran every rule on it: a table by rule, operation and dtype.
+  EXPECT_NE(r.out.find("passed: collective 'good': "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" 0 failed"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Allreduce.Exact"), std::string::npos) << r.out;
+  r = run_process({kLoomBinary, "plugins", "check", "good", "--quick"}, fixture_env());
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("allreduce verified"), std::string::npos) << r.out;
   r = run_process({kLoomBinary, "plugins", "info", "good", "--json"}, fixture_env());

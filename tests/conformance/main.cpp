@@ -26,6 +26,7 @@
 #include "cuda_memory.hpp"
 #include "loom/job.hpp"
 #include "loom/plugin_record.hpp"
+#include "report.hpp"
 #include "run_op.hpp"
 #include "world.hpp"
 
@@ -34,13 +35,14 @@ namespace {
 
 const char kUsage[] =
     "usage: loom_conformance [gtest flags] --plugin NAME [--plugin-path DIR]... [--timeout-ms N]\n"
-    "                        [--option KEY=VALUE]... [--device cpu|cuda]\n"
+    "                        [--option KEY=VALUE]... [--device cpu|cuda] [--report PREFIX]\n"
     "  --plugin NAME       collective plugin under test (lib<NAME>_collective.so)\n"
     "  --plugin-path DIR   look for plugins here first (repeatable)\n"
     "  --timeout-ms N      bound of every wait, default 20000\n"
     "  --option KEY=VALUE  set one of the plugin's options (repeatable)\n"
     "  --device cpu|cuda   where the buffers live, default cpu; cuda: CUDA managed memory on the\n"
-    "                      local rank's device (every case skips, saying why, where there is none)\n";
+    "                      local rank's device (every case skips, saying why, where there is none)\n"
+    "  --report PREFIX     also write each case's result to PREFIX.<rank>.jsonl (loom plugins check)\n";
 
 // Parses what GoogleTest left in argv; false with *error on a usage error.
 bool parse_args(int argc, char** argv, SuiteOptions* options, std::string* error) {
@@ -54,7 +56,7 @@ bool parse_args(int argc, char** argv, SuiteOptions* options, std::string* error
       arg = arg.substr(0, eq);
     }
     if (arg != "--plugin" && arg != "--plugin-path" && arg != "--timeout-ms" && arg != "--option" &&
-        arg != "--device") {
+        arg != "--device" && arg != "--report") {
       *error = "unknown argument '" + std::string(argv[i]) + "'";
       return false;
     }
@@ -69,6 +71,8 @@ bool parse_args(int argc, char** argv, SuiteOptions* options, std::string* error
       options->plugin = value;
     } else if (arg == "--plugin-path") {
       options->plugin_paths.push_back(value);
+    } else if (arg == "--report") {
+      options->report = value;
     } else if (arg == "--device") {
       if (value != "cpu" && value != "cuda") {
         *error = "--device wants cpu or cuda, not '" + value + "'";
@@ -234,6 +238,15 @@ int main(int argc, char** argv) {
   }
 
   testing::TestEventListeners& listeners = testing::UnitTest::GetInstance()->listeners();
+  if (!options.report.empty()) {
+    auto writer = make_report_writer(options.report, World::rank(), &error);
+    if (!writer) {
+      std::fprintf(stderr, "loom_conformance: %s\n", error.c_str());
+      World::close();
+      return 2;
+    }
+    listeners.Append(writer.release());  // gtest owns it from here
+  }
   if (World::rank() != 0) {
     delete listeners.Release(listeners.default_result_printer());
     listeners.Append(new RankFailurePrinter(World::rank()));

@@ -26,6 +26,7 @@ struct SuiteOptions {
   std::string device = "cpu";              // --device cpu|cuda: where buffers live
   int device_id = 0;                       // the CUDA device (the local rank's), for --device cuda
   std::map<std::string, std::string> plugin_options;  // --option KEY=VALUE (repeatable)
+  std::string report;                      // --report PREFIX: PREFIX.<rank>.jsonl
 };
 
 class World {

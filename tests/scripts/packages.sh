@@ -6,7 +6,8 @@
 # the packaged plugins), then check what a package must carry: stripped,
 # hardened binaries with no build path in any file, a small installed size
 # stated truly, copyright and changelog in every package, the man page, and
-# each package's own description.
+# each package's own description; and the SDK package as a plugin vendor
+# uses it (tests/scripts/sdk_consumer.sh).
 #   tests/scripts/packages.sh SOURCE_DIR BUILD_DIR        (ctest packaging.debs)
 set -euo pipefail
 src=$(cd "$1" && pwd -P) build=$(cd "$2" && pwd -P)
@@ -83,7 +84,15 @@ for so in "${plugins[@]}"; do
   esac
 done
 
-# 5. Binaries: stripped, hardened, no RUNPATH but loom's, no debug info.
+# 4b. The conformance kit ships beside loom, which finds and runs it.
+kit=$root/usr/libexec/loom/loom_conformance
+[[ -x "$kit" ]] || fail "no conformance kit at /usr/libexec/loom/loom_conformance"
+check=$(cd "$tmp" && env -u LD_LIBRARY_PATH -u LOOM_PLUGIN_PATH -u RANK -u WORLD_SIZE "$loom" plugins check ucx --op barrier 2>&1) ||
+  fail "the unpacked 'loom plugins check ucx' failed: $check"
+grep -q "passed: collective 'ucx'" <<<"$check" || fail "the unpacked 'loom plugins check ucx' said: $check"
+echo "ok   the unpacked loom ran its conformance kit: $(tail -n 1 <<<"$check")"
+
+# 5. Binaries: stripped, hardened, no RUNPATH but loom's and the kit's, no debug info.
 while IFS= read -r elf; do
   rel=${elf#"$root"}
   desc=$(file -b "$elf")
@@ -92,7 +101,12 @@ while IFS= read -r elf; do
   dyn=$(readelf -d "$elf")
   grep -q 'BIND_NOW\|FLAGS_1.*NOW' <<<"$dyn" || fail "$rel is not linked with -z now"
   readelf -lW "$elf" | grep GNU_RELRO >/dev/null || fail "$rel has no RELRO segment"
-  if [[ "$elf" != "$loom" ]] && grep -q 'R.*PATH' <<<"$dyn"; then fail "$rel has an RPATH/RUNPATH"; fi
+  if [[ "$elf" == "$kit" ]]; then
+    kit_runpath=$(sed -n 's/.*(RUNPATH).*\[\(.*\)\]/\1/p' <<<"$dyn")
+    [[ "$kit_runpath" == "\$ORIGIN/../../lib/$triplet/loom" ]] || fail "$rel RUNPATH is '$kit_runpath'"
+  elif [[ "$elf" != "$loom" ]] && grep -q 'R.*PATH' <<<"$dyn"; then
+    fail "$rel has an RPATH/RUNPATH"
+  fi
   nm -D --undefined-only "$elf" | grep __stack_chk_fail >/dev/null || echo "note $rel calls no stack protector"
 done < <(find "$root" -type f -exec sh -c 'head -c4 "$1" | grep -q "ELF"' _ {} \; -print)
 readelf -h "$loom" | grep 'Type: *DYN' >/dev/null || fail "/usr/bin/loom is not a PIE"
@@ -197,8 +211,22 @@ for deb in "${debs[@]}"; do
     loom-plugin-collab) [[ "$(dpkg-deb -f "$deb" Depends)" == *"loom-plugin-ucx (= $version)"* ]] ||
                           fail "loom-plugin-collab does not depend on loom-plugin-ucx (= $version)" ;;
     loom) [[ "$(dpkg-deb -f "$deb" Suggests)" == *python3-sklearn* ]] || fail "loom does not suggest python3-sklearn" ;;
+    loom-sdk-dev) [[ "$(dpkg-deb -f "$deb" Depends)" == *"libdlpack-dev (>= 0.6)"* ]] ||
+                    fail "loom-sdk-dev does not depend on libdlpack-dev (>= 0.6) (loom/strategy.h includes dlpack/dlpack.h)" ;;
   esac
 done
+
+# 11. The SDK package as a plugin vendor uses it (tests/scripts/sdk_consumer.sh):
+# its example plugin, copied out of /usr/share/doc/loom-sdk-dev, built with
+# find_package(LoomSDK) and with pkg-config against the unpacked tree and
+# listed ok by the unpacked `loom`; -z defs, the ABI variables and DLPack.
+grep -q 'pkg-config-bad-directive' "$tmp/lintian.log" && fail "lintian flags loom-sdk.pc: $(grep pkg-config-bad-directive "$tmp/lintian.log")"
+for f in README.md examples/plugin-selfonly/CMakeLists.txt examples/plugin-selfonly/Makefile \
+         examples/plugin-selfonly/README.md examples/plugin-selfonly/selfonly_collective.c; do
+  [[ -f "$root/usr/share/doc/loom-sdk-dev/$f" ]] || fail "no /usr/share/doc/loom-sdk-dev/$f"
+done
+env -u LD_LIBRARY_PATH -u LOOM_PLUGIN_PATH "$(dirname "$0")/sdk_consumer.sh" "$root/usr" "$loom" "$src" ||
+  fail "the packaged SDK does not serve a plugin vendor (above)"
 
 if [[ $failures -ne 0 ]]; then
   echo "$failures check(s) failed"

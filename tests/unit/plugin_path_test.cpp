@@ -91,7 +91,7 @@ TEST(Discovery, MissingFoldersAreSkipped) {
   HostConfig config;
   config.search_path = {{"/nonexistent/loom", "test"}, {kGoodPluginDir, "test"}};
   Host host(config, JobInfo{});
-  EXPECT_EQ(host.names(LOOM_KIND_COLLECTIVE), (std::vector<std::string>{"abi10", "good"}));
+  EXPECT_EQ(host.names(LOOM_KIND_COLLECTIVE), (std::vector<std::string>{"abi10", "good", "lookalike", "partial"}));
 }
 
 }  // namespace

@@ -46,6 +46,8 @@ class Host {
 
   // Every plugin file in the search path, in search order.
   const std::vector<PluginCandidate>& candidates() const { return candidates_; }
+  // What the scan skipped with a warning (libx_colective.so); each was logged.
+  const std::vector<std::string>& scan_warnings() const { return scan_warnings_; }
   // The file that wins for (kind, name), or nullptr.
   const PluginCandidate* find(loom_kind kind, const std::string& name) const;
   // Names of the usable plugins of a kind, for "valid choices" messages.
@@ -81,9 +83,16 @@ class Host {
   void resolve_collective_option(const PluginDescriptor& strategy, std::map<std::string, std::string>* configured,
                                  const std::map<std::string, std::string>* sources) const;
 
+  // Logs a warning once per host: several plugins share a folder, and
+  // check_options loads a plugin that open_* loads again.
+  void warn_once(const std::string& warning);
+
   HostConfig config_;
   JobInfo job_;
   std::vector<PluginCandidate> candidates_;
+  std::vector<std::string> scan_warnings_;
+  std::mutex warned_mutex_;
+  std::vector<std::string> warned_;
   std::mutex store_mutex_;
   std::unique_ptr<Store> store_;
   bool store_tried_ = false;

@@ -33,7 +33,18 @@ std::string default_plugin_dir();
 // Splits "lib<name>_<kind>.so" into candidate fields; false for other names.
 bool parse_plugin_file_name(const std::string& file_name, std::string* name, loom_kind* kind);
 
+// For a file name shaped like lib<name>_<kind>.so whose <kind> is no plugin
+// kind (libx_colective.so), what is wrong with it; empty for any other name.
+std::string near_miss_plugin_file_name(const std::string& file_name);
+
 // Every candidate file in the search path, in search order (duplicates kept).
-std::vector<PluginCandidate> find_plugin_files(const std::vector<PluginDir>& dirs);
+// Files skipped for a near-miss name are reported in *warnings.
+std::vector<PluginCandidate> find_plugin_files(const std::vector<PluginDir>& dirs,
+                                               std::vector<std::string>* warnings = nullptr);
+
+// Why loading the plugin file at path would be unsafe, as dynamic loaders
+// warn: its folder is world-writable, or the file is world-writable or owned
+// by neither this user nor root. Empty when none applies.
+std::vector<std::string> plugin_file_warnings(const std::string& path);
 
 }  // namespace loom

@@ -61,6 +61,9 @@ struct PluginRecord {
   State state = State::kBroken;
   std::string reason;                     // empty when kOk
   std::optional<PluginDescriptor> descriptor;  // set once negotiation succeeded
+  // Faults that do not stop it loading (unsafe permissions, extra exports),
+  // each naming the file or folder and the fix.
+  std::vector<std::string> warnings;
 
   // "ok", "unavailable: <reason>", "broken: <reason>", "shadowed: <reason>".
   std::string status_text() const;
