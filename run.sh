@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The two commands of the README's quick start.
 #   ./run.sh demo   install what is missing, build, run the main job (a local swarm)
 #   ./run.sh test   install what is missing (with test tools), build, run every test

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The collective benchmark of the Foundation issue, in one run:
 #   1. `loom bench collective` sweeps 8 B .. 64 MiB through a plugin (default mpi)
 #   2. loom_bench_boundary: the plugin boundary against direct MPI calls at

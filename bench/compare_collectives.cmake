@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # compare_collectives.sh's own binary: LibTorch's c10d::ProcessGroupGloo
 # allreduce sweep (the ucx, mpi and ucx_perftest parts need nothing built
 # here). Skipped where LibTorch's Gloo headers or libgloo are missing.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Issue 4's benchmark, in one run, 2 ranks on this machine: allreduce from 8 B
 # to 64 MiB through the ucx plugin, the mpi plugin (Open MPI), LibTorch's
 # c10d::ProcessGroupGloo, and UCX's own point-to-point tag bandwidth and

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Summary of compare_collectives.sh: allreduce time and busbw per size for
 ucx, mpi and gloo (each its best round), the spread over rounds at the
 largest size, then the issue's targets as ratios measured in this one run.

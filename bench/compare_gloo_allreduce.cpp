@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // compare_gloo_allreduce: LibTorch's c10d::ProcessGroupGloo allreduce swept
 // over the sizes `loom bench collective` uses (f32 sum, out of place on the
 // Loom side, in place here as c10d does), timed the same way: one validated

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // loom_bench_nccl: the nccl collective's allreduce on this rank's GPU, in
 // place, f32 sum, from 4 KiB to --max-mib, against the device-to-device
 // copy bandwidth of the same buffer size measured in the same run (issue

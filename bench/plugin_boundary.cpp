@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What the plugin boundary costs: an allreduce through libmpi_collective.so
 // against MPI_Allreduce called directly, in the same process and run, at 1,
 // 1024 and 65536 floats. The plugin runs with its default non-blocking path

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The cost of a swarm key (issue 13), measured in one run on loopback with
 // the collab strategy's own code (loom_collab_swarm), open against keyed,
 // alternated rep by rep so both see the same machine:

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The collab strategy's benchmark (issue 5), in one run on loopback:
 #  1. charlm at about 10.9 M parameters, 4 peers: the time one averaging
 #     round takes on the training thread without matchmaking (the weighted

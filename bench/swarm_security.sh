@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # What a swarm's protections cost (issue 13), in one run on loopback:
 #  1. loom_bench_swarm_key: a joiner's state load (SIZE MiB) and a record's
 #     DHT round trip, open against keyed (bench/swarm_key.cpp);

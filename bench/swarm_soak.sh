@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Memory soak of the collab strategy (issue 12): a few collab peers train on
 # loopback for DURATION seconds while their VmRSS and VmHWM are sampled from
 # /proc every INTERVAL seconds into a CSV; optionally one peer's DHT port

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fairness between the modes: glibc malloc's state, not the mode. All three
 // modes live in one process and share one malloc heap, and with glibc's
 // defaults where a step's memory lands depends on what was allocated and

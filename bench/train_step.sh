@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The trainer benchmark of the trainer issue, in one run: steps per second of
 # charlm at about 10 M parameters with `single`, with `ddp` over the MPI
 # collective plugin, and with LibTorch's c10d::ProcessGroupGloo averaging the

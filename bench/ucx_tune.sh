@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # How the ucx plugin's threshold and chunk defaults were chosen: sweeps of
 # `loom bench collective` (2 ranks, loom launch) with the options forced one
 # way or the other, printed side by side. Noisy machine: run it twice.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # loom_add_plugin(NAME KIND SOURCES ... [LIBRARIES ...] [COMPONENT c])
 # Builds lib<NAME>_<KIND>.so into the build tree's plugin folder with only
 # its entry symbol exported, and installs it into <libdir>/loom/plugins.

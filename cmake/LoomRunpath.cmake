@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # loom_runpath(TARGET [BUILD entries...] [DESTINATION dir COMPONENT c [INSTALLED entries...]])
 #
 # Gives an installed target a RUNPATH without an empty entry, in the build

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # What the SDK needs to know about its headers and its one dependency, read
 # from the headers themselves so it can never go stale. Used by the in-tree
 # build (sdk/CMakeLists.txt) and, installed next to LoomSDKConfig.cmake, by

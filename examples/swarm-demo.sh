@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # A local swarm: three peers on loopback train `digits` together with the
 # collab strategy; the third is killed (SIGKILL) midway and started again,
 # loads the swarm's state from a live peer and trains on. Each peer prints

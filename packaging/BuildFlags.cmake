@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Build flags a distribution expects of every build, so that the Debian
 # packages made from any build folder (cpack -G DEB) are hardened and
 # reproducible. Included by the top-level CMakeLists.txt after project() and

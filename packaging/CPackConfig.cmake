@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Debian packages, one per component, so distributions can ship each backend
 # on its own:  cpack -G DEB  (from the build folder)
 #   loom               the `loom` command and its private libloom

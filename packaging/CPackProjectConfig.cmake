@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Read by cpack after the generated CPackConfig.cmake (CPACK_PROJECT_CONFIG_FILE).
 # CPackDeb puts CPACK_PACKAGE_DESCRIPTION_SUMMARY (the project's description
 # unless set) in front of every component's description, which would give all

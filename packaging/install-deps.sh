@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Installs the Debian 12 (bookworm) or 13 (trixie) packages that building,
 # running and testing Loom need. Idempotent and non-interactive; does nothing
 # but a dpkg query when all is there.

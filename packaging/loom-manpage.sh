@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Writes loom(1) in troff from the built command's own --help texts (the
 # top level and every subcommand, recursively), between hand-written
 # sections, so the page lists exactly the options the program takes.

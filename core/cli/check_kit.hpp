@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What `loom plugins check` needs around the conformance kit: finding it,
 // naming its cases' operations and dtypes, reading its reports back and
 // printing them as a table.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `loom bench collective`: an nccl-tests style sweep of one collective
 // plugin, run under a launcher (mpirun, loom launch). Sizes in powers of two,
 // warm-ups not timed, a barrier outside the timed region, one validated

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `loom plugins check NAME|PATH`: the conformance kit against one plugin.
 //
 // A collective is first opened here and runs one allreduce (the quick

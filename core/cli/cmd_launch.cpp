@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `loom launch -n N -- CMD ...`: N local processes of one job, torchrun style.
 #include <iostream>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `loom plugins`: list every plugin found, `info` on one, `check` that one
 // really works here. Listing probes each file in a child process, so a broken
 // plugin is named with its reason and never stops the listing.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `loom swarm keygen FILE`: a new swarm key for the collab strategy's
 // `swarm_key` option (plugins/common/swarm_key.h holds the format).
 #include <iostream>

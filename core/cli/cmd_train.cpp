@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `loom train CONFIG [--set section.key=value ...] [--resume]`, and
 // `loom train --help-task NAME`.
 #include <spdlog/spdlog.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The `loom` subcommands. Each registers itself on the CLI11 app and returns
 // a runner; the runner returns the process exit code or throws loom::Error.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // loom: the command line. Exit codes: 0 ok, 1 run-time failure, 2 usage or
 // configuration error.
 #include <spdlog/spdlog.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A plain text table for the command line: columns padded to their widest cell.
 #pragma once
 

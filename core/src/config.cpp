@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "loom/config.hpp"
 
 #include "config_toml.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // TOML helpers shared by the host and trainer config readers. Internal.
 #pragma once
 

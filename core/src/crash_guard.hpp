@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CrashGuard: while alive, a fatal signal (SIGSEGV, SIGBUS, SIGILL, SIGFPE,
 // SIGABRT) in this process prints a prepared message naming the plugin and
 // ends the process with exit code 2, instead of a bare crash. Used around

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "elf_exports.hpp"
 
 #include <elf.h>

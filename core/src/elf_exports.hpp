@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The dynamic symbols a shared object exports, read from its ELF .dynsym
 // without loading it. Internal to libloom: the loader warns about a plugin
 // that exports more than its entry point(s).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The out-of-band exchange over the job's store: the one the host hands a
 // collective it creates communicators of, and the handles a plugin opens
 // itself through loom_host_v1.oob_open (ABI 1.7).

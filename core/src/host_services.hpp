@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The loom_host_v1 table the host gives each plugin instance, and the state
 // behind it. Internal to libloom.
 #pragma once

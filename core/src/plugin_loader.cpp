@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "plugin_loader.hpp"
 
 #include <boost/dll/library_info.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Loading one plugin file: dlopen through Boost.DLL, find the entry symbol,
 // negotiate, and validate the answer. Internal to libloom.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Probing plugins for `loom plugins`: each file is loaded, negotiated and
 // initialised in a child process of its own (as GStreamer's plugin scanner
 // does), so a plugin that crashes or hangs is reported, never fatal.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The built-in `single` strategy: one process, no communication. Every
 // backward is applied at once, metrics are already global, and the global
 // step is the local one. Written against the same C vtable as plugins, so the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // An in-process Store: a map under a mutex, with a condition variable for
 // get-with-wait.
 #include <cerrno>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The launcher's rendezvous store: c10d's TCPStore protocol, as the
 // LibTorch it is built with speaks it (1.13's, or 2.6's and later), on one
 // poll() thread, non-blocking sockets, every query parsed from a buffer

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // StoreServer: the rendezvous store of a `loom launch` job, served by the
 // launcher itself on MASTER_ADDR:MASTER_PORT and nowhere else.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The job's Store over LibTorch's c10d::TCPStore. This is the only core file
 // that includes LibTorch headers (they cost ~25 s of compile time each).
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What the host needs to build Strategy handles. Internal to libloom.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A task compiled in C++ against the installed libloom: an MLP learns
 // sin(x) on [-pi, pi]. Built as a shared library; `loom train` loads it when
 // the config names it ([trainer] task_library) and selects it by name

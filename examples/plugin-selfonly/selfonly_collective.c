@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * selfonly: the smallest complete Loom collective plugin.
  *

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A round's averaging: the members first exchange their weights (samples)
 // and norms, so that every member decides alike who counts and whether the
 // round reached target_batch_size; then the gradients (weighted by samples)

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // SwarmDht over OpenDHT's DhtRunner (its own thread runs the node; our calls
 // queue operations on it and wait on condition variables with deadlines).
 //

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // One OpenDHT node per peer: discovery and the swarm's shared records.
 // OpenDHT types stay inside dht.cpp. Thread-safe: any thread may call.
 #ifndef LOOM_COLLAB_DHT_H

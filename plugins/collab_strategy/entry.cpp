@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The exported symbol, the static info and vtable, and the C functions that
 // forward to the Peer. No exception crosses the C ABI.
 #include <cstddef>

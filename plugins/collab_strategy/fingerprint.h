@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // One model per swarm: a peer's fingerprint is a hash of what it trains (the
 // host's description: parameters, buffers, the optimizer's state layout)
 // and of the collab options every member must share. Peers publish it; those

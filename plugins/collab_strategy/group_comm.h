@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // A communicator over one averaging group, built through the collective
 // plugin (opened once by name through the host) with the DHT as its
 // out-of-band exchange: each member publishes its part under the group's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // Which members of a round count, decided alike on every member from what
 // they exchanged before any data moved: each member's weight (its samples;
 // 0 from a peer whose gradients are not finite or that has not healed since

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // A peer's identity: an Ed25519 key pair (libsodium), made afresh by each
 // process, and the peer id that derives from its public key. Every swarm
 // record carries its signer's public key and signature (records.h), so a

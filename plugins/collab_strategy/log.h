@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // Logging for the collab modules: they report through a callback so that
 // they stay testable without a host; the strategy routes it to host->log.
 #ifndef LOOM_COLLAB_LOG_H

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A peer's health and its model: healing after a non-finite loss, the
 // fingerprint it publishes, and the check that it trains the swarm's model.
 #include <algorithm>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // The options libcollab_strategy.so declares (`loom plugins info collab`
 // lists them) and their parsed, validated values.
 #ifndef LOOM_COLLAB_OPTIONS_H

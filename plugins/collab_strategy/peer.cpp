@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Peer lifecycle, the background progress thread, and state loading and
 // serving. The rounds are in round.cpp.
 #include <arpa/inet.h>

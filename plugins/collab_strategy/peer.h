@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // One swarm peer: the state behind a collab strategy instance. It owns the
 // DHT node, the state server, the background thread that publishes this
 // peer's progress and reads everyone else's, and the rounds (matchmaking,

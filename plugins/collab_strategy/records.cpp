@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Wire format of the swarm's records (version 4; since 3 every record is
 // signed by the peer that made it, identity.h; 4 added a progress record's
 // earlier sync points):

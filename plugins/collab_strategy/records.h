@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // The swarm's wire records: what peers publish in the DHT. Every record is
 // framed (magic, format version, kind, the run's hash, length, CRC-32), so a
 // record of another run, a truncated or a corrupted one is rejected with a

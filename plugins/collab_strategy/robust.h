@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // CenteredClip (Karimireddy, He and Jaggi 2021; BTARD, Gorbunov et al. 2022):
 // a robust mean of a group's copies of one slice of a vector, which a
 // minority of members sending arbitrary values cannot drag far. Starting

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // aggregation = centered_clip: a group's CenteredClip, slice by slice (as
 // BTARD does): member r owns slice r of the vector, receives every member's
 // copy of it (alltoall), runs CenteredClip on it, and every member gathers

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The training thread's side of a peer: counting samples towards the
 // swarm's target, matchmaking, averaging gradients (weighted by samples)
 // and parameters, and catching up when the swarm moved on.

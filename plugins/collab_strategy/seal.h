@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // What a swarm key (plugins/common/swarm_key.h) protects in the DHT: where a
 // key's values live and what they say. libsodium stays inside seal.cpp.
 //

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // Per-address bookkeeping of a state server: a token bucket per address for
 // the request rate, and rejection counts reported at most once a minute per
 // address. Not thread-safe: the server's front thread owns it. Each table

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "state_check.h"
 
 namespace loom_collab {

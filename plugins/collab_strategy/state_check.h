@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // Whether a joiner keeps a donor's state, judged from what it restored (its
 // parameters' digest) and what the other peers published for that epoch
 // (tracker.h's SyncVotes). Pure, so every branch is tested on its own; the

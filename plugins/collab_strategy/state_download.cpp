@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // download_state: a joiner fetches the whole state from donors, checking
 // each chunk (its CRC, or with a swarm key its seal) on worker threads while
 // the next chunks arrive. The wire

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // A state transfer in a swarm with a key (state_transfer.h has the wire):
 // each side proves it holds the swarm key over a fresh exchange, the reply's
 // header travels in an encrypted, authenticated stream of the transfer's

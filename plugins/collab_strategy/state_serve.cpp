@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A state transfer's own thread: waits for a fresh enough snapshot (or takes
 // the model record), then sends it; and how a snapshot is made ready to send.
 #include <zlib.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // StateServer: the donor side of a state download. One front thread accepts
 // connections and reads their requests (a poll loop: no thread or buffer per
 // connection that has not yet asked); each valid request gets a transfer

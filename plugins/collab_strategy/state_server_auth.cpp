@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A state server with a swarm key: the challenge each client gets after its
 // request, and the check of its proof (state_transfer.h has the wire). Both
 // run on the front thread, before a request may hold a slot or a token.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // The state server's insides, shared by its files: state_server.cpp (the
 // front thread: accepting, reading requests, the limits), state_server_auth.cpp
 // (a swarm key's proofs) and state_serve.cpp (a transfer's own thread).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // Training-state download between peers over TCP: a joining or lagging peer
 // fetches the whole state (a snapshot's bytes) from a donor, in chunks, each
 // with a CRC-32, plus a CRC-32 of the whole, and moves on to the next donor

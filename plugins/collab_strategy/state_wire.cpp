@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The state transfer's shared internals (state_wire.h): encoding, address
 // lookup and bounded socket I/O.
 #include "state_wire.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // The state transfer's shared internals: little-endian encoding of the wire
 // format (state_transfer.h describes it), file descriptors, address lookup
 // with a deadline, and socket I/O bounded by stall, deadline and cancel

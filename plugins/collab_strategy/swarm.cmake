@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # loom_collab_swarm: the collab strategy's building blocks (wire records, the
 # OpenDHT node, state transfer) as a static, position-independent library, so
 # the plugin and the unit tests link the same code. Included by this folder's

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Sync points: what lets a joiner check the state a donor sent it. At a
 // state-averaging epoch the members of a group end with the same parameters
 // (one collective's result, bit for bit), so their digests agree; each

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // What a peer knows about the swarm from the progress records in the DHT:
 // the global epoch, the samples accumulated towards it, the live peers and
 // the donors to load state from. Pure bookkeeping (no I/O), so it is tested

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // Turning a sum over `divisor` members into their average, in place: the one
 // copy shared by the collectives (AVG is SUM, then this) and the DDP strategy
 // (which sums and divides itself); and a scaled allreduce's multiplication.

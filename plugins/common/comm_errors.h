@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // Per-communicator error text (ABI 1.7's comm_last_error) for a plugin whose
 // failures already land in a per-thread message: each operation, test and
 // wait is wrapped so that, when it fails, that message is copied into the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // IEEE binary16 and bfloat16 <-> binary32 conversions, round to nearest even.
 // Plain integer code: exact for every input, independent of compiler support
 // for _Float16 / __bf16 and of F16C.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // Large buffers in transparent huge pages: 2 MiB-aligned and marked with
 // MADV_HUGEPAGE (this kernel's default is madvise only). Collectives read a
 // neighbour's buffer across processes (process_vm_readv walks and pins every

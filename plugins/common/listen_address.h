@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // The address a plugin's sockets bind, checked before anything binds it:
 // a numeric IPv4 or IPv6 address, or a name that resolves to one, that
 // belongs to this machine (or the wildcard). Header-only, shared by the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // The negotiation every plugin's entry symbol performs, in one place: check
 // the host's request, choose the newest ABI version both sides speak (and no
 // older than the plugin's lowest), and answer with the plugin's static

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // The swarm key file: what `loom swarm keygen` writes and the collab
 // strategy's `swarm_key` option reads. Two lines of text:
 //

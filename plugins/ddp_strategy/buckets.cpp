@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Bucket assignment and the copies into and out of the flat buffers.
 #include "buckets.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // Gradient buckets: the gradients grouped, per dtype and in reverse
 // parameter order (backward produces the last layers' gradients first, as in
 // PyTorch's DDP), into flat runs of about bucket_mb MiB, each averaged by one

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // Turning a summed gradient bucket into the average. The strategy asks the
 // collective for SUM and divides here, as PyTorch's DDP divides by the world
 // size itself, so the cost does not depend on how well a backend implements

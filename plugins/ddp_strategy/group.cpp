@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Opening the collective, creating the communicator, posting and waiting.
 #include "group.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // The collective plugin instance, opened by name through the host, and the
 // one communicator the strategy runs on: posting, waiting against a
 // deadline, and what a failure leaves behind.

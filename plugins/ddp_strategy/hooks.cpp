@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The training hooks: gradient averaging after each backward, and the small
 // collectives the trainer asks for (metrics, decisions, barrier, bytes).
 #include <string>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Host values through device scratch.
 #include "host_values.h"
 

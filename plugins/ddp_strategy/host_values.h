@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // Values in host memory (metrics, decisions, the model check, the bytes the
 // trainer broadcasts) over a group that works on device memory: copied
 // into device scratch with the host's services (SDK ABI 1.6:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // init / fini, the options, and the functions that only read the instance.
 #include "instance.h"
 

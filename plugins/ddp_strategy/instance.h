@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // A strategy instance (loom_strategy_ctx): the options, the training state
 // the host lent at setup, the buckets, and the group it averages over.
 #ifndef LOOM_DDP_INSTANCE_H

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The store-backed out-of-band allgather.
 #include "oob.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // The out-of-band exchange handed to comm_create: an allgather over the
 // job's rendezvous store (host store_set / store_get). Collectives that
 // bootstrap themselves (mpi) never call it; those that must swap addresses

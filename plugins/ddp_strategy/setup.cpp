@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // setup: check the lent state, build the buckets, open the collective, make
 // sure every rank trains the same model, and give every rank rank 0's
 // parameters. teardown undoes it.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // DLTensor checks: device, dtype, shape and layout.
 #include "tensors.h"
 

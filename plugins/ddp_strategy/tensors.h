@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // The host's DLPack views, checked once at setup and reduced to what the
 // strategy needs: where the bytes are, how many elements, which dtype.
 #ifndef LOOM_DDP_TENSORS_H

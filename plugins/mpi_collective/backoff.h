@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // How a wait polls MPI: Open MPI progresses only inside MPI calls, so a waiter
 // must keep calling MPI_Test. It spins first (small messages finish in a few
 // microseconds, as close to MPI_Wait as polling gets), then yields the core,

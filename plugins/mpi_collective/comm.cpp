@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // comm_create / comm_destroy / comm_abort. MPI bootstraps itself through
 // mpirun, so the out-of-band exchange is not needed and a communicator is
 // always a duplicate of MPI_COMM_WORLD.

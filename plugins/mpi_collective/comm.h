@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // A communicator: a duplicate of MPI_COMM_WORLD plus the abort flag that every
 // wait on it watches.
 #ifndef LOOM_MPI_COMM_H

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The one exported symbol: negotiation, and the static info and vtable it
 // hands out.
 #include <cstddef>

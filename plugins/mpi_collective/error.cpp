@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Thread-local error messages and MPI error mapping.
 #include "error.h"
 

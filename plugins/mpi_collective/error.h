@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // Error reporting: the calling thread's last message (what last_error returns)
 // and the mapping of MPI error codes onto loom_status.
 #ifndef LOOM_MPI_ERROR_H

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // init / fini: the MPI lifetime shared by every instance in the process.
 #include "instance.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // A plugin instance (loom_collective_ctx) and the process-wide MPI state it
 // shares with every other instance: MPI is initialised once per process, so
 // init/fini keep a count and all MPI calls go through one lock.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // The operations of the vtable: each validates its arguments against the
 // header's rules (in-place, overlap, counts), then posts the MPI_I* call, or,
 // given request == NULL (LOOM_CAP_INLINE_COMPLETION), completes it before

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // The options the plugin declares (loom plugins info mpi lists them); the
 // host hands their values to init through get_option.
 #ifndef LOOM_MPI_OPTIONS_H

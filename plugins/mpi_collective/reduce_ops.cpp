@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // MPI datatypes and reductions for every Loom dtype, including f16 and bf16.
 #include "reduce_ops.h"
 

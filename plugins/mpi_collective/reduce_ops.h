@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // Loom dtypes and reduce ops as MPI datatypes and MPI_Ops. Open MPI 4.1 has no
 // 16-bit float types and no average: halves travel as a 2-byte contiguous type
 // reduced by user ops (convert to float, reduce, round back to nearest even),

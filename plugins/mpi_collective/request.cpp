@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // test / wait / request_free. MPI progresses only inside MPI calls, so wait
 // is a loop of MPI_Test that also watches the abort flag and the deadline.
 #include "request.h"

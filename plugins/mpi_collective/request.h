@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // A posted operation: the MPI request, the work left for after completion
 // (AVG division, moving an in-place reduce_scatter result), and its outcome.
 #ifndef LOOM_MPI_REQUEST_H

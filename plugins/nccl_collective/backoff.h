@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // How a wait polls: NCCL progresses on the GPU and in its own threads, so a
 // waiter only looks (cudaEventQuery, ncclCommGetAsyncError). It spins briefly
 // (small collectives finish in microseconds), then yields, then sleeps with a

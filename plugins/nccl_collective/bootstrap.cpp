@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The unique id exchange and the non-blocking NCCL init.
 #include "bootstrap.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // Bringing up the NCCL communicator: the ncclUniqueId travels through the
 // caller's out-of-band allgather (called once), then every rank joins with a
 // non-blocking ncclCommInitRankConfig polled up to the deadline.

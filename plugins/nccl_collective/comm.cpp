@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // comm_create / comm_destroy / comm_abort, and marking a communicator failed.
 #include "comm.h"
 

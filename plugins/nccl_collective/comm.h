@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // A communicator: one non-blocking NCCL communicator on one device and
 // stream, the operations posted on it, and its failure state. A watchdog
 // thread per communicator (watchdog.cpp) looks at NCCL's asynchronous errors

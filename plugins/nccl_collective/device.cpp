@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Device selection, buffer checks and scratch memory.
 #include "device.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // The CUDA side of the plugin: selecting the communicator's device on the
 // calling thread, telling device buffers from host ones, and stream-ordered
 // scratch memory (which, unlike cudaFree, never waits for the whole device,

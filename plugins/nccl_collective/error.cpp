@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Thread-local error messages and the CUDA / NCCL result mapping.
 #include "error.h"
 

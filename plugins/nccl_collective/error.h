@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // Error reporting: the calling thread's last message (what last_error
 // returns), the mapping of CUDA and NCCL results onto loom_status, and the
 // guard that keeps exceptions from crossing the C ABI.

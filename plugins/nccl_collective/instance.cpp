@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // init / fini: reads the options and finds out whether this process can use
 // CUDA at all. libcudart loads the driver lazily, so the plugin always loads;
 // a machine without a GPU or driver gets UNAVAILABLE here, with CUDA's reason.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // A plugin instance (loom_collective_ctx): the host's services, the options,
 // and what init learnt about the machine's CUDA devices.
 #ifndef LOOM_NCCL_INSTANCE_H

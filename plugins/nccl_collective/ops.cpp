@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Argument checks and NCCL enqueueing for every operation.
 #include "ops.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // The operations of the vtable: each checks its arguments against
 // collective.h's rules (counts, in-place and overlap, device memory) and
 // enqueues the NCCL call on the communicator's stream. A count of 0

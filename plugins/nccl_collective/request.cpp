@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Posting's shared steps, and test / wait / request_free. Completion is the
 // CUDA event recorded after the operation; failure is the communicator's
 // (NCCL's asynchronous error, a deadline, or an abort), which the watchdog

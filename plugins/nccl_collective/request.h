@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // A posted operation: the CUDA event recorded after it on the stream, its
 // deadline, and its outcome; posting (enqueue, settle ncclInProgress, record
 // the event) and test / wait / request_free.

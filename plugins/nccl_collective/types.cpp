@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Loom <-> NCCL dtype and op mapping; the PreMulSum scalar.
 #include "types.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // Loom's dtypes and reduce ops in NCCL's terms, and the scale of a scaled
 // allreduce as the host-side scalar NCCL's PreMulSum takes.
 #ifndef LOOM_NCCL_TYPES_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // The watchdog thread of a communicator (as c10d's ProcessGroupNCCL has):
 // every watchdog_ms, or at once when woken, it looks for NCCL's
 // asynchronous errors and for posted operations past their deadline, marks

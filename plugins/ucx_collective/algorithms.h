@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // The algorithms, one file each (Gloo style), and the choice among them.
 // Each factory builds the state machine for an operation whose arguments
 // ops.cpp has checked; building may copy data (send into recv, packing) but

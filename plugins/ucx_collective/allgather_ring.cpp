@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Allgather: the allgather pass of the pipelined ring (ring_pipeline.h),
 // every block received straight into its place in recv. Out of place, the
 // rank's own block is copied into recv first.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Allreduce for small messages: recursive doubling. With p the largest power
 // of two <= n and rem = n - p, the first 2*rem ranks pair up: each even one
 // hands its vector to the odd one above it and waits for the result. The p

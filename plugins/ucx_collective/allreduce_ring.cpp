@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Allreduce for large messages: ring reduce-scatter then ring allgather
 // (ring_pipeline.h), each 2(n-1)/n of the vector per rank, the bandwidth
 // optimum. Blocks are balanced to within one element; the final block of

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Alltoall: every rank sends block d to rank d and receives block s from rank
 // s, all pairs posted at once (rank r + k and r - k for k = 1..n-1, so the
 // first pair is the ring neighbours). Small blocks travel staged behind their

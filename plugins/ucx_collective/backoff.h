@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // How a wait polls: UCX's shared-memory transports progress only inside
 // ucp_worker_progress, on both sides, so a waiter keeps calling it. It spins
 // first (small messages finish in a microsecond), then yields the core (so

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Barrier by dissemination: in round k every rank signals rank + 2^k and
 // waits for rank - 2^k; after ceil(log2 n) rounds every rank has heard,
 // directly or not, from every other. Each signal is a header alone, so the

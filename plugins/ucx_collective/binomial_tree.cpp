@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The binomial tree shared by broadcast and reduce (MPICH's numbering:
 // relative rank v's parent clears v's lowest set bit).
 #include "algorithms.h"

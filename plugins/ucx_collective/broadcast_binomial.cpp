@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Broadcast along a binomial tree rooted at root: log2(n) rounds for small
 // payloads, sent as one staged message (header + data) per edge. Large
 // payloads are pipelined: each rank forwards chunk j to its children as soon

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Cross-memory attach: who may use it with whom, and the read itself.
 #include "cma.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // Single-copy transfers between processes of one host (Linux cross-memory
 // attach, process_vm_readv), for large messages.
 //

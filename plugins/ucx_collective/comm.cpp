@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // comm_create / comm_destroy / comm_abort. A communicator is built from one
 // out-of-band allgather: every member contributes its worker address and the
 // id it chose for the communicator, then connects an endpoint to each

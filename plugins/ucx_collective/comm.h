@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // A communicator: endpoints to every member on the instance's shared worker,
 // the ids the members chose for it, its control channel, and its state
 // (failed, aborted). Everything but `aborted` and `live_requests` is guarded

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The control channel of a communicator: "operation N has mismatched
 // arguments" and "rank R died", so that every member fails promptly, not
 // only those that talk to the rank that noticed.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Thread-local error messages and the UCX status mapping.
 #include "error.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // f16/bf16 <-> f32 conversions: the one copy shared by the plugins lives in
 // plugins/common/half_float.h (header-only, so nothing is exported).
 #ifndef LOOM_UCX_HALF_H

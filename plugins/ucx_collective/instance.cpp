@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // init / fini, the progress engine, and UCX's log messages routed into the
 // host's log.
 #include "instance.h"

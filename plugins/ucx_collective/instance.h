@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // A plugin instance (loom_collective_ctx): one UCP context, the UCP worker
 // its communicators share, and the progress engine that drives every posted
 // operation.

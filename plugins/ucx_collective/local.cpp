@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Operations that move nothing between ranks: every operation of a
 // one-member communicator (copies within the caller's buffers), and any
 // collective with count 0 (the ring-edge headers the operation adds still

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The life of an operation: start, advance, fail, drain, finish.
 #include "op.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // A posted operation (loom_request) and the interface of the algorithms that
 // run it. An algorithm is a non-blocking state machine: advance() posts what
 // its dependencies allow, consumes what has arrived and returns; the

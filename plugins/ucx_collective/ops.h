@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // The operations of the vtable: each checks its arguments against the
 // header's rules (in place, overlap, counts, roots), picks the algorithm by
 // size, and posts it.

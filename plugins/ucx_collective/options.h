@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // The options the plugin declares (loom plugins info ucx lists them); the
 // host hands their values to init through get_option. The thresholds' and
 // chunk size's defaults were measured with bench/ucx_tune.sh (2 ranks, the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // send / recv: one message each way, tagged with a per-pair sequence number
 // so that messages between two ranks are received in posting order whatever
 // their size or protocol. Sizes must agree: a longer message is truncated by

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Reduction kernels. Built with -O3 (see CMakeLists.txt): the in-place and
 // out-of-place loops are separate so that each vectorises without alias checks.
 // The build targets baseline x86-64 (SSE2); f32/f64 loops are compiled a

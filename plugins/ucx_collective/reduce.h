@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // Elementwise reductions for every Loom dtype and reduce op, and AVG's
 // final division. 16-bit floats are widened to float, reduced and rounded
 // back to nearest even after every step, as the MPI plugin does.

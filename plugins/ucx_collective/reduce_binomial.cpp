@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Reduce along a binomial tree towards root: every rank reduces what its
 // children send into its own contribution and passes the partial up. Small
 // payloads travel as one staged message (header + data) per edge; large ones

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Reduce-scatter: the reduce-scatter pass of the pipelined ring
 // (ring_pipeline.h); block b is elements [b * recvcount, (b+1) * recvcount)
 // of send, and rank r keeps block r. Partial sums of the blocks passing

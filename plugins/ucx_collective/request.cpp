@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // test / wait / request_free. UCX's shared-memory transports progress only
 // when asked, so wait is a loop of progress passes (each under the instance
 // mutex, released in between so comm_abort and other threads get in) with a

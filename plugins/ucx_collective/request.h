@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // test / wait / request_free.
 #ifndef LOOM_UCX_REQUEST_H
 #define LOOM_UCX_REQUEST_H

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The pipelined ring (see ring_pipeline.h). Units are (step, chunk) pairs in
 // step-major order; both neighbours number them alike, and unit u travels as
 // message 1 + u (message 0 is the header).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // The pipelined ring shared by allreduce_ring, reduce_scatter_ring and
 // allgather_ring. The vector is cut into n blocks; a reduce-scatter pass of
 // n-1 steps leaves rank r with the full reduction of block r, an allgather

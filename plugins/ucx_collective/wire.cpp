@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Names for what the wire format carries.
 #include "wire.h"
 

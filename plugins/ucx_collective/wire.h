@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // What travels between ranks: the 64-bit tags, the header every collective
 // sends on its first message to a peer, and the control messages.
 //

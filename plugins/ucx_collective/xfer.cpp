@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Posting and polling UCX tag operations, plain or by cross-memory attach.
 #include "xfer.h"
 

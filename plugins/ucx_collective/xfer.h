@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // One UCX tag send or receive of an operation, polled rather than called
 // back: completion is read with ucp_request_check_status, so no UCX callback
 // ever points into an operation that the caller may have freed. A large

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Gives abidw something to describe: one exported function per frozen v1
  * SDK struct, so the sdk.abi test can compare their layout with the saved
  * baseline (sdk/abi/loom-sdk-v1.abi) and fail on any change. */

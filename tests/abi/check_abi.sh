@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Fails on any ABI change of the frozen v1 SDK structs: abidiff exits non-zero
 # for added, removed, resized or moved fields (it reports some of these as
 # "changes" rather than "incompatible", so any non-zero result fails).

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Proves that sdk.abi can fail: a probe built against a copy of the headers
 # in which two members of loom_comm_config_v1 trade places (rank and size:
 # same type and size, so no static assert notices) must be reported by

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `loom bench collective` under `loom launch`, with its buffers in ordinary
 // pages and in huge pages (--huge-pages, as Loom's gradient buffers are):
 // every size's validated run must hold the right sums, on both sides of the

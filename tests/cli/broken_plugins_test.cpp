@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Each deliberately broken plugin (tests/fixtures) against the real `loom`
 // binary: the listing names it with its reason and goes on; opening it by
 // name exits with code 2 naming its path and the reason; nothing crashes.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `loom plugins check NAME|PATH [-n N] [--op ...]`: the conformance kit as
 // vendors run it, against the real `loom` binary. A collective gets a table
 // by rule, operation and dtype, and exit code 0 only when nothing failed; a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Where a `loom launch` job listens: --master-addr must be an address of this
 // machine (exit code 2 otherwise), and with the default 127.0.0.1 and the
 // ucx collective told listen = "127.0.0.1", no rank holds a listening

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `loom launch` with real processes: success, a rank that fails, a rank that
 // is killed, and a launcher told to keep going.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The MPI plugin as users meet it through `loom`: available under mpirun,
 // unavailable (with the reason and the fix) when WORLD_SIZE asks for more
 // ranks than MPI has.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The NCCL plugin as users meet it on a machine without a usable GPU (CI):
 // it loads, `loom plugins` lists it as unavailable with CUDA's reason, `info`
 // describes it, and a training job that picks it stops with exit code 2 and

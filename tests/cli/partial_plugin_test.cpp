@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A third party's partial collective (tests/fixtures, FIXTURE_PARTIAL): it
 // offers allreduce, broadcast and barrier, declares the rest absent
 // (absent_ops, ABI 1.7) and leaves their entries NULL. The host lists it ok

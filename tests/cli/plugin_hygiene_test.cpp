@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Plugins that load but should not pass in silence, against the real `loom`
 // binary: a misspelt kind in a file name, symbols exported besides the entry
 // point, unsafe permissions or owner; and the info line naming the file a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // SwarmDht: real OpenDHT nodes on loopback (UDP ports chosen by the OS), in
 // this process; every node a test starts is destroyed before it ends.
 #include "dht.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // State transfers in a swarm with a key (state_transfer.h, state_secret.h):
 // both sides prove the key, the reply travels encrypted, and whoever lacks
 // the key (or holds another) is refused before it holds a slot or a token.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The pure parts of "one model per swarm" (fingerprint.h) and of who counts
 // in a round (health.h).
 #include <gtest/gtest.h>

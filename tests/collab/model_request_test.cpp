@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The state server's model request (kStateFlagModel): what a peer about to
 // join asks an initial peer, before its own DHT node starts, to learn which
 // model the swarm trains (Peer::preflight_model).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Record signatures (records.h, identity.h): peer ids from public keys, and
 // every record that speaks for another peer, or whose signature does not
 // verify, refused with its reason.

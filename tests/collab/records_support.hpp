@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What the records tests share: a key pair that signs, records built by
 // hand from the documented layout, and each kind's decoder type-erased.
 #pragma once

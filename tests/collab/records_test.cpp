@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The swarm's wire records: round trips, and every malformed input refused
 // with its reason (never half-read, never a crash).
 #include "records.h"

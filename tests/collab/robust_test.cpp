@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CenteredClip (robust.h): a group's robust mean, against honest members and
 // a minority of rogues sending scaled, sign-flipped or arbitrary values.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // loom_swarm_rogue's flood modes: many junk connections against one donor's
 // state server, all from one thread (a poll loop), for the swarm flood test.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A misbehaving swarm member for the bad-input tests.
 //
 //   loom_swarm_rogue RUN_ID HOST:PORT SECONDS

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // loom_swarm_rogue's poisoned-donor mode, for the swarm test of donors:
 //
 //   loom_swarm_rogue --poison RUN_ID HOST:PORT SECONDS EVERY

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What loom_swarm_rogue's modes share (rogue_peer.cpp, rogue_poison.cpp).
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // An honest task that goes wrong on purpose, for the swarm tests of broken
 // peers: a library `loom train` loads ([trainer] task_library) that registers
 // task "rogue". It wraps digits (passing on digits' options as set) and, after `after` losses, multiplies each loss

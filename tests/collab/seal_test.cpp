@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Sealer (seal.h) and the swarm key file (plugins/common/swarm_key.h).
 #include "seal.h"
 

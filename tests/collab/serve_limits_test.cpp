@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The state server's limits (ServeLimits): idle and slowloris connections,
 // stalled readers and request rates cannot keep an honest joiner out, and
 // rejections are logged at most once a minute per address. Clients here are

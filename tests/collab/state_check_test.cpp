@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Whether a joiner keeps a donor's state (state_check.h): every verdict,
 // from the votes the other peers published for the state's epoch.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The downloading side with donors that fail: killed mid-transfer (SIGKILL,
 // a real child process), lying, stalling or unreachable; timeouts and
 // cancellation. Fakes in state_transfer_support.hpp.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fakes and wire helpers shared by the state-transfer tests: fake donors
 // and requests written from the wire format in state_transfer.h,
 // independently of the implementation, so they also check that the format is

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // State download between peers: round trips, the wait-for-publish handshake,
 // donors that are behind or of another run, and the server under garbage,
 // concurrent publishes and destruction mid-transfer. Fakes in

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The swarm bookkeeping (tracker.h): what a peer concludes from the progress
 // records it read: global epoch, samples towards the target, live peers,
 // which of them to wait for, and donors in order of preference.

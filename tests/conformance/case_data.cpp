@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // case_data.cpp: input generation, exact references and byte-exact checks.
 #include "case_data.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // case_data.hpp: the inputs and exact references of the conformance cases.
 //
 // Every input is a deterministic function of (case seed, rank, element

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // cuda_memory.cpp: the few CUDA runtime functions the suite needs, by dlsym.
 #include "cuda_memory.hpp"
 

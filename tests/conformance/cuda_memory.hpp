@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // cuda_memory.hpp: CUDA managed memory for `--device cuda`, through the CUDA
 // runtime loaded at run time (dlopen), so the suite links no CUDA. Managed
 // memory is device memory a collective may use and the host may read and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // data_movement_test.cpp: broadcast (every root), allgather and alltoall over
 // every dtype x {in place, out of place} x every Mode (run_op.hpp), each at
 // odd counts, checked byte for byte.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // error_order_test.cpp: the rules of collective.h that decide which error a
 // post gets and where its message is read.
 //  - ErrorOrder: on an aborted communicator, a post with a bad argument is

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // errors_test.cpp: bad arguments return LOOM_ERR_INVALID_ARGUMENT, hand out
 // no request, post nothing, and leave the communicator usable. Every rank
 // makes the same bad calls, so a plugin that wrongly posts one cannot leave

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // half.hpp: float <-> binary16 and bfloat16 conversions for the conformance
 // suite, rounding to nearest even (no LibTorch, no compiler extensions).
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // inline_completion_test.cpp: operations called with request == NULL
 // (LOOM_CAP_INLINE_COMPLETION, ABI 1.1) straight through the vtable, and
 // what a blocking call does when it times out, inline or not.

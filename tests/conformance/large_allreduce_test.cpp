@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // large_allreduce_test.cpp: a 4 Mi-element f32 allreduce (16 MiB), past
 // every eager/small-message threshold, checked exactly.
 //

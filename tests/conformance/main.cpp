@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // main.cpp: loom_conformance, the collective conformance suite.
 //
 //   mpirun -np N loom_conformance [gtest flags] --plugin NAME

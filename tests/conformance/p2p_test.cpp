@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // p2p_test.cpp: send/recv in a ring over every dtype, the ordering of two
 // messages between the same pair, and barrier.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // reduce_ops_test.cpp: allreduce, reduce (every root) and reduce_scatter,
 // over every dtype x reduce op x {in place, out of place} x every Mode
 // (run_op.hpp), each at odd counts, checked exactly against a reference

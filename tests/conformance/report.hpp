@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // report.hpp: --report PREFIX, one JSON object per case and line in
 // PREFIX.<rank>.jsonl, for `loom plugins check` to read back:
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // run_op.cpp: blocking and non-blocking completion with bounded waits.
 #include "run_op.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // run_op.hpp: how a case drives an operation to completion, blocking or not,
 // always within the suite's timeout (a mismatch gives TIMEOUT, not a hang).
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // scaled_allreduce_test.cpp: allreduce_scaled (ABI 1.3), scale x the sum,
 // over every floating dtype x {in place, out of place} x every Mode, at odd
 // counts and at 1 Mi elements (past the small-message algorithms), checked

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // timeout_abort_test.cpp: a wait that times out leaves the operation pending
 // and waitable; comm_abort from another thread unblocks a waiter promptly.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // world.cpp: the Host, the plugin instance and the world communicator.
 #include "world.hpp"
 

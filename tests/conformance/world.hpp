@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // world.hpp: the plugin under test and the world communicator every case
 // runs on, set up once by main() from the command line.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // zero_count_test.cpp: every operation with count 0 is a no-op that returns
 // OK and writes nothing, blocking and not, with real buffers and with NULL
 // ones (an empty tensor's data pointer may well be NULL).

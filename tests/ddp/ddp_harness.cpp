@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // loom_ddp_harness: drives libddp_strategy.so the way the trainer will, with
 // plain arrays as parameters and gradients, until `loom train` exists.
 //

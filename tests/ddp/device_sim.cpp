@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // loom_ddp_device_sim: the ddp strategy's device path (SDK ABI 1.6) on a
 // machine without a GPU. Run under mpirun -np 2.
 //

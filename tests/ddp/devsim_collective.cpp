@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // libdevsim_collective.so: a stand-in for a device collective (nccl) on a
 // machine without a GPU, for the ddp strategy's device path
 // (tests/ddp/device_sim.cpp). It declares cuda-memory only, creates

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* liboobprobe_collective.so: a collective that only checks the out-of-band
  * exchange it is given. comm_create runs two allgathers through config->oob,
  * checks that every rank's contribution arrived in rank order, and then

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Every lib<name>_<kind>.so in the given folders must export exactly its
 # entry symbol, loom_<kind>_plugin_v1, and nothing else (DESIGN.md rule 1).
 set -euo pipefail

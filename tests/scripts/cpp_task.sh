@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # A task compiled in C++ against the installed libloom: install the runtime,
 # the SDK and the C++ API into a temporary prefix, build examples/cpp-task
 # with find_package(Loom), and train it by name with `loom train` loading the

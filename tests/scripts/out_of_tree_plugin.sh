@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The third-party route: install the SDK alone into a temporary prefix and
 # use it as a plugin vendor would (tests/scripts/sdk_consumer.sh): build the
 # example plugin it installs, from a copy, with find_package(LoomSDK) and

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The Debian packages, checked as a packager would: build them with cpack
 # from a built tree, run lintian on each (any E: tag fails), unpack them all
 # into a temporary root with dpkg -x and run that root's `loom plugins` with

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # No binary of the build tree searches the current folder for libraries:
 # every RUNPATH/RPATH entry of every ELF file under bin/ and lib/ is
 # absolute or $ORIGIN-relative, never empty (ld.so reads an empty entry as

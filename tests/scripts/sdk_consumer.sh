@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # What a plugin vendor does with an installed Loom SDK, from an empty folder:
 # copy the example plugin the SDK installs with its documentation, build it
 # with find_package(LoomSDK) and with pkg-config, and have `loom plugins`

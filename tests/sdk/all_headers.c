@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Compiled by the sdk.headers.* tests as C99 and as C++17: every SDK header
  * must stand alone under -pedantic -Werror. */
 #include "loom/strategy.h"

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # ctest sdk.in_tree_target: the in-tree Loom::sdk (sdk/CMakeLists.txt) gives
 # its users the folders of both headers it needs: loom/plugin.h and, for
 # loom/strategy.h, the DLPack that configure found.

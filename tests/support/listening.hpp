@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The listening sockets of given processes, as `ss -lntup` (iproute2) shows
 // them: for tests that check every socket binds only where configured.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Runs a program as a child process for tests: captures stdout and stderr,
 // kills it at a deadline, and reports how it ended.
 #pragma once

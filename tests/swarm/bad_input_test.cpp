@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Bad options end a peer at once with exit code 2 and the reason; an initial
 // peer that does not answer ends it within bootstrap_timeout, naming the address.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Misbehaving members (loom_swarm_rogue): one publishes foreign, truncated,
 // corrupted and garbage progress records into the run's DHT key, another
 // peer's record signed by its own key and a peer's old record replayed, and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A swarm that a Byzantine member cannot steer: three honest digits peers
 // and one rogue whose gradients are sign-flipped and ten times too large
 // (the rogue task, tests/collab/rogue_task.cpp, mode "scale", scale -10).

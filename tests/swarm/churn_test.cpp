@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Churn: four peers; two are SIGKILLed while rounds run, the survivors go on
 // within averaging_timeout + matchmaking_time, the killed peers are started
 // again, load the swarm's state, average again, and every peer ends with the

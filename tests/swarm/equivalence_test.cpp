@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Equivalence: two peers with batch 128 and target_batch_size 256 follow the
 // loss curve of `single` with batch 256 (same task, seed, lr and schedule).
 // Tolerance: the mean training loss over each window of 10 epochs is within

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Joiners always get in: while rogues flood every donor's state server
 // (200 idle connections, slowloris, 16 reconnecting slow readers and garbage
 // on each), the swarm trains on, a donor's memory stays bounded, and a peer

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A swarm that honest mistakes cannot break. Honest digits peers train with
 // a broken one beside them: one whose learning rate makes it diverge, one
 // whose gradients turn nan or huge (the rogue task, tests/collab/

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What a GPU peer is in a swarm of CPU peers, on the CPU: a peer whose
 // trainer lends collab host copies of its state (trainer.host_staging =
 // "always", what a CUDA peer gets) trains with a plain peer, and a staged

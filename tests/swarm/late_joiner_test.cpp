@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A peer that joins after ten epochs loads the swarm's state (parameters,
 // optimizer, epoch) within load_state_timeout and averages from there on.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // listen confines every socket of a collab peer: with listen = 127.0.0.1, two
 // peers training together hold no listening socket (TCP or UDP) on any other
 // address (the DHT node, the state server and UCX's TCP listener included);

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // average_optimizer_state: two peers train with SGD at different momentum
 // coefficients, so their momentum buffers differ although every round
 // averages their gradients. With the option the last epoch's state averaging

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Three collab peers train a user's TorchScript model with BatchNorm (the
 // digits CNN of examples/own-model): they reach the accuracy of one process
 // with the swarm's batch, and the last state averaging leaves every peer

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A donor that serves a poisoned state (the honest state of a
 // state-averaging epoch with its first tensor negated,
 // tests/collab/rogue_poison.cpp) while it claims the parameters' hash the

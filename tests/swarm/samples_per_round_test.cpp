@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Counting samples truthfully: an epoch steps only once the samples its
 // round's members actually averaged reach target_batch_size, and they exceed
 // it by at most one batch per member, even with 8 peers sharing two cores

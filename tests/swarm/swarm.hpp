@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Helpers for the swarm tests: collab peers as real `loom train` processes
 // on loopback, each with its own output folder and log file under one
 // scratch folder, and readers for what the peers log and dump.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A swarm with a key (issue 13): peers that hold `loom swarm keygen`'s key
 // train together; a peer without it, or with another key, never sees them.
 #include <gtest/gtest.h>

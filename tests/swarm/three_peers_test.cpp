@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Three peers train `digits` together: one starts the swarm, one joins
 // through LOOM_INITIAL_PEERS, one through the initial_peers option.
 #include <gtest/gtest.h>

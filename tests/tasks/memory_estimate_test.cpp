@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The memory estimates of the built-in tasks: their parameter counts match
 // the models the tasks build, and the check refuses what a machine cannot hold.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Tests of the built-in tasks (digits, teacher, charlm) and their registry:
 // defaults, batch shapes, learning, seeding, and the option errors users see.
 #include <gtest/gtest.h>

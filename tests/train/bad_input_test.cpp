@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `loom train` under input an adversarial user would try: non-finite and
 // out-of-range numbers, models larger than the machine, huge strings, and a
 // resume into an empty metrics file. Each is refused with exit code 2 and a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The DDP strategy plugin through `loom train` under mpirun: N ranks with
 // batch B end with the parameters of one process with batch N*B, and digits
 // trains to the same accuracy.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // trainer.device: a run on a CUDA device where this process cannot have one
 // is a configuration error (exit 2) that says why and what is valid, before
 // any output. Where LibTorch has CUDA and a device is visible, a "cuda" run

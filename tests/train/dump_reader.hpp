@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Reads what `loom train --dump-init/--dump-final DIR` wrote: parameters (or
 // the optimizer's statistics) by name as float vectors. For comparing runs in
 // tests.

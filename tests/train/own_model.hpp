@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Helpers for the tests of the torchscript task: models and data written by
 // examples/own-model/export.py (or small Python snippets) in Debian's
 // python3-torch, and `loom train` runs on them.

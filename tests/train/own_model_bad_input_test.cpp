@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The torchscript task under bad input: each wrong model or data file, and
 // each non-finite loss, gets exit code 2 (or 1 for a run that diverged) and
 // a message naming the file and what would be valid; never a crash.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The torchscript task as a user runs it: a model written and exported in
 // PyTorch (examples/own-model/export.py), trained by `loom train` alone,
 // under ddp over MPI and UCX, killed and resumed, and on streamed shards;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // trainer.precision = "bf16" (autocast) and trainer.host_staging, on the
 // CPU: bf16 changes what is computed and still trains; a strategy lent
 // host copies of the state (what a swarm peer on a GPU gets) ends where it

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Cross-check against PyTorch itself (Debian's python3-torch): the teacher
 // task trained for 10 steps by `loom train` and by PyTorch from the same
 // initial weights, data and sample order ends with the same weights.

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """Trains Loom's `teacher` task with PyTorch itself, from what
 `loom train --dump-init DIR` wrote (initial weights, the training data and the
 sample order), and writes the final weights to OUT in the same format.

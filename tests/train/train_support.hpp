@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Helpers for tests that run `loom train` as a user would: scratch folders,
 // configs, the environment of a process outside any launcher, mpirun, and
 // readers for what a run prints and writes.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `loom train` as users run it: real runs of the built-in tasks, config
 // errors, and resuming after a SIGKILL.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // job.cpp: child processes, their output and their end.
 #include "job.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // job.hpp: a multi-process job of ucx_rank helpers for the driver: a store
 // server on a free loopback port, one child process per rank with its output
 // collected, SIGKILL on demand, and every child killed and reaped when the

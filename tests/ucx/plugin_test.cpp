@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // plugin_test.cpp: the ucx plugin in one process: refusing a communicator
 // without an out-of-band exchange, a one-member communicator, and many
 // communicators alive at once between two plugin instances driven by two

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // rank_common.cpp: store, plugin and data helpers of ucx_rank.
 #include "rank_common.hpp"
 

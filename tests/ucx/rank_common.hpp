@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // rank_common.hpp: what every scenario of ucx_rank shares: the command line,
 // the store client and out-of-band exchange, the plugin with chosen options,
 // typed test data, process statistics and the result lines the driver reads.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ucx_rank: one rank of a multi-process ucx plugin test, started by
 // ucx_test (the driver), which serves the store and may kill ranks.
 //

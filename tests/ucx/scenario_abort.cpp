@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // scenario_abort.cpp: rank 0 aborts its communicator from a second thread
 // while its main thread is inside large allreduces (64 MiB: the ranks then
 // read each other's memory in long loops, cross-memory attach on one host).

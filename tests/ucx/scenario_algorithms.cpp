@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // scenario_algorithms.cpp: every operation checked exactly under option sets
 // that force each algorithm (latency ones only, bandwidth ones with tiny
 // chunks so pipelines run deep), in and out of place, at every root, plus

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // scenario_back_to_back.cpp: many non-blocking operations of mixed kinds
 // posted back to back on one communicator before any is waited for (two
 // and three broadcasts from the same root in a row, small and pipelined

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // scenario_faults.cpp: a rank is SIGKILLed by the driver, during a large
 // allreduce or between two operations. Survivors report how and when their
 // operation ended (PEER_FAILED or TIMEOUT), destroy the broken communicator

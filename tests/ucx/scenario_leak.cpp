@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // scenario_leak.cpp: create, use and destroy a communicator over and over.
 // Resident memory, open descriptors and threads are sampled after a warm-up
 // (allocator pools and UCX's own caches settle) and at the end; the driver

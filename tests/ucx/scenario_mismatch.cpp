@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // scenario_mismatch.cpp: ranks post the same operation with different
 // arguments. The odd rank out, and every rank whose result depends on it,
 // must get INVALID_ARGUMENT promptly (not a timeout, never a wrong result);

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ucx_test: the ucx plugin under real processes (ucx_rank helpers): SIGKILL
 // of a rank mid-operation and between operations, leaks over 1000
 // communicators, mismatched arguments across ranks, and every algorithm

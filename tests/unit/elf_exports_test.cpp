@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The loader's ELF .dynsym reader: what real plugin files export, and no crash
 // on truncated or corrupted copies of one.
 #include <gtest/gtest.h>

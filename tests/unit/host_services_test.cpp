@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The host-services table as a plugin sees it: options, store, logging.
 #include <gtest/gtest.h>
 

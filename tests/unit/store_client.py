@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """One fixed sequence of c10d store queries through PyTorch's own TCPStore
 client (Debian's python3-torch), each result printed on a line of its own.
 

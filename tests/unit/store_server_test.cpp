@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The launcher's store server against LibTorch's own c10d::TCPStore client
 // (through make_tcp_store) and against raw sockets that speak the protocol
 // badly or not at all.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // loom/collective.hpp: C++ handles over a collective plugin's C vtable.
 //
 // Collective is one initialised plugin instance, Communicator one

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // loom/config.hpp: the parts of a Loom TOML config file the host itself
 // reads: where plugins are ([plugins] path) and the options of the chosen
 // collective ([collective] name, [collective.options]).

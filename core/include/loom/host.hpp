@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // loom/host.hpp: the host side of the plugin ABI: finds plugins, loads and
 // initialises them with the host services (logging, options, the job's
 // store, opening other plugins), and keeps them resident.

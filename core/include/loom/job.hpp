@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // loom/job.hpp: which job this process belongs to, read once from the
 // launcher's environment.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // loom/launch.hpp: start N local processes of one job, torchrun style.
 //
 // Each process gets RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // loom/plugin_path.hpp: where plugins are looked for, in DESIGN.md's order.
 //
 //   1. --plugin-path on the command line

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // loom/plugin_record.hpp: what the core knows about one plugin file, whether
 // or not it could be loaded.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // loom/status.hpp: the result of a call into a plugin, and the exception the
 // core throws for errors a user must see.
 //

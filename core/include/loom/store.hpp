@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // loom/store.hpp: the key-value rendezvous store every process of a job
 // shares (c10d's Store semantics: set, get-with-wait, add).
 //

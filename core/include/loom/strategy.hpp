@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // loom/strategy.hpp: a C++ handle over a strategy plugin's C vtable (or the
 // built-in `single` strategy). Destroying it calls the plugin's fini; the
 // trainer calls setup and teardown. Methods return Status; one thread at a

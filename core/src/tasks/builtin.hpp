@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // tasks/builtin.hpp: what the built-in tasks share (internal to libloom):
 // typed access to the [task] options the registry has validated, and the
 // factory of each task.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // tasks/charlm.cpp: the `charlm` task. A small causal transformer models a
 // text file byte by byte (vocabulary 256, so any UTF-8 file works); it reports
 // the cross-entropy and bits per character (loss / ln 2, per byte).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // tasks/digits.cpp: the `digits` task. A multilayer perceptron classifies the
 // 8x8 handwritten digits (1797 images, 10 classes) that Debian's
 // python3-sklearn ships, with a held-out test split; it reports loss and

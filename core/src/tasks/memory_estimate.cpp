@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // tasks/memory_estimate.cpp: parameter counts of the built-in models from
 // their options (the formulas follow the modules in charlm.cpp, teacher.cpp
 // and digits.cpp), and the check against the machine's memory.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // tasks/memory_estimate.hpp: refuses a built-in task whose options ask for
 // more memory than the machine has, before anything is allocated (internal).
 //

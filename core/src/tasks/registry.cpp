@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // tasks/registry.cpp: the tasks by name (built-in, and those users register),
 // the options each accepts, and the checks every [task] option goes through
 // before a task sees it.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // tasks/teacher.cpp: the `teacher` task. A small student network regresses
 // the outputs of a fixed random teacher network; it needs no files and reports
 // the mean squared error.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Reading torch.save'd dicts of tensors, and the two data sets made of them:
 // one file in memory, or a folder of shards streamed two at a time.
 #include "tensor_data.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // tasks/tensor_data.hpp: data sets a user brings as files written by
 // PyTorch's torch.save({"x": tensor, "y": tensor, ...}) (the zip format,
 // PyTorch >= 1.6), either one file held in memory or a folder of shard files

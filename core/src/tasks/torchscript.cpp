@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // tasks/torchscript.cpp: the `torchscript` task: a user's model, written in
 // PyTorch and saved with torch.jit.script(model).save(path) (or
 // torch.jit.trace), trained on data files the user wrote with torch.save.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Reading a training run's TOML config: every section and key is checked, and
 // every error names the file, line and key and what would be valid.
 #include "loom/train/config.hpp"

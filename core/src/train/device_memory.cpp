@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "device_memory.hpp"
 
 #include <c10/core/impl/DeviceGuardImplInterface.h>

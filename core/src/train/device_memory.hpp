@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The host's device-memory services lent to strategies (SDK ABI 1.6,
 // loom_training_state_v1.alloc_device / free_device / copy), on the
 // training device and its current stream, through LibTorch: a strategy

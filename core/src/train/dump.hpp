@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Writing a run's parameters (and, for the initial dump, its training data
 // and sample order) as raw little-endian files plus manifest.json, so tools
 // outside Loom (the PyTorch cross-check test) can reproduce the run.

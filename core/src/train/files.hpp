@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Writing files so that a crash never leaves a half-written one in place:
 // a temporary file in the same folder, fsync, rename over the target, fsync
 // of the folder. No LibTorch.

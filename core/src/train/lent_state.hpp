@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The C callbacks of a loom_training_state_v1 (SDK strategy.h), once, for
 // any owner that lends one: the training state itself, and the host copies
 // a strategy without device support gets (staging.hpp). Owner has

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What the trainer does with a step whose loss or gradients are not finite
 // ([trainer] on_nonfinite): "stop" ends the run with an error naming the
 // step; "skip_step" drops the step (no optimizer update) and logs it, and

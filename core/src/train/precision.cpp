@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "precision.hpp"
 
 #include <ATen/autocast_mode.h>

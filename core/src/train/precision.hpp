@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // trainer.precision = "bf16": the forward pass (training loss and
 // validation) under LibTorch's autocast in bfloat16 on the training device,
 // as torch.autocast does it; backward and the optimizer stay in fp32.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What a run reports: a progress line on the console (rate and ETA) and a
 // CSV file of every metric (step, elapsed_s, metric, value). No LibTorch.
 #pragma once

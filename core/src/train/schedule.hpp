@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The learning rate at a global step, and which samples a step trains on.
 // Both are pure functions of the configuration, so every process (and a
 // resumed run) agrees on them. No LibTorch.

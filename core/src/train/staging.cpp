@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "staging.hpp"
 
 #include "lent_state.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Host staging (SDK ABI 1.6, LOOM_CAP_DEVICE_MEMORY): what a strategy that
 // works only on host memory (a swarm peer) is lent when the model trains
 // on a device. It holds a host copy of the parameters, the gradients (in

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The training state a run owns: the task's parameters and buffers, the
 // optimizer, and the step counter; DLPack views of parameters, gradients and
 // buffers for the strategy; and its serialised form (checkpoints, and

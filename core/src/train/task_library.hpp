@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Loading a user's shared library of C++ tasks ([trainer] task_library):
 // its static initialisers call loom::train::register_task. Internal to
 // libloom; no LibTorch here.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The training loop. See loom/train/trainer.hpp for what it does; the
 // strategy makes every distribution decision.
 #include "loom/train/trainer.hpp"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * loom/collective.h: the collective plugin ABI, version 1.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * loom/plugin.h: what every Loom plugin and the Loom host agree on.
  *

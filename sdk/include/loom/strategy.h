@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * loom/strategy.h: the strategy plugin ABI, version 1.
  *

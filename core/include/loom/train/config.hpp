@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // loom/train/config.hpp: a training run's configuration, read from TOML.
 //
 //   [trainer]             what and how to train (TrainerSettings below)

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // loom/train/task.hpp: what a training task supplies to the trainer: the
 // tensors it trains, its data, and how to compute the loss and the
 // validation metrics. Built-in tasks (digits, charlm, teacher, torchscript)

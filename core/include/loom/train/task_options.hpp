@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // loom/train/task_options.hpp: the [task] section of a config, as the
 // trainer hands it to a task (no LibTorch here).
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // loom/train/trainer.hpp: run a training job from its configuration.
 //
 // The loop: forward, backward, the strategy's after_backward (which averages
