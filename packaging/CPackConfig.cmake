@@ -28,8 +28,8 @@
 # So no shlibs file and no ldconfig trigger are needed (ld.so never looks in
 # the folder), and libloom-dev's libloom.so link and LoomConfig.cmake point
 # into the private folder. Plugins are found relative to libloom
-# (core/src/plugin_path.cpp: <folder of libloom>/loom/plugins), hence
-# /usr/lib/<triplet>/loom/loom/plugins.
+# (core/src/plugin_path.cpp: <folder of libloom>/plugins), hence
+# /usr/lib/<triplet>/loom/plugins.
 #
 # Binaries are stripped and their debug info left out: CPack's own -dbgsym
 # packages (CPACK_DEBIAN_DEBUGINFO_PACKAGE, CMake 3.25) carry no copyright
@@ -108,7 +108,7 @@ loom_deb_package(runtime loom
   "`single` strategy, the manual page and example configs. The `digits`"
   "task reads the data set that python3-sklearn ships.")
 # Not Architecture: all: the CMake package and loom-sdk.pc live in, and name,
-# the multiarch folders (pluginsdir is /usr/lib/<triplet>/loom/loom/plugins).
+# the multiarch folders (pluginsdir is /usr/lib/<triplet>/loom/plugins).
 loom_deb_package(sdk ${LOOM_SDK_PACKAGE} SECTION libdevel
   DESCRIPTION
   "C headers for building Loom collective and strategy plugins"

@@ -44,7 +44,7 @@ std::string default_plugin_dir() {
   if (dladdr(reinterpret_cast<void*>(&default_plugin_dir), &info) == 0 || info.dli_fname == nullptr) return {};
   char resolved[PATH_MAX];
   std::string self = realpath(info.dli_fname, resolved) ? resolved : info.dli_fname;
-  return parent_dir(self) + "/loom/plugins";
+  return parent_dir(self) + "/plugins";
 }
 
 std::vector<PluginDir> plugin_search_path(const std::vector<std::string>& cli_paths,

@@ -159,7 +159,7 @@ targets=(ucx_collective collab_strategy)
 grep -q "nccl collective plugin: NCCL" "$pbuild.configure.log" && targets+=(nccl_collective)
 cmake --build "$pbuild" --target "${targets[@]}" -- -j"${LOOM_GPU_JOBS:-$(nproc)}" > "$pbuild.build.log" 2>&1 ||
   { tail -30 "$pbuild.build.log" >&2; die "building the plugins failed ($pbuild.build.log)"; }
-pdir=$pbuild/lib/loom/plugins
+pdir=$pbuild/lib/plugins
 cp "$pdir/libucx_collective.so" "$pdir/libcollab_strategy.so" "$kit/plugins/"
 if [[ -f $pdir/libnccl_collective.so ]]; then
   cp "$pdir/libnccl_collective.so" "$kit/plugins-nccl/"

@@ -74,8 +74,8 @@ runpath=$(readelf -d "$loom" | sed -n 's/.*(RUNPATH).*\[\(.*\)\]/\1/p')
 [[ "$runpath" == "\$ORIGIN/../lib/$triplet/loom" ]] || fail "/usr/bin/loom RUNPATH is '$runpath', not \$ORIGIN/../lib/$triplet/loom"
 listing=$(cd "$tmp" && env -u LD_LIBRARY_PATH -u LOOM_PLUGIN_PATH "$loom" plugins 2>&1) || fail "unpacked loom plugins exited $?"
 echo "$listing"
-plugins=("$libdir"/loom/loom/plugins/lib*.so)
-[[ ${#plugins[@]} -gt 0 ]] || fail "no plugin in /usr/lib/$triplet/loom/loom/plugins"
+plugins=("$libdir"/loom/plugins/lib*.so)
+[[ ${#plugins[@]} -gt 0 ]] || fail "no plugin in /usr/lib/$triplet/loom/plugins"
 for so in "${plugins[@]}"; do
   status=$(awk -v p="$so" '$5 == p { s = $6; for (i = 7; i <= NF; i++) s = s " " $i; print s }' <<<"$listing")
   case "$(basename "$so"):$status" in
@@ -170,7 +170,7 @@ if [[ -f "$pc" ]]; then
   grep -q '//' "$pc" && fail "loom-sdk.pc has a double slash: $(grep '//' "$pc")"
   grep -E '^(includedir|libdir|pluginsdir)=' "$pc" | grep -qv '=\${prefix}/' && fail "loom-sdk.pc has a path not under \${prefix}"
   pluginsdir=$(PKG_CONFIG_PATH=$libdir/pkgconfig pkg-config --variable=pluginsdir loom-sdk)
-  [[ "$(realpath -m "$pluginsdir")" == "$libdir/loom/loom/plugins" ]] || fail "loom-sdk.pc pluginsdir is $pluginsdir"
+  [[ "$(realpath -m "$pluginsdir")" == "$libdir/loom/plugins" ]] || fail "loom-sdk.pc pluginsdir is $pluginsdir"
 else
   fail "no loom-sdk.pc in /usr/lib/$triplet/pkgconfig"
 fi

@@ -4,7 +4,7 @@
 //   1. --plugin-path on the command line
 //   2. [plugins] path in the config file
 //   3. LOOM_PLUGIN_PATH (colon-separated)
-//   4. <dir of libloom>/loom/plugins: the build tree (which mirrors the
+//   4. <dir of libloom>/plugins: the build tree (which mirrors the
 //      installed layout) or the installed <libdir>/loom/plugins
 //
 // The first folder holding lib<name>_<kind>.so wins; later files of the same
@@ -28,7 +28,7 @@ struct PluginDir {
 std::vector<PluginDir> plugin_search_path(const std::vector<std::string>& cli_paths,
                                           const std::vector<std::string>& config_paths);
 
-// <dir of libloom.so>/loom/plugins.
+// <dir of libloom.so>/plugins.
 std::string default_plugin_dir();
 
 // Splits "lib<name>_<kind>.so" into candidate fields; false for other names.
