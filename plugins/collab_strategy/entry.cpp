@@ -6,10 +6,9 @@
 #include <memory>
 #include <string>
 
-#include "loom/strategy.h"
+#include "loom/cxx/strategy.hpp"
 #include "options.h"
 #include "peer.h"
-#include "../common/negotiate.h"
 
 struct loom_strategy_ctx {
   const loom_host_v1 *host = nullptr;
@@ -183,33 +182,12 @@ constexpr loom_plugin_info kInfo = {
     kNumOptions,
 };
 
-constexpr loom_strategy_v1 make_vtable() {
-  loom_strategy_v1 v{};
-  v.struct_size = sizeof(loom_strategy_v1);
-  v.abi_version = LOOM_ABI_VERSION;
-  v.info = &kInfo;
-  v.init = init;
-  v.fini = fini;
-  v.last_error = last_error;
-  v.setup = setup;
-  v.teardown = teardown;
-  v.data_shard = data_shard;
-  v.after_backward = after_backward;
-  v.after_optimizer_step = after_optimizer_step;
-  v.reduce_metric = reduce_metric;
-  v.reduce_decision = reduce_decision;
-  v.barrier = barrier;
-  v.broadcast_bytes = broadcast_bytes;
-  v.is_global_zero = is_global_zero;
-  v.global_step = global_step;
-  v.should_stop = should_stop;
-  v.status_line = status_line;
+// ABI 1.1's sample_salt on top of the 1.0 functions.
+constexpr loom_strategy_v1 kVtable = [] {
+  loom_strategy_v1 v = LOOM_CXX_STRATEGY_VTABLE(&kInfo);
   v.sample_salt = sample_salt;
   return v;
-}
-
-constexpr loom_strategy_v1 kVtable = make_vtable();
-
+}();
 
 }  // namespace
 }  // namespace loom_collab
@@ -219,10 +197,10 @@ constexpr loom_strategy_v1 kVtable = make_vtable();
 extern "C" LOOM_PLUGIN_EXPORT loom_status loom_strategy_plugin_v1(const loom_negotiate_request *request,
                                                                   loom_negotiate_reply *reply) {
   // It needs 1.1: the last epoch (max_steps) and per-peer sampling (sample_salt).
-  static constexpr loom_plugin_common::Refusals kRefusals = {
+  static constexpr loom::cxx::Refusals kRefusals = {
       "collab strategy plugin: the negotiate request is missing or too small for ABI v1",
       "collab strategy plugin: called for a kind other than strategy",
       "collab strategy plugin speaks Loom ABI 1.1 (it needs max_steps and sample_salt)"};
-  return loom_plugin_common::negotiate(request, reply, LOOM_KIND_STRATEGY, LOOM_ABI_MAKE(1, 1), &loom_collab::kVtable,
-                                kRefusals);
+  return loom::cxx::negotiate(request, reply, LOOM_KIND_STRATEGY, LOOM_ABI_MAKE(1, 1), &loom_collab::kVtable,
+                              kRefusals);
 }

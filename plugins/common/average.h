@@ -1,14 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 // Turning a sum over `divisor` members into their average, in place: the one
 // copy shared by the collectives (AVG is SUM, then this) and the DDP strategy
-// (which sums and divides itself); and a scaled allreduce's multiplication.
+// (which sums and divides itself); and a scaled allreduce's multiplication
+// (its argument rules are the SDK's: loom::cxx::check_scale).
 // Header-only, so nothing is exported.
 #ifndef LOOM_PLUGINS_COMMON_AVERAGE_H
 #define LOOM_PLUGINS_COMMON_AVERAGE_H
 
 #include <cmath>
 #include <cstdint>
-#include <cstdio>
 
 #include "half_float.h"
 #include "loom/collective.h"
@@ -88,25 +88,6 @@ inline void scale_in_place(void *buf, uint64_t count, loom_dtype dtype, double s
     case LOOM_DTYPE_F64: scale_float(static_cast<double *>(buf), count, s); break;
     default: break;
   }
-}
-
-// Whether a dtype is one of the floating ones a scaled allreduce takes.
-inline bool is_floating(loom_dtype dtype) {
-  return dtype == LOOM_DTYPE_F16 || dtype == LOOM_DTYPE_BF16 || dtype == LOOM_DTYPE_F32 || dtype == LOOM_DTYPE_F64;
-}
-
-// allreduce_scaled's own argument rules, the same in every plugin: false
-// when dtype and scale are valid, else true with the reason in why.
-inline bool scaled_allreduce_refused(loom_dtype dtype, const char *dtype_name, double scale, char *why, size_t len) {
-  if (!is_floating(dtype)) {
-    std::snprintf(why, len, "allreduce_scaled: dtype %s is not a floating type (f16, bf16, f32, f64)", dtype_name);
-    return true;
-  }
-  if (!std::isfinite(scale)) {
-    std::snprintf(why, len, "allreduce_scaled: scale %g is not a finite number", scale);
-    return true;
-  }
-  return false;
 }
 
 }  // namespace loom_plugin_common

@@ -173,7 +173,7 @@ loom_status Group::check_usable(size_t *op) {
 
 template <class PostOne>
 loom_status Group::post_chunked(uint64_t count, size_t elem, PostOne &&post_one, size_t *op) {
-  LOOM_DDP_TRY(check_usable(op));
+  LOOM_CXX_TRY(check_usable(op));
   uint64_t offset = 0;
   do {
     const uint64_t n = std::min(count - offset, kMaxChunk);

@@ -20,7 +20,7 @@ namespace {
 // the host's stream, and a bucket that is not one range is reduced member by
 // member in place (the trainer's gradients always form one range).
 loom_status after_backward_impl(loom_strategy_ctx *ctx, loom_step_decision *decision) {
-  LOOM_DDP_TRY(usable(ctx, "after_backward"));
+  LOOM_CXX_TRY(usable(ctx, "after_backward"));
   if (!decision) return fail(LOOM_ERR_INVALID_ARGUMENT, "after_backward: decision is NULL");
   const auto deadline = deadline_after(ctx->timeout_ms);
   const bool on_device = ctx->values.on_device();
@@ -65,7 +65,7 @@ loom_status after_backward_impl(loom_strategy_ctx *ctx, loom_step_decision *deci
 }
 
 loom_status reduce_metric_impl(loom_strategy_ctx *ctx, double *value, loom_metric_op op) {
-  LOOM_DDP_TRY(usable(ctx, "reduce_metric"));
+  LOOM_CXX_TRY(usable(ctx, "reduce_metric"));
   if (!value) return fail(LOOM_ERR_INVALID_ARGUMENT, "reduce_metric: value is NULL");
   loom_reduce_op reduce;
   const char *name;
@@ -94,7 +94,7 @@ loom_status reduce_metric_impl(loom_strategy_ctx *ctx, double *value, loom_metri
 }
 
 loom_status reduce_decision_impl(loom_strategy_ctx *ctx, int32_t *decision, int32_t all) {
-  LOOM_DDP_TRY(usable(ctx, "reduce_decision"));
+  LOOM_CXX_TRY(usable(ctx, "reduce_decision"));
   if (!decision) return fail(LOOM_ERR_INVALID_ARGUMENT, "reduce_decision: decision is NULL");
   int32_t v = *decision != 0 ? 1 : 0;
   const loom_reduce_op reduce = all ? LOOM_REDUCE_MIN : LOOM_REDUCE_MAX;
@@ -108,7 +108,7 @@ loom_status reduce_decision_impl(loom_strategy_ctx *ctx, int32_t *decision, int3
 }
 
 loom_status barrier_impl(loom_strategy_ctx *ctx) {
-  LOOM_DDP_TRY(usable(ctx, "barrier"));
+  LOOM_CXX_TRY(usable(ctx, "barrier"));
   const loom_status s =
       ctx->group.run([&](size_t *h) { return ctx->group.barrier(h); }, deadline_after(ctx->timeout_ms));
   if (s != LOOM_OK) return op_failed(ctx, s, "barrier");
@@ -116,7 +116,7 @@ loom_status barrier_impl(loom_strategy_ctx *ctx) {
 }
 
 loom_status broadcast_bytes_impl(loom_strategy_ctx *ctx, void *data, uint64_t len, int32_t root) {
-  LOOM_DDP_TRY(usable(ctx, "broadcast_bytes"));
+  LOOM_CXX_TRY(usable(ctx, "broadcast_bytes"));
   if (root < 0 || root >= ctx->size)
     return fail(LOOM_ERR_INVALID_ARGUMENT, "broadcast_bytes: root %d is not a rank of this job (0..%d)", root,
                 ctx->size - 1);
@@ -140,7 +140,7 @@ loom_status after_backward(loom_strategy_ctx *ctx, uint64_t, loom_step_decision 
 
 loom_status after_optimizer_step(loom_strategy_ctx *ctx) noexcept {
   return guarded([&]() -> loom_status {
-    LOOM_DDP_TRY(usable(ctx, "after_optimizer_step"));
+    LOOM_CXX_TRY(usable(ctx, "after_optimizer_step"));
     ++ctx->step;
     return LOOM_OK;
   });

@@ -12,56 +12,25 @@
 #include <memory>
 
 #include "error.h"
+#include "loom/cxx/options.hpp"
 #include "options.h"
 
 namespace loom_ddp {
 namespace {
 
-// The configured value of a declared option, or its default (with a warning)
-// when the host cannot answer.
-const char *option_text(const loom_strategy_ctx &c, const loom_option_decl &decl) {
-  if (!c.host.get_option) return decl.default_value;
-  const char *value = nullptr;
-  const loom_status s = c.host.get_option(c.host.host_ctx, decl.name, &value);
-  if (s == LOOM_OK && value) return value;
-  host_log(&c, LOOM_LOG_WARN, "host could not give option %s (%s); using the default %s", decl.name,
-           loom_status_name(s), decl.default_value);
-  return decl.default_value;
-}
-
 loom_status read_options(loom_strategy_ctx &c) {
-  c.collective = option_text(c, kOptions[kOptCollective]);
-  if (c.collective.empty())
-    return fail(LOOM_ERR_INVALID_ARGUMENT, "option collective is empty; name a collective plugin such as mpi");
-
-  const char *text = option_text(c, kOptions[kOptBucketMb]);
-  errno = 0;
-  char *end = nullptr;
-  c.bucket_mb = std::strtod(text, &end);
-  if (errno != 0 || end == text || *end != '\0' || !std::isfinite(c.bucket_mb) || c.bucket_mb <= 0 ||
-      c.bucket_mb > 1024 * 1024)
-    return fail(LOOM_ERR_INVALID_ARGUMENT, "option bucket_mb = \"%s\" is not a number of MiB > 0 (and <= 1048576)",
-                text);
-
-  text = option_text(c, kOptions[kOptTimeoutMs]);
-  errno = 0;
-  end = nullptr;
-  const long long timeout = std::strtoll(text, &end, 10);
-  if (errno != 0 || end == text || *end != '\0' || timeout <= 0)
-    return fail(LOOM_ERR_INVALID_ARGUMENT, "option timeout_ms = \"%s\" is not an integer > 0", text);
-  c.timeout_ms = timeout;
+  const loom::cxx::Options o(c.host);
+  LOOM_CXX_TRY(o.get_string(kOptions[kOptCollective], &c.collective, "name a collective plugin such as mpi"));
+  LOOM_CXX_TRY(o.get_double(kOptions[kOptBucketMb], 0, 1024 * 1024, &c.bucket_mb));
+  LOOM_CXX_TRY(o.get_int(kOptions[kOptTimeoutMs], 1, &c.timeout_ms));
   return LOOM_OK;
 }
 
 loom_status init_impl(const loom_host_v1 *host, loom_strategy_ctx **out) {
   if (!host || !out) return fail(LOOM_ERR_INVALID_ARGUMENT, "init: host and ctx must not be NULL");
   auto c = std::make_unique<loom_strategy_ctx>();
-  // Read only what the host filled in; missing job fields mean "unknown".
-  std::memset(&c->host, 0, sizeof c->host);
-  c->host.rank = c->host.world_size = c->host.local_rank = -1;
-  std::memcpy(&c->host, host, std::min<size_t>(host->struct_size, sizeof c->host));
-  c->host.struct_size = sizeof c->host;
-  LOOM_DDP_TRY(read_options(*c));
+  c->host = loom::cxx::copy_host(*host);  // what the host filled in; the rest "unknown"
+  LOOM_CXX_TRY(read_options(*c));
   if (c->host.world_size < 1 || c->host.rank < 0 || c->host.rank >= c->host.world_size)
     return fail(LOOM_ERR_UNAVAILABLE,
                 "the host does not know this process's place in the job (rank %d, world size %d); start it with "
@@ -79,16 +48,6 @@ loom_status init_impl(const loom_host_v1 *host, loom_strategy_ctx **out) {
 }
 
 }  // namespace
-
-void host_log(const loom_strategy_ctx *ctx, loom_log_level level, const char *fmt, ...) {
-  if (!ctx || !ctx->host.log) return;
-  char text[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  std::vsnprintf(text, sizeof text, fmt, ap);
-  va_end(ap);
-  ctx->host.log(ctx->host.host_ctx, level, text);
-}
 
 loom_status usable(loom_strategy_ctx *ctx, const char *call) {
   if (!ctx) return fail(LOOM_ERR_INVALID_ARGUMENT, "%s: ctx is NULL", call);
@@ -135,10 +94,7 @@ std::string describe_bucket(const loom_strategy_ctx *ctx, size_t k, const char *
 }
 
 loom_status init(const loom_host_v1 *host, loom_strategy_ctx **ctx, char *why, size_t why_len) noexcept {
-  if (ctx) *ctx = nullptr;
-  const loom_status s = guarded([&]() -> loom_status { return init_impl(host, ctx); });
-  if (s != LOOM_OK && why && why_len > 0) std::snprintf(why, why_len, "%s", last_error_text());
-  return s;
+  return loom::cxx::guarded_init(ctx, why, why_len, [&] { return init_impl(host, ctx); });
 }
 
 void fini(loom_strategy_ctx *ctx) noexcept {

@@ -11,6 +11,7 @@
 #include "buckets.h"
 #include "group.h"
 #include "host_values.h"
+#include "loom/cxx/errors.hpp"
 #include "loom/strategy.h"
 #include "tensors.h"
 
@@ -39,8 +40,7 @@ struct loom_strategy_ctx {
 namespace loom_ddp {
 
 // Formats one message into the host's log (dropped if the host gave no log).
-void host_log(const loom_strategy_ctx *ctx, loom_log_level level, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+using loom::cxx::host_log;
 
 // LOOM_OK when the group is set up and unbroken; else a message naming call.
 loom_status usable(loom_strategy_ctx *ctx, const char *call);

@@ -51,8 +51,8 @@ loom_status read_state(loom_strategy_ctx *ctx, const loom_training_state_v1 *sta
   ctx->params.assign(st.num_params, TensorRef{});
   ctx->grads.assign(st.num_params, TensorRef{});
   for (uint32_t i = 0; i < st.num_params; ++i) {
-    LOOM_DDP_TRY(view_tensor(st.params[i], "parameter", i, ctx->device, &ctx->params[i]));
-    LOOM_DDP_TRY(view_tensor(st.grads[i], "gradient", i, ctx->device, &ctx->grads[i]));
+    LOOM_CXX_TRY(view_tensor(st.params[i], "parameter", i, ctx->device, &ctx->params[i]));
+    LOOM_CXX_TRY(view_tensor(st.grads[i], "gradient", i, ctx->device, &ctx->grads[i]));
     const TensorRef &p = ctx->params[i], &g = ctx->grads[i];
     if (p.dtype != g.dtype || p.numel != g.numel)
       return fail(LOOM_ERR_INVALID_ARGUMENT,
@@ -153,7 +153,7 @@ loom_status broadcast_buffers(loom_strategy_ctx *ctx, Clock::time_point deadline
   std::vector<TensorRef> refs(count);
   int64_t elements = 0;
   for (uint32_t i = 0; i < count; ++i) {
-    LOOM_DDP_TRY(view_tensor(tensors[i], "buffer", i, ctx->device, &refs[i]));
+    LOOM_CXX_TRY(view_tensor(tensors[i], "buffer", i, ctx->device, &refs[i]));
     elements += static_cast<int64_t>(refs[i].numel);
   }
   int64_t extent[2] = {elements, -elements};  // max(n) and max(-n): do all ranks agree?

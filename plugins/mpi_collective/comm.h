@@ -10,11 +10,11 @@
 #include <cstdint>
 
 #include "loom/collective.h"
-#include "../common/comm_errors.h"
+#include "loom/cxx/errors.hpp"
 
 struct loom_comm {
   loom_collective_ctx *ctx = nullptr;
-  loom_plugin_common::CommError error;  // comm_last_error: the last failed call's message
+  loom::cxx::CommError error;  // comm_last_error: the last failed call's message
   MPI_Comm mpi = MPI_COMM_NULL;
   int rank = 0, size = 0;
   int64_t timeout_ms = 0;  // default for waits on this communicator

@@ -13,6 +13,7 @@
 #include <memory>
 
 #include "error.h"
+#include "loom/cxx/options.hpp"
 #include "options.h"
 #include "reduce_ops.h"
 
@@ -28,30 +29,6 @@ namespace {
 int g_instances = 0;             // live instances
 bool g_owns_mpi = false;         // this plugin called MPI_Init_thread, so it finalizes
 char g_finalized_why[512] = "";  // set when this plugin finalized MPI
-
-// Reads a declared integer option >= min_value; falls back to the declared
-// default (with a warning) when the host cannot answer.
-loom_status read_int_option(const loom_collective_ctx &c, const loom_option_decl &decl, int64_t min_value,
-                            int64_t *out) {
-  const char *text = decl.default_value;
-  if (c.host.get_option) {
-    const char *value = nullptr;
-    loom_status s = c.host.get_option(c.host.host_ctx, decl.name, &value);
-    if (s == LOOM_OK && value)
-      text = value;
-    else
-      host_log(&c, LOOM_LOG_WARN, "host could not give option %s (%s); using the default %s", decl.name,
-               loom_status_name(s), decl.default_value);
-  }
-  errno = 0;
-  char *end = nullptr;
-  const long long v = std::strtoll(text, &end, 10);
-  if (errno != 0 || end == text || *end != '\0' || v < min_value)
-    return fail(LOOM_ERR_INVALID_ARGUMENT, "option %s = \"%s\" is not an integer >= %lld", decl.name, text,
-                static_cast<long long>(min_value));
-  *out = v;
-  return LOOM_OK;
-}
 
 const char *thread_level_name(int level) {
   switch (level) {
@@ -129,22 +106,14 @@ loom_status start_mpi(loom_collective_ctx &c) {
 loom_status init_impl(const loom_host_v1 *host, loom_collective_ctx **out) {
   if (!host || !out) return fail(LOOM_ERR_INVALID_ARGUMENT, "init: host and ctx must not be NULL");
   auto c = std::make_unique<loom_collective_ctx>();
-  // Read only what the host filled in; missing job fields mean "unknown".
-  std::memset(&c->host, 0, sizeof c->host);
-  c->host.rank = c->host.world_size = c->host.local_rank = -1;
-  std::memcpy(&c->host, host, std::min<size_t>(host->struct_size, sizeof c->host));
-  c->host.struct_size = sizeof c->host;
-  loom_status s = read_int_option(*c, kOptions[kOptTimeoutMs], 1, &c->default_timeout_ms);
-  if (s == LOOM_OK) s = read_int_option(*c, kOptions[kOptSpinUs], 0, &c->spin_us);
-  if (s != LOOM_OK) return s;
-  if (c->host.get_option) {
-    const char *value = nullptr;
-    if (c->host.get_option(c->host.host_ctx, kOptions[kOptBlocking].name, &value) == LOOM_OK && value)
-      c->blocking = std::strcmp(value, "true") == 0;
-  }
+  c->host = loom::cxx::copy_host(*host);  // what the host filled in; the rest "unknown"
+  const loom::cxx::Options options(c->host);
+  LOOM_CXX_TRY(options.get_int(kOptions[kOptTimeoutMs], 1, &c->default_timeout_ms));
+  LOOM_CXX_TRY(options.get_int(kOptions[kOptSpinUs], 0, &c->spin_us));
+  LOOM_CXX_TRY(options.get_bool(kOptions[kOptBlocking], &c->blocking));
 
   MpiLock lock(g_mpi_mutex);
-  s = start_mpi(*c);
+  loom_status s = start_mpi(*c);
   if (s != LOOM_OK) {
     // MPI cannot be re-initialised, so keeping it up would not help a retry;
     // finalizing lets mpirun (or a singleton) see a clean exit.
@@ -162,21 +131,8 @@ loom_status init_impl(const loom_host_v1 *host, loom_collective_ctx **out) {
 
 }  // namespace
 
-void host_log(const loom_collective_ctx *ctx, loom_log_level level, const char *fmt, ...) {
-  if (!ctx || !ctx->host.log) return;
-  char text[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  std::vsnprintf(text, sizeof text, fmt, ap);
-  va_end(ap);
-  ctx->host.log(ctx->host.host_ctx, level, text);
-}
-
 loom_status init(const loom_host_v1 *host, loom_collective_ctx **ctx, char *why, size_t why_len) noexcept {
-  if (ctx) *ctx = nullptr;
-  loom_status s = guarded([&]() -> loom_status { return init_impl(host, ctx); });
-  if (s != LOOM_OK && why && why_len > 0) std::snprintf(why, why_len, "%s", last_error_text());
-  return s;
+  return loom::cxx::guarded_init(ctx, why, why_len, [&] { return init_impl(host, ctx); });
 }
 
 void fini(loom_collective_ctx *ctx) noexcept {

@@ -5,7 +5,7 @@
 #include <climits>
 #include <cstring>
 
-#include "../common/average.h"
+#include "loom/cxx/checks.hpp"
 #include "reduce_ops.h"
 #include "request.h"
 
@@ -16,66 +16,24 @@ namespace {
 // on one communicator and tag in posting order, which is the header's rule.
 constexpr int kTag = 0x100f;
 
-// What every operation checks first. Clears *request so a failure leaves
-// NULL; request == NULL asks for inline completion (see post in request.h).
+// The checks every backend makes, in collective.h's order (loom/cxx/checks.hpp).
+// begin allows request == NULL: inline completion (see post in request.h).
 // Whether the communicator was aborted is asked last, by post (request.h):
 // argument errors win over ABORTED (collective.h).
-loom_status begin(loom_comm *comm, loom_request **request, const char *op) {
-  if (request) *request = nullptr;
-  if (!comm) return fail(LOOM_ERR_INVALID_ARGUMENT, "%s: comm is NULL", op);
-  return LOOM_OK;
-}
+using loom::cxx::begin;
+using loom::cxx::overlaps;
+using loom::cxx::Layout;
 
-// Checks dtype and count (MPI counts are int; larger counts are refused, not
-// split) and stores the size in bytes of count elements.
-loom_status check_data(loom_dtype dtype, uint64_t count, const char *op, size_t *bytes) {
-  const size_t elem = loom_dtype_size(dtype);
-  if (elem == 0) return fail(LOOM_ERR_INVALID_ARGUMENT, "%s: unknown dtype %u", op, dtype);
-  if (count > uint64_t(INT_MAX))
-    return fail(LOOM_ERR_INVALID_ARGUMENT, "%s: count %llu exceeds MPI's int count limit (%d); split the operation", op,
-                static_cast<unsigned long long>(count), INT_MAX);
-  *bytes = size_t(count) * elem;
-  return LOOM_OK;
-}
+// MPI counts are int; larger counts are refused, not split.
+constexpr loom::cxx::CountLimit kCountLimit{uint64_t(INT_MAX), "MPI's int count limit"};
 
-loom_status check_op(loom_dtype dtype, loom_reduce_op op, const char *name, MPI_Op *out) {
+loom::cxx::Member member(const loom_comm *comm) { return {comm->rank, comm->size}; }
+
+// MPI's reduction for a reduce op the checks accepted.
+loom_status mpi_op_of(loom_dtype dtype, loom_reduce_op op, const char *name, MPI_Op *out) {
   *out = mpi_op(dtype, op);
   if (*out == MPI_OP_NULL) return fail(LOOM_ERR_INVALID_ARGUMENT, "%s: unknown reduce op %u", name, op);
   return LOOM_OK;
-}
-
-loom_status check_buffer(const void *buf, uint64_t count, const char *op, const char *which) {
-  if (!buf && count > 0)
-    return fail(LOOM_ERR_INVALID_ARGUMENT, "%s: %s is NULL but count is %llu", op, which,
-                static_cast<unsigned long long>(count));
-  return LOOM_OK;
-}
-
-loom_status check_rank(const loom_comm *comm, int32_t r, const char *op, const char *which) {
-  if (r < 0 || r >= comm->size)
-    return fail(LOOM_ERR_INVALID_ARGUMENT, "%s: %s %d is out of range [0, %d)", op, which, r, comm->size);
-  return LOOM_OK;
-}
-
-// Sizes of size * count-element buffers (allgather, reduce_scatter, alltoall).
-loom_status check_total(const loom_comm *comm, size_t block_bytes, const char *op, size_t *total) {
-  if (__builtin_mul_overflow(block_bytes, size_t(comm->size), total))
-    return fail(LOOM_ERR_INVALID_ARGUMENT, "%s: %d blocks of %zu bytes overflow the address space", op, comm->size,
-                block_bytes);
-  return LOOM_OK;
-}
-
-const char *at(const void *base, size_t offset) { return static_cast<const char *>(base) + offset; }
-
-// Whether [a, a + na) and [b, b + nb) share a byte.
-bool overlaps(const void *a, size_t na, const void *b, size_t nb) {
-  const uintptr_t x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
-  return na > 0 && nb > 0 && x < y + nb && y < x + na;
-}
-
-loom_status overlap_error(const char *op, const char *rule) {
-  return fail(LOOM_ERR_INVALID_ARGUMENT, "%s: send and recv overlap but are not in place (in place needs %s)", op,
-              rule);
 }
 
 Finish average(loom_reduce_op op, void *buf, uint64_t count, loom_dtype dtype) {
@@ -98,18 +56,12 @@ __attribute__((noinline)) loom_status allreduce_checked(loom_comm *comm, const v
                                                         loom_request **request, const double *scale = nullptr) noexcept {
   const char *name = scale ? "allreduce_scaled" : "allreduce";
   return guarded([&]() -> loom_status {
-    size_t bytes;
+    Layout l;
     MPI_Op mop;
-    LOOM_MPI_TRY(begin(comm, request, name));
-    LOOM_MPI_TRY(check_data(dtype, count, name, &bytes));
-    char refusal[128];
-    if (scale && loom_plugin_common::scaled_allreduce_refused(dtype, dtype_name(dtype), *scale, refusal, sizeof refusal))
-      return fail(LOOM_ERR_INVALID_ARGUMENT, "%s", refusal);
-    LOOM_MPI_TRY(check_op(dtype, op, name, &mop));
-    LOOM_MPI_TRY(check_buffer(send, count, name, "send"));
-    LOOM_MPI_TRY(check_buffer(recv, count, name, "recv"));
-    const bool in_place = send == recv;
-    if (!in_place && overlaps(send, bytes, recv, bytes)) return overlap_error(name, "send == recv");
+    LOOM_CXX_TRY(begin(comm, request, name));
+    LOOM_CXX_TRY(loom::cxx::check_allreduce(name, send, recv, count, dtype, op, scale, &l, kCountLimit));
+    LOOM_CXX_TRY(mpi_op_of(dtype, op, name, &mop));
+    const bool in_place = l.in_place;
     Finish f = average(op, recv, count, dtype);
     if (scale) {
       f.avg_buf = recv;
@@ -169,19 +121,11 @@ loom_status allreduce_scaled(loom_comm *comm, const void *send, void *recv, uint
 loom_status broadcast(loom_comm *comm, const void *send, void *recv, uint64_t count, loom_dtype dtype, int32_t root,
                       loom_request **request) noexcept {
   return guarded([&]() -> loom_status {
-    size_t bytes;
-    LOOM_MPI_TRY(begin(comm, request, "broadcast"));
-    LOOM_MPI_TRY(check_data(dtype, count, "broadcast", &bytes));
-    LOOM_MPI_TRY(check_rank(comm, root, "broadcast", "root"));
-    LOOM_MPI_TRY(check_buffer(recv, count, "broadcast", "recv"));
-    if (comm->rank == root) {
-      LOOM_MPI_TRY(check_buffer(send, count, "broadcast", "send"));
-      if (send != recv) {
-        if (overlaps(send, bytes, recv, bytes)) return overlap_error("broadcast", "send == recv");
-        // MPI broadcasts in place only: the root's data must start in recv.
-        if (bytes) std::memcpy(recv, send, bytes);
-      }
-    }
+    Layout l;
+    LOOM_CXX_TRY(begin(comm, request, "broadcast"));
+    LOOM_CXX_TRY(loom::cxx::check_broadcast(member(comm), send, recv, count, dtype, root, &l, kCountLimit));
+    // MPI broadcasts in place only: the root's data must start in recv.
+    if (l.at_root && !l.in_place && l.bytes) std::memcpy(recv, send, l.bytes);
     return post(comm, "broadcast", "MPI_Ibcast", Finish{}, request,
                 [&](MPI_Request *r) { return MPI_Ibcast(recv, int(count), mpi_datatype(dtype), root, comm->mpi, r); },
                 [&] { return MPI_Bcast(recv, int(count), mpi_datatype(dtype), root, comm->mpi); });
@@ -191,19 +135,13 @@ loom_status broadcast(loom_comm *comm, const void *send, void *recv, uint64_t co
 loom_status reduce(loom_comm *comm, const void *send, void *recv, uint64_t count, loom_dtype dtype, loom_reduce_op op,
                    int32_t root, loom_request **request) noexcept {
   return guarded([&]() -> loom_status {
-    size_t bytes;
+    Layout l;
     MPI_Op mop;
-    LOOM_MPI_TRY(begin(comm, request, "reduce"));
-    LOOM_MPI_TRY(check_data(dtype, count, "reduce", &bytes));
-    LOOM_MPI_TRY(check_op(dtype, op, "reduce", &mop));
-    LOOM_MPI_TRY(check_rank(comm, root, "reduce", "root"));
-    LOOM_MPI_TRY(check_buffer(send, count, "reduce", "send"));
-    const bool at_root = comm->rank == root;
-    const bool in_place = at_root && send == recv;
-    if (at_root) {
-      LOOM_MPI_TRY(check_buffer(recv, count, "reduce", "recv"));
-      if (!in_place && overlaps(send, bytes, recv, bytes)) return overlap_error("reduce", "send == recv");
-    }
+    LOOM_CXX_TRY(begin(comm, request, "reduce"));
+    LOOM_CXX_TRY(loom::cxx::check_reduce(member(comm), send, recv, count, dtype, op, root, &l, kCountLimit));
+    LOOM_CXX_TRY(mpi_op_of(dtype, op, "reduce", &mop));
+    const bool at_root = l.at_root;
+    const bool in_place = l.in_place;
     // recv is significant at the root only; NULL elsewhere guarantees MPI
     // never writes there.
     void *mpi_recv = at_root ? recv : nullptr;
@@ -220,17 +158,12 @@ loom_status reduce(loom_comm *comm, const void *send, void *recv, uint64_t count
 loom_status allgather(loom_comm *comm, const void *send, void *recv, uint64_t sendcount, loom_dtype dtype,
                       loom_request **request) noexcept {
   return guarded([&]() -> loom_status {
-    size_t bytes, total;
-    LOOM_MPI_TRY(begin(comm, request, "allgather"));
-    LOOM_MPI_TRY(check_data(dtype, sendcount, "allgather", &bytes));
-    LOOM_MPI_TRY(check_total(comm, bytes, "allgather", &total));
-    LOOM_MPI_TRY(check_buffer(send, sendcount, "allgather", "send"));
-    LOOM_MPI_TRY(check_buffer(recv, sendcount, "allgather", "recv"));
+    Layout l;
+    LOOM_CXX_TRY(begin(comm, request, "allgather"));
+    LOOM_CXX_TRY(loom::cxx::check_allgather(member(comm), send, recv, sendcount, dtype, &l, kCountLimit));
     // In place, this rank's block already sits at its slot of recv, which is
     // also what MPI_IN_PLACE means for MPI_Allgather.
-    const bool in_place = send == at(recv, size_t(comm->rank) * bytes);
-    if (!in_place && overlaps(send, bytes, recv, total))
-      return overlap_error("allgather", "send == recv + rank * sendcount");
+    const bool in_place = l.in_place;
     const MPI_Datatype type = mpi_datatype(dtype);
     return post(comm, "allgather", "MPI_Iallgather", Finish{}, request, [&](MPI_Request *r) {
       return MPI_Iallgather(in_place ? MPI_IN_PLACE : send, int(sendcount), type, recv, int(sendcount), type, comm->mpi,
@@ -244,24 +177,19 @@ loom_status allgather(loom_comm *comm, const void *send, void *recv, uint64_t se
 loom_status reduce_scatter(loom_comm *comm, const void *send, void *recv, uint64_t recvcount, loom_dtype dtype,
                            loom_reduce_op op, loom_request **request) noexcept {
   return guarded([&]() -> loom_status {
-    size_t bytes, total;
+    Layout l;
     MPI_Op mop;
-    LOOM_MPI_TRY(begin(comm, request, "reduce_scatter"));
-    LOOM_MPI_TRY(check_data(dtype, recvcount, "reduce_scatter", &bytes));
-    LOOM_MPI_TRY(check_total(comm, bytes, "reduce_scatter", &total));
-    LOOM_MPI_TRY(check_op(dtype, op, "reduce_scatter", &mop));
-    LOOM_MPI_TRY(check_buffer(send, recvcount, "reduce_scatter", "send"));
-    LOOM_MPI_TRY(check_buffer(recv, recvcount, "reduce_scatter", "recv"));
-    const bool in_place = recv == at(send, size_t(comm->rank) * bytes);
-    if (!in_place && overlaps(send, total, recv, bytes))
-      return overlap_error("reduce_scatter", "recv == send + rank * recvcount");
+    LOOM_CXX_TRY(begin(comm, request, "reduce_scatter"));
+    LOOM_CXX_TRY(loom::cxx::check_reduce_scatter(member(comm), send, recv, recvcount, dtype, op, &l, kCountLimit));
+    LOOM_CXX_TRY(mpi_op_of(dtype, op, "reduce_scatter", &mop));
+    const bool in_place = l.in_place;
     Finish f = average(op, recv, recvcount, dtype);
     if (in_place && recv != send) {
       // MPI_IN_PLACE takes the input from recvbuf and leaves the result at its
       // start; NCCL's rule puts it at this rank's block, so move it there.
       f.move_from = send;
       f.move_to = recv;
-      f.move_bytes = bytes;
+      f.move_bytes = l.bytes;
     }
     // In place, the whole input is MPI's recvbuf; MPI writes only its first block.
     void *mpi_recv = in_place ? const_cast<void *>(send) : recv;
@@ -278,14 +206,10 @@ loom_status reduce_scatter(loom_comm *comm, const void *send, void *recv, uint64
 loom_status alltoall(loom_comm *comm, const void *send, void *recv, uint64_t count, loom_dtype dtype,
                      loom_request **request) noexcept {
   return guarded([&]() -> loom_status {
-    size_t bytes, total;
-    LOOM_MPI_TRY(begin(comm, request, "alltoall"));
-    LOOM_MPI_TRY(check_data(dtype, count, "alltoall", &bytes));
-    LOOM_MPI_TRY(check_total(comm, bytes, "alltoall", &total));
-    LOOM_MPI_TRY(check_buffer(send, count, "alltoall", "send"));
-    LOOM_MPI_TRY(check_buffer(recv, count, "alltoall", "recv"));
-    const bool in_place = send == recv;
-    if (!in_place && overlaps(send, total, recv, total)) return overlap_error("alltoall", "send == recv");
+    Layout l;
+    LOOM_CXX_TRY(begin(comm, request, "alltoall"));
+    LOOM_CXX_TRY(loom::cxx::check_alltoall(member(comm), send, recv, count, dtype, &l, kCountLimit));
+    const bool in_place = l.in_place;
     const MPI_Datatype type = mpi_datatype(dtype);
     return post(comm, "alltoall", "MPI_Ialltoall", Finish{}, request, [&](MPI_Request *r) {
       return MPI_Ialltoall(in_place ? MPI_IN_PLACE : send, int(count), type, recv, int(count), type, comm->mpi, r);
@@ -295,7 +219,7 @@ loom_status alltoall(loom_comm *comm, const void *send, void *recv, uint64_t cou
 
 loom_status barrier(loom_comm *comm, loom_request **request) noexcept {
   return guarded([&]() -> loom_status {
-    LOOM_MPI_TRY(begin(comm, request, "barrier"));
+    LOOM_CXX_TRY(begin(comm, request, "barrier"));
     return post(comm, "barrier", "MPI_Ibarrier", Finish{}, request,
                 [&](MPI_Request *r) { return MPI_Ibarrier(comm->mpi, r); }, [&] { return MPI_Barrier(comm->mpi); });
   });
@@ -304,11 +228,9 @@ loom_status barrier(loom_comm *comm, loom_request **request) noexcept {
 loom_status send(loom_comm *comm, const void *buf, uint64_t count, loom_dtype dtype, int32_t peer,
                  loom_request **request) noexcept {
   return guarded([&]() -> loom_status {
-    size_t bytes;
-    LOOM_MPI_TRY(begin(comm, request, "send"));
-    LOOM_MPI_TRY(check_data(dtype, count, "send", &bytes));
-    LOOM_MPI_TRY(check_rank(comm, peer, "send", "peer"));
-    LOOM_MPI_TRY(check_buffer(buf, count, "send", "buf"));
+    Layout l;
+    LOOM_CXX_TRY(begin(comm, request, "send"));
+    LOOM_CXX_TRY(loom::cxx::check_point_to_point("send", member(comm), buf, count, dtype, peer, &l, kCountLimit));
     Finish f;
     f.kind = Finish::kSend;
     return post(comm, "send", "MPI_Isend", f, request, [&](MPI_Request *r) {
@@ -320,11 +242,9 @@ loom_status send(loom_comm *comm, const void *buf, uint64_t count, loom_dtype dt
 loom_status recv(loom_comm *comm, void *buf, uint64_t count, loom_dtype dtype, int32_t peer,
                  loom_request **request) noexcept {
   return guarded([&]() -> loom_status {
-    size_t bytes;
-    LOOM_MPI_TRY(begin(comm, request, "recv"));
-    LOOM_MPI_TRY(check_data(dtype, count, "recv", &bytes));
-    LOOM_MPI_TRY(check_rank(comm, peer, "recv", "peer"));
-    LOOM_MPI_TRY(check_buffer(buf, count, "recv", "buf"));
+    Layout l;
+    LOOM_CXX_TRY(begin(comm, request, "recv"));
+    LOOM_CXX_TRY(loom::cxx::check_point_to_point("recv", member(comm), buf, count, dtype, peer, &l, kCountLimit));
     Finish f;
     f.kind = Finish::kRecv;
     f.check_recv = true;

@@ -7,29 +7,11 @@
 #define LOOM_MPI_OPS_H
 
 #include "loom/collective.h"
+#include "loom/cxx/collective.hpp"
 
 namespace loom_mpi {
 
-// scale x the sum over the members (ABI 1.3): MPI's sum, then one pass.
-loom_status allreduce_scaled(loom_comm *comm, const void *send, void *recv, uint64_t count, loom_dtype dtype,
-                             double scale, loom_request **request) noexcept;
-loom_status allreduce(loom_comm *comm, const void *send, void *recv, uint64_t count, loom_dtype dtype,
-                      loom_reduce_op op, loom_request **request) noexcept;
-loom_status broadcast(loom_comm *comm, const void *send, void *recv, uint64_t count, loom_dtype dtype, int32_t root,
-                      loom_request **request) noexcept;
-loom_status reduce(loom_comm *comm, const void *send, void *recv, uint64_t count, loom_dtype dtype, loom_reduce_op op,
-                   int32_t root, loom_request **request) noexcept;
-loom_status allgather(loom_comm *comm, const void *send, void *recv, uint64_t sendcount, loom_dtype dtype,
-                      loom_request **request) noexcept;
-loom_status reduce_scatter(loom_comm *comm, const void *send, void *recv, uint64_t recvcount, loom_dtype dtype,
-                           loom_reduce_op op, loom_request **request) noexcept;
-loom_status alltoall(loom_comm *comm, const void *send, void *recv, uint64_t count, loom_dtype dtype,
-                     loom_request **request) noexcept;
-loom_status barrier(loom_comm *comm, loom_request **request) noexcept;
-loom_status send(loom_comm *comm, const void *buf, uint64_t count, loom_dtype dtype, int32_t peer,
-                 loom_request **request) noexcept;
-loom_status recv(loom_comm *comm, void *buf, uint64_t count, loom_dtype dtype, int32_t peer,
-                 loom_request **request) noexcept;
+LOOM_CXX_DECLARE_COLLECTIVE_OPS();
 
 }  // namespace loom_mpi
 

@@ -115,14 +115,4 @@ void divide_in_place(void *buf, uint64_t count, loom_dtype dtype, int divisor) {
   loom_plugin_common::divide_in_place(buf, count, dtype, divisor);
 }
 
-const char *dtype_name(loom_dtype dtype) {
-  static const char *const names[] = {"?", "f16", "bf16", "f32", "f64", "i8", "u8", "i32", "i64"};
-  return dtype >= 1 && dtype <= 8 ? names[dtype] : "unknown dtype";
-}
-
-const char *reduce_op_name(loom_reduce_op op) {
-  static const char *const names[] = {"?", "sum", "prod", "min", "max", "avg"};
-  return op >= 1 && op <= 5 ? names[op] : "unknown op";
-}
-
 }  // namespace loom_mpi

@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "loom/collective.h"
+#include "loom/cxx/checks.hpp"
 
 namespace loom_mpi {
 
@@ -58,8 +59,8 @@ inline MPI_Op mpi_op(loom_dtype dtype, loom_reduce_op op) { return reduction(dty
 // division for integer types, float division rounded back for halves.
 void divide_in_place(void *buf, uint64_t count, loom_dtype dtype, int divisor);
 
-const char *dtype_name(loom_dtype dtype);
-const char *reduce_op_name(loom_reduce_op op);
+using loom::cxx::dtype_name;
+using loom::cxx::reduce_op_name;
 
 }  // namespace loom_mpi
 

@@ -111,7 +111,7 @@ inline loom_status refuse_if_aborted(const loom_comm *comm, const char *op) {
 template <class Start, class RunNow>
 loom_status post(loom_comm *comm, const char *op, const char *mpi_name, const Finish &finish, loom_request **out,
                  Start &&start, RunNow &&run_now) {
-  LOOM_MPI_TRY(refuse_if_aborted(comm, op));
+  LOOM_CXX_TRY(refuse_if_aborted(comm, op));
   if (!out) {
     if (!comm->blocking) return run_inline(comm, op, mpi_name, finish, start);
     {
@@ -141,7 +141,7 @@ loom_status post(loom_comm *comm, const char *op, const char *mpi_name, const Fi
 template <class Start>
 loom_status post(loom_comm *comm, const char *op, const char *mpi_name, const Finish &finish, loom_request **out,
                  Start &&start) {
-  LOOM_MPI_TRY(refuse_if_aborted(comm, op));
+  LOOM_CXX_TRY(refuse_if_aborted(comm, op));
   if (!out) return run_inline(comm, op, mpi_name, finish, start);
   auto req = new_request(comm, op, finish);
   {

@@ -27,7 +27,7 @@ loom_status prepare_local(loom_comm *c, const loom_collective_ctx *ctx, void *st
   if (c->device < 0 || c->device >= ctx->device_count)
     return fail(LOOM_ERR_INVALID_ARGUMENT, "comm_create \"%s\": device_id %d is not a CUDA device here (have %d)",
                 c->name, c->device, ctx->device_count);
-  LOOM_NCCL_TRY(use_device(c->device));
+  LOOM_CXX_TRY(use_device(c->device));
   if (stream) {
     c->stream = static_cast<cudaStream_t>(stream);
 #if CUDART_VERSION >= 12080
@@ -45,7 +45,7 @@ loom_status prepare_local(loom_comm *c, const loom_collective_ctx *ctx, void *st
     c->own_stream = true;
   }
   c->pools = has_memory_pools(c->device);
-  LOOM_NCCL_TRY(scratch_alloc(16, c->stream, c->pools, &c->scratch));
+  LOOM_CXX_TRY(scratch_alloc(16, c->stream, c->pools, &c->scratch));
   const cudaError_t e = cudaMemsetAsync(c->scratch, 0, 16, c->stream);
   if (e != cudaSuccess) return fail_cuda(e, "cudaMemsetAsync");
   return LOOM_OK;

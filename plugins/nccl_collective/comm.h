@@ -25,11 +25,11 @@
 #include <vector>
 
 #include "loom/collective.h"
-#include "../common/comm_errors.h"
+#include "loom/cxx/errors.hpp"
 
 struct loom_comm {
   loom_collective_ctx *ctx = nullptr;
-  loom_plugin_common::CommError error;  // comm_last_error: the last failed call's message
+  loom::cxx::CommError error;  // comm_last_error: the last failed call's message
   int rank = 0, size = 0;
   int device = 0;          // CUDA ordinal; made current before every CUDA or NCCL call
   int64_t timeout_ms = 0;  // waits' default, and how long one posted operation may run

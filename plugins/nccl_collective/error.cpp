@@ -1,24 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// Thread-local error messages and the CUDA / NCCL result mapping.
+// The CUDA / NCCL result mapping.
 #include "error.h"
 
-#include <cstdarg>
-#include <cstdio>
-
 namespace loom_nccl {
-namespace {
-// A plain array: no constructor, no destructor registration, no allocation,
-// so it is safe in a dlopen'ed object and on any thread.
-thread_local char t_message[1024] = "no error";
-}  // namespace
-
-loom_status fail(loom_status s, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  std::vsnprintf(t_message, sizeof t_message, fmt, ap);
-  va_end(ap);
-  return s;
-}
 
 loom_status fail_cuda(cudaError_t rc, const char *what) {
   cudaGetLastError();  // non-sticky errors would otherwise show up in the next call's check
@@ -65,7 +49,5 @@ std::string nccl_error_text(ncclResult_t rc, ncclComm_t comm) {
 loom_status fail_nccl(ncclResult_t rc, const char *what, ncclComm_t comm) {
   return fail(status_of(rc), "%s failed: %s", what, nccl_error_text(rc, comm).c_str());
 }
-
-const char *last_error_text() { return t_message; }
 
 }  // namespace loom_nccl

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "loom/collective.h"
+#include "loom/cxx/errors.hpp"
 
 struct loom_collective_ctx {
   loom_host_v1 host;           // a copy; fields beyond the host's struct_size stay zero / -1
@@ -20,8 +21,7 @@ struct loom_collective_ctx {
 namespace loom_nccl {
 
 // Formats one message into the host's log (dropped if the host gave no log).
-void host_log(const loom_collective_ctx *ctx, loom_log_level level, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+using loom::cxx::host_log;
 
 // The vtable's init, fini and last_error.
 loom_status init(const loom_host_v1 *host, loom_collective_ctx **ctx, char *why, size_t why_len) noexcept;

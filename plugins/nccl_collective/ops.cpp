@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <initializer_list>
 
-#include "../common/average.h"
+#include "loom/cxx/checks.hpp"
 #include "device.h"
 #include "request.h"
 #include "types.h"
@@ -13,15 +13,16 @@
 namespace loom_nccl {
 namespace {
 
-// What every operation checks first. Inline completion (request == NULL)
-// is not offered: the capability bit is not declared.
+// The checks every backend makes, in collective.h's order (loom/cxx/checks.hpp).
+using loom::cxx::at;
+using loom::cxx::Layout;
+
+loom::cxx::Member member(const loom_comm *comm) { return {comm->rank, comm->size}; }
+
+// Inline completion (request == NULL) is not offered: the capability bit is
+// not declared.
 loom_status begin(loom_comm *comm, loom_request **request, const char *op) {
-  if (!request)
-    return fail(LOOM_ERR_INVALID_ARGUMENT,
-                "%s: request is NULL, but the nccl plugin does not offer inline completion", op);
-  *request = nullptr;
-  if (!comm) return fail(LOOM_ERR_INVALID_ARGUMENT, "%s: comm is NULL", op);
-  return LOOM_OK;
+  return loom::cxx::begin(comm, request, op, "request is NULL, but the nccl plugin does not offer inline completion");
 }
 
 struct Named {
@@ -37,64 +38,27 @@ loom_status ready(loom_comm *comm, const char *op, std::initializer_list<Named> 
     std::lock_guard<std::mutex> lock(comm->mu);
     return refuse_post_locked(comm, op);
   }
-  LOOM_NCCL_TRY(use_device(comm->device));
+  LOOM_CXX_TRY(use_device(comm->device));
   for (const Named &b : buffers)
-    if (b.ptr) LOOM_NCCL_TRY(check_device_buffer(b.ptr, comm->device, op, b.which));
+    if (b.ptr) LOOM_CXX_TRY(check_device_buffer(b.ptr, comm->device, op, b.which));
   return LOOM_OK;
 }
 
-// Checks dtype and count and stores NCCL's type and the size in bytes.
-loom_status check_data(loom_dtype dtype, uint64_t count, const char *op, ncclDataType_t *type, size_t *bytes) {
+// NCCL's type and reduction for a dtype and reduce op the checks accepted.
+loom_status nccl_type_of(loom_dtype dtype, const char *op, ncclDataType_t *type) {
   if (!nccl_dtype(dtype, type)) return fail(LOOM_ERR_INVALID_ARGUMENT, "%s: unknown dtype %u", op, dtype);
-  if (count > SIZE_MAX / loom_dtype_size(dtype))
-    return fail(LOOM_ERR_INVALID_ARGUMENT, "%s: count %llu overflows the address space", op,
-                static_cast<unsigned long long>(count));
-  *bytes = size_t(count) * loom_dtype_size(dtype);
   return LOOM_OK;
 }
 
-loom_status check_op(loom_reduce_op op, const char *name, ncclRedOp_t *out) {
+loom_status nccl_op_of(loom_reduce_op op, const char *name, ncclRedOp_t *out) {
   if (!nccl_op(op, out)) return fail(LOOM_ERR_INVALID_ARGUMENT, "%s: unknown reduce op %u", name, op);
   return LOOM_OK;
 }
 
 // An operation of 0 elements: nothing to enqueue once the communicator works.
 loom_status empty_op(loom_comm *comm, const char *op, loom_request **request) {
-  LOOM_NCCL_TRY(ready(comm, op, {}));
+  LOOM_CXX_TRY(ready(comm, op, {}));
   return post_done(comm, op, request);
-}
-
-// Not NULL; whether it is the device's memory is ready()'s question.
-loom_status check_buffer(const void *buf, const char *op, const char *which) {
-  if (!buf) return fail(LOOM_ERR_INVALID_ARGUMENT, "%s: %s is NULL but the count is not 0", op, which);
-  return LOOM_OK;
-}
-
-loom_status check_rank(const loom_comm *comm, int32_t r, const char *op, const char *which) {
-  if (r < 0 || r >= comm->size)
-    return fail(LOOM_ERR_INVALID_ARGUMENT, "%s: %s %d is out of range [0, %d)", op, which, r, comm->size);
-  return LOOM_OK;
-}
-
-// Sizes of size * count-element buffers (allgather, reduce_scatter, alltoall).
-loom_status check_total(const loom_comm *comm, size_t block_bytes, const char *op, size_t *total) {
-  if (__builtin_mul_overflow(block_bytes, size_t(comm->size), total))
-    return fail(LOOM_ERR_INVALID_ARGUMENT, "%s: %d blocks of %zu bytes overflow the address space", op, comm->size,
-                block_bytes);
-  return LOOM_OK;
-}
-
-const char *at(const void *base, size_t offset) { return static_cast<const char *>(base) + offset; }
-
-// Whether [a, a + na) and [b, b + nb) share a byte.
-bool overlaps(const void *a, size_t na, const void *b, size_t nb) {
-  const uintptr_t x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
-  return na > 0 && nb > 0 && x < y + nb && y < x + na;
-}
-
-loom_status overlap_error(const char *op, const char *rule) {
-  return fail(LOOM_ERR_INVALID_ARGUMENT, "%s: send and recv overlap but are not in place (in place needs %s)", op,
-              rule);
 }
 
 // An operation whose NCCL calls need nothing after the enqueue.
@@ -121,20 +85,17 @@ loom_status allreduce_impl(loom_comm *comm, const void *send, void *recv, uint64
   const char *name = scale ? "allreduce_scaled" : "allreduce";
   ncclDataType_t type;
   ncclRedOp_t nop = ncclSum;
-  size_t bytes;
+  Layout l;
   Scalar scalar{};
-  LOOM_NCCL_TRY(begin(comm, request, name));
-  LOOM_NCCL_TRY(check_data(dtype, count, name, &type, &bytes));
+  LOOM_CXX_TRY(begin(comm, request, name));
+  LOOM_CXX_TRY(loom::cxx::check_allreduce(name, send, recv, count, dtype, op, scale, &l));
+  LOOM_CXX_TRY(nccl_type_of(dtype, name, &type));
   char why[160];
-  if (scale && (loom_plugin_common::scaled_allreduce_refused(dtype, dtype_name(dtype), *scale, why, sizeof why) ||
-                !scale_scalar(dtype, *scale, &scalar, why, sizeof why)))
+  if (scale && !scale_scalar(dtype, *scale, &scalar, why, sizeof why))
     return fail(LOOM_ERR_INVALID_ARGUMENT, "%s", why);
-  if (!scale) LOOM_NCCL_TRY(check_op(op, name, &nop));
+  if (!scale) LOOM_CXX_TRY(nccl_op_of(op, name, &nop));
   if (count == 0) return empty_op(comm, name, request);
-  LOOM_NCCL_TRY(check_buffer(send, name, "send"));
-  LOOM_NCCL_TRY(check_buffer(recv, name, "recv"));
-  if (send != recv && overlaps(send, bytes, recv, bytes)) return overlap_error(name, "send == recv");
-  LOOM_NCCL_TRY(ready(comm, name, {{send, "send"}, {recv, "recv"}}));
+  LOOM_CXX_TRY(ready(comm, name, {{send, "send"}, {recv, "recv"}}));
   if (!scale)
     return post_simple(comm, name, "ncclAllReduce", request, [&](ncclComm_t nc) {
       return ncclAllReduce(send, recv, size_t(count), type, nop, nc, comm->stream);
@@ -172,18 +133,13 @@ loom_status broadcast(loom_comm *comm, const void *send, void *recv, uint64_t co
                       loom_request **request) noexcept {
   return guarded([&]() -> loom_status {
     ncclDataType_t type;
-    size_t bytes;
-    LOOM_NCCL_TRY(begin(comm, request, "broadcast"));
-    LOOM_NCCL_TRY(check_data(dtype, count, "broadcast", &type, &bytes));
-    LOOM_NCCL_TRY(check_rank(comm, root, "broadcast", "root"));
+    Layout l;
+    LOOM_CXX_TRY(begin(comm, request, "broadcast"));
+    LOOM_CXX_TRY(loom::cxx::check_broadcast(member(comm), send, recv, count, dtype, root, &l));
+    LOOM_CXX_TRY(nccl_type_of(dtype, "broadcast", &type));
     if (count == 0) return empty_op(comm, "broadcast", request);
-    LOOM_NCCL_TRY(check_buffer(recv, "broadcast", "recv"));
-    const bool at_root = comm->rank == root;
-    if (at_root) {
-      LOOM_NCCL_TRY(check_buffer(send, "broadcast", "send"));
-      if (send != recv && overlaps(send, bytes, recv, bytes)) return overlap_error("broadcast", "send == recv");
-    }
-    LOOM_NCCL_TRY(ready(comm, "broadcast", {{at_root ? send : nullptr, "send"}, {recv, "recv"}}));
+    const bool at_root = l.at_root;
+    LOOM_CXX_TRY(ready(comm, "broadcast", {{at_root ? send : nullptr, "send"}, {recv, "recv"}}));
     // send is read at the root only; elsewhere NCCL gets recv, in place.
     const void *source = at_root ? send : recv;
     return post_simple(comm, "broadcast", "ncclBroadcast", request, [&](ncclComm_t nc) {
@@ -197,19 +153,14 @@ loom_status reduce(loom_comm *comm, const void *send, void *recv, uint64_t count
   return guarded([&]() -> loom_status {
     ncclDataType_t type;
     ncclRedOp_t nop;
-    size_t bytes;
-    LOOM_NCCL_TRY(begin(comm, request, "reduce"));
-    LOOM_NCCL_TRY(check_data(dtype, count, "reduce", &type, &bytes));
-    LOOM_NCCL_TRY(check_op(op, "reduce", &nop));
-    LOOM_NCCL_TRY(check_rank(comm, root, "reduce", "root"));
+    Layout l;
+    LOOM_CXX_TRY(begin(comm, request, "reduce"));
+    LOOM_CXX_TRY(loom::cxx::check_reduce(member(comm), send, recv, count, dtype, op, root, &l));
+    LOOM_CXX_TRY(nccl_type_of(dtype, "reduce", &type));
+    LOOM_CXX_TRY(nccl_op_of(op, "reduce", &nop));
     if (count == 0) return empty_op(comm, "reduce", request);
-    LOOM_NCCL_TRY(check_buffer(send, "reduce", "send"));
-    const bool at_root = comm->rank == root;
-    if (at_root) {
-      LOOM_NCCL_TRY(check_buffer(recv, "reduce", "recv"));
-      if (send != recv && overlaps(send, bytes, recv, bytes)) return overlap_error("reduce", "send == recv");
-    }
-    LOOM_NCCL_TRY(ready(comm, "reduce", {{send, "send"}, {at_root ? recv : nullptr, "recv"}}));
+    const bool at_root = l.at_root;
+    LOOM_CXX_TRY(ready(comm, "reduce", {{send, "send"}, {at_root ? recv : nullptr, "recv"}}));
     // recv is written at the root only; NULL elsewhere, as NCCL allows.
     void *target = at_root ? recv : nullptr;
     return post_simple(comm, "reduce", "ncclReduce", request, [&](ncclComm_t nc) {
@@ -222,17 +173,12 @@ loom_status allgather(loom_comm *comm, const void *send, void *recv, uint64_t se
                       loom_request **request) noexcept {
   return guarded([&]() -> loom_status {
     ncclDataType_t type;
-    size_t bytes, total;
-    LOOM_NCCL_TRY(begin(comm, request, "allgather"));
-    LOOM_NCCL_TRY(check_data(dtype, sendcount, "allgather", &type, &bytes));
-    LOOM_NCCL_TRY(check_total(comm, bytes, "allgather", &total));
+    Layout l;
+    LOOM_CXX_TRY(begin(comm, request, "allgather"));
+    LOOM_CXX_TRY(loom::cxx::check_allgather(member(comm), send, recv, sendcount, dtype, &l));
+    LOOM_CXX_TRY(nccl_type_of(dtype, "allgather", &type));
     if (sendcount == 0) return empty_op(comm, "allgather", request);
-    LOOM_NCCL_TRY(check_buffer(send, "allgather", "send"));
-    LOOM_NCCL_TRY(check_buffer(recv, "allgather", "recv"));
-    const bool in_place = send == at(recv, size_t(comm->rank) * bytes);
-    if (!in_place && overlaps(send, bytes, recv, total))
-      return overlap_error("allgather", "send == recv + rank * sendcount");
-    LOOM_NCCL_TRY(ready(comm, "allgather", {{send, "send"}, {recv, "recv"}}));
+    LOOM_CXX_TRY(ready(comm, "allgather", {{send, "send"}, {recv, "recv"}}));
     return post_simple(comm, "allgather", "ncclAllGather", request, [&](ncclComm_t nc) {
       return ncclAllGather(send, recv, size_t(sendcount), type, nc, comm->stream);
     });
@@ -244,18 +190,13 @@ loom_status reduce_scatter(loom_comm *comm, const void *send, void *recv, uint64
   return guarded([&]() -> loom_status {
     ncclDataType_t type;
     ncclRedOp_t nop;
-    size_t bytes, total;
-    LOOM_NCCL_TRY(begin(comm, request, "reduce_scatter"));
-    LOOM_NCCL_TRY(check_data(dtype, recvcount, "reduce_scatter", &type, &bytes));
-    LOOM_NCCL_TRY(check_total(comm, bytes, "reduce_scatter", &total));
-    LOOM_NCCL_TRY(check_op(op, "reduce_scatter", &nop));
+    Layout l;
+    LOOM_CXX_TRY(begin(comm, request, "reduce_scatter"));
+    LOOM_CXX_TRY(loom::cxx::check_reduce_scatter(member(comm), send, recv, recvcount, dtype, op, &l));
+    LOOM_CXX_TRY(nccl_type_of(dtype, "reduce_scatter", &type));
+    LOOM_CXX_TRY(nccl_op_of(op, "reduce_scatter", &nop));
     if (recvcount == 0) return empty_op(comm, "reduce_scatter", request);
-    LOOM_NCCL_TRY(check_buffer(send, "reduce_scatter", "send"));
-    LOOM_NCCL_TRY(check_buffer(recv, "reduce_scatter", "recv"));
-    const bool in_place = recv == at(send, size_t(comm->rank) * bytes);
-    if (!in_place && overlaps(send, total, recv, bytes))
-      return overlap_error("reduce_scatter", "recv == send + rank * recvcount");
-    LOOM_NCCL_TRY(ready(comm, "reduce_scatter", {{send, "send"}, {recv, "recv"}}));
+    LOOM_CXX_TRY(ready(comm, "reduce_scatter", {{send, "send"}, {recv, "recv"}}));
     return post_simple(comm, "reduce_scatter", "ncclReduceScatter", request, [&](ncclComm_t nc) {
       return ncclReduceScatter(send, recv, size_t(recvcount), type, nop, nc, comm->stream);
     });
@@ -266,16 +207,14 @@ loom_status alltoall(loom_comm *comm, const void *send, void *recv, uint64_t cou
                      loom_request **request) noexcept {
   return guarded([&]() -> loom_status {
     ncclDataType_t type;
-    size_t bytes, total;
-    LOOM_NCCL_TRY(begin(comm, request, "alltoall"));
-    LOOM_NCCL_TRY(check_data(dtype, count, "alltoall", &type, &bytes));
-    LOOM_NCCL_TRY(check_total(comm, bytes, "alltoall", &total));
+    Layout l;
+    LOOM_CXX_TRY(begin(comm, request, "alltoall"));
+    LOOM_CXX_TRY(loom::cxx::check_alltoall(member(comm), send, recv, count, dtype, &l));
+    LOOM_CXX_TRY(nccl_type_of(dtype, "alltoall", &type));
     if (count == 0) return empty_op(comm, "alltoall", request);
-    LOOM_NCCL_TRY(check_buffer(send, "alltoall", "send"));
-    LOOM_NCCL_TRY(check_buffer(recv, "alltoall", "recv"));
-    const bool in_place = send == recv;
-    if (!in_place && overlaps(send, total, recv, total)) return overlap_error("alltoall", "send == recv");
-    LOOM_NCCL_TRY(ready(comm, "alltoall", {{send, "send"}, {recv, "recv"}}));
+    const bool in_place = l.in_place;
+    const size_t bytes = l.bytes, total = l.total;
+    LOOM_CXX_TRY(ready(comm, "alltoall", {{send, "send"}, {recv, "recv"}}));
     // In place, block j would be received over while it is still being sent:
     // the sends read a stream-ordered copy instead, freed after them.
     const void *source = send;
@@ -285,7 +224,7 @@ loom_status alltoall(loom_comm *comm, const void *send, void *recv, uint64_t cou
         return fail(LOOM_ERR_UNSUPPORTED,
                     "alltoall: in place needs a staging copy and this device has no stream-ordered allocator; pass "
                     "separate send and recv buffers");
-      LOOM_NCCL_TRY(scratch_alloc(total, comm->stream, true, &copy));
+      LOOM_CXX_TRY(scratch_alloc(total, comm->stream, true, &copy));
       const cudaError_t e = cudaMemcpyAsync(copy, send, total, cudaMemcpyDeviceToDevice, comm->stream);
       if (e != cudaSuccess) {
         const loom_status s = fail_cuda(e, "alltoall: cudaMemcpyAsync of the in-place input");
@@ -316,8 +255,8 @@ loom_status alltoall(loom_comm *comm, const void *send, void *recv, uint64_t cou
 
 loom_status barrier(loom_comm *comm, loom_request **request) noexcept {
   return guarded([&]() -> loom_status {
-    LOOM_NCCL_TRY(begin(comm, request, "barrier"));
-    LOOM_NCCL_TRY(ready(comm, "barrier", {}));
+    LOOM_CXX_TRY(begin(comm, request, "barrier"));
+    LOOM_CXX_TRY(ready(comm, "barrier", {}));
     // Completes only once every rank's contribution arrived: a barrier in
     // stream order, as c10d's NCCL barrier is.
     return post_simple(comm, "barrier", "ncclAllReduce (barrier)", request, [&](ncclComm_t nc) {
@@ -332,12 +271,11 @@ loom_status point_to_point(loom_comm *comm, const void *buf, uint64_t count, loo
                            loom_request **request, bool sending) {
   const char *name = sending ? "send" : "recv";
   ncclDataType_t type;
-  size_t bytes;
-  LOOM_NCCL_TRY(begin(comm, request, name));
-  LOOM_NCCL_TRY(check_data(dtype, count, name, &type, &bytes));
-  LOOM_NCCL_TRY(check_rank(comm, peer, name, "peer"));
-  if (count > 0) LOOM_NCCL_TRY(check_buffer(buf, name, "buf"));
-  LOOM_NCCL_TRY(ready(comm, name, {{count > 0 ? buf : nullptr, "buf"}}));
+  Layout l;
+  LOOM_CXX_TRY(begin(comm, request, name));
+  LOOM_CXX_TRY(loom::cxx::check_point_to_point(name, member(comm), buf, count, dtype, peer, &l));
+  LOOM_CXX_TRY(nccl_type_of(dtype, name, &type));
+  LOOM_CXX_TRY(ready(comm, name, {{count > 0 ? buf : nullptr, "buf"}}));
   if (peer == comm->rank)
     return fail(LOOM_ERR_UNSUPPORTED,
                 "%s: peer %d is this rank; NCCL matches a message to oneself only inside one group with its receive "

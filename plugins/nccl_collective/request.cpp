@@ -123,7 +123,7 @@ loom_status test(loom_request *request, int32_t *done) noexcept {
   if (done) *done = 0;
   return guarded([&]() -> loom_status {
     if (!request || !done) return fail(LOOM_ERR_INVALID_ARGUMENT, "test: request and done must not be NULL");
-    LOOM_NCCL_TRY(use_device(request->comm->device));
+    LOOM_CXX_TRY(use_device(request->comm->device));
     std::lock_guard<std::mutex> lock(request->comm->mu);
     bool finished = false;
     const loom_status s = poll_locked(request, &finished);
@@ -140,7 +140,7 @@ loom_status wait(loom_request *request, int64_t timeout_ms) noexcept {
     if (timeout_ms < 0)
       return fail(LOOM_ERR_INVALID_ARGUMENT, "wait: timeout %lld ms is negative (LOOM_TIMEOUT_DEFAULT is -1)",
                   static_cast<long long>(timeout_ms));
-    LOOM_NCCL_TRY(use_device(c->device));
+    LOOM_CXX_TRY(use_device(c->device));
     const auto deadline = deadline_after(timeout_ms);
     Backoff backoff;
     for (;;) {

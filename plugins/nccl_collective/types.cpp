@@ -35,20 +35,6 @@ bool nccl_op(loom_reduce_op op, ncclRedOp_t *out) {
   }
 }
 
-const char *dtype_name(loom_dtype dtype) {
-  switch (dtype) {
-    case LOOM_DTYPE_F16: return "f16";
-    case LOOM_DTYPE_BF16: return "bf16";
-    case LOOM_DTYPE_F32: return "f32";
-    case LOOM_DTYPE_F64: return "f64";
-    case LOOM_DTYPE_I8: return "i8";
-    case LOOM_DTYPE_U8: return "u8";
-    case LOOM_DTYPE_I32: return "i32";
-    case LOOM_DTYPE_I64: return "i64";
-    default: return "unknown";
-  }
-}
-
 bool scale_scalar(loom_dtype dtype, double scale, Scalar *out, char *why, size_t why_len) {
   using namespace loom_plugin_common;
   std::memset(out->bytes, 0, sizeof out->bytes);

@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "loom/collective.h"
+#include "loom/cxx/checks.hpp"
 
 namespace loom_nccl {
 
@@ -23,7 +24,7 @@ bool nccl_dtype(loom_dtype dtype, ncclDataType_t *out);
 bool nccl_op(loom_reduce_op op, ncclRedOp_t *out);
 
 // "f32", "bf16"... for messages; "unknown" otherwise.
-const char *dtype_name(loom_dtype dtype);
+using loom::cxx::dtype_name;  // "f32", ...
 
 // The scale as one element of dtype (f16 and bf16 rounded to nearest even),
 // the scalar of ncclRedOpCreatePreMulSum. False, with the reason in why,

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "loom/collective.h"
-#include "../common/comm_errors.h"
+#include "loom/cxx/errors.hpp"
 #include "wire.h"
 #include "xfer.h"
 
@@ -56,7 +56,7 @@ using Scratch = std::shared_ptr<std::vector<char>>;
 
 struct loom_comm {
   loom_collective_ctx *ctx = nullptr;
-  loom_plugin_common::CommError error;  // comm_last_error: the last failed call's message
+  loom::cxx::CommError error;  // comm_last_error: the last failed call's message
   loom_ucx::Worker *worker = nullptr;  // the instance's worker it lives on
   int32_t rank = 0, size = 0;
   uint16_t id = 0;

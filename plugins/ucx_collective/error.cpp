@@ -1,26 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// Thread-local error messages and the UCX status mapping.
+// The UCX status mapping.
 #include "error.h"
 
-#include <cstdarg>
-#include <cstdio>
-
 namespace loom_ucx {
-namespace {
-// A plain array: no constructor, no destructor registration, no allocation,
-// so it is safe in a dlopen'ed object and on any thread.
-thread_local char t_message[1024] = "no error";
-}  // namespace
-
-loom_status fail(loom_status s, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  std::vsnprintf(t_message, sizeof t_message, fmt, ap);
-  va_end(ap);
-  return s;
-}
-
-const char *last_error_text() { return t_message; }
 
 loom_status status_of(ucs_status_t s) {
   switch (s) {

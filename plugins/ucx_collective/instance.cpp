@@ -18,6 +18,7 @@
 #include "backoff.h"
 #include "comm.h"
 #include "error.h"
+#include "loom/cxx/options.hpp"
 #include "op.h"
 #include "options.h"
 
@@ -65,58 +66,12 @@ void unregister_instance(const loom_collective_ctx *ctx) {
   g_instances.erase(std::remove(g_instances.begin(), g_instances.end(), ctx), g_instances.end());
 }
 
-// The text of a declared option; the declared default (with a warning) when
-// the host cannot answer.
-const char *option_text(const loom_collective_ctx &c, const loom_option_decl &decl) {
-  const char *text = decl.default_value;
-  if (c.host.get_option) {
-    const char *value = nullptr;
-    loom_status s = c.host.get_option(c.host.host_ctx, decl.name, &value);
-    if (s == LOOM_OK && value)
-      text = value;
-    else
-      host_log(&c, LOOM_LOG_WARN, "host could not give option %s (%s); using the default %s", decl.name,
-               loom_status_name(s), decl.default_value);
-  }
-  return text;
-}
-
-// Reads a declared boolean option ("true" / "false").
-loom_status read_bool_option(const loom_collective_ctx &c, const loom_option_decl &decl, bool *out) {
-  const char *text = option_text(c, decl);
-  if (std::strcmp(text, "true") == 0 || std::strcmp(text, "false") == 0) {
-    *out = text[0] == 't';
-    return LOOM_OK;
-  }
-  return fail(LOOM_ERR_INVALID_ARGUMENT, "option %s: \"%s\" is not true or false", decl.name, text);
-}
-
-// Reads a declared integer option >= min_value.
-loom_status read_int_option(const loom_collective_ctx &c, const loom_option_decl &decl, int64_t min_value,
-                            int64_t *out) {
-  const char *text = option_text(c, decl);
-  errno = 0;
-  char *end = nullptr;
-  const long long v = std::strtoll(text, &end, 10);
-  if (errno != 0 || end == text || *end != '\0' || v < min_value)
-    return fail(LOOM_ERR_INVALID_ARGUMENT, "option %s = \"%s\" is not an integer >= %lld", decl.name, text,
-                static_cast<long long>(min_value));
-  *out = v;
-  return LOOM_OK;
-}
-
-std::string string_option(const loom_collective_ctx &c, const loom_option_decl &decl) {
-  const char *value = nullptr;
-  if (c.host.get_option && c.host.get_option(c.host.host_ctx, decl.name, &value) == LOOM_OK && value) return value;
-  return decl.default_value ? decl.default_value : "";
-}
-
 // The network device listen names, or "" when UCX may use every one. UCX's
 // TCP transport opens a listening socket on the address of each device it
 // uses (checked with ss on UCX 1.13), so confining the devices is what keeps
 // it off the other interfaces.
 loom_status read_listen_device(const loom_collective_ctx &c, std::string *device) {
-  const std::string text = string_option(c, kOptions[kOptListen]);
+  const std::string text = loom::cxx::Options(c.host).text(kOptions[kOptListen]);
   device->clear();
   if (text.empty()) return LOOM_OK;
   loom_net::ListenAddress a;
@@ -135,21 +90,22 @@ loom_status read_listen_device(const loom_collective_ctx &c, std::string *device
 }
 
 loom_status read_options(loom_collective_ctx &c, std::string *transports, int64_t *keepalive_ms) {
-  LOOM_UCX_TRY(read_int_option(c, kOptions[kOptTimeoutMs], 1, &c.default_timeout_ms));
-  LOOM_UCX_TRY(read_int_option(c, kOptions[kOptRingThreshold], 0, &c.tuning.ring_threshold));
-  LOOM_UCX_TRY(read_int_option(c, kOptions[kOptTreePipelineThreshold], 0, &c.tuning.tree_pipeline_threshold));
-  LOOM_UCX_TRY(read_int_option(c, kOptions[kOptChunkBytes], 64, &c.tuning.chunk_bytes));
-  LOOM_UCX_TRY(read_int_option(c, kOptions[kOptPipelineDepth], 1, &c.tuning.pipeline_depth));
-  LOOM_UCX_TRY(read_int_option(c, kOptions[kOptCmaThreshold], -1, &c.tuning.cma_threshold));
-  LOOM_UCX_TRY(read_bool_option(c, kOptions[kOptCmaWholeBlocks], &c.tuning.cma_whole_blocks));
-  LOOM_UCX_TRY(read_bool_option(c, kOptions[kOptCmaOnlyOversubscribed], &c.tuning.cma_only_oversubscribed));
-  LOOM_UCX_TRY(read_int_option(c, kOptions[kOptKeepaliveMs], 1, keepalive_ms));
-  LOOM_UCX_TRY(read_int_option(c, kOptions[kOptSpinUs], 0, &c.spin_us));
-  LOOM_UCX_TRY(read_int_option(c, kOptions[kOptYieldUs], 0, &c.yield_us));
+  const loom::cxx::Options o(c.host);
+  LOOM_CXX_TRY(o.get_int(kOptions[kOptTimeoutMs], 1, &c.default_timeout_ms));
+  LOOM_CXX_TRY(o.get_int(kOptions[kOptRingThreshold], 0, &c.tuning.ring_threshold));
+  LOOM_CXX_TRY(o.get_int(kOptions[kOptTreePipelineThreshold], 0, &c.tuning.tree_pipeline_threshold));
+  LOOM_CXX_TRY(o.get_int(kOptions[kOptChunkBytes], 64, &c.tuning.chunk_bytes));
+  LOOM_CXX_TRY(o.get_int(kOptions[kOptPipelineDepth], 1, &c.tuning.pipeline_depth));
+  LOOM_CXX_TRY(o.get_int(kOptions[kOptCmaThreshold], -1, &c.tuning.cma_threshold));
+  LOOM_CXX_TRY(o.get_bool(kOptions[kOptCmaWholeBlocks], &c.tuning.cma_whole_blocks));
+  LOOM_CXX_TRY(o.get_bool(kOptions[kOptCmaOnlyOversubscribed], &c.tuning.cma_only_oversubscribed));
+  LOOM_CXX_TRY(o.get_int(kOptions[kOptKeepaliveMs], 1, keepalive_ms));
+  LOOM_CXX_TRY(o.get_int(kOptions[kOptSpinUs], 0, &c.spin_us));
+  LOOM_CXX_TRY(o.get_int(kOptions[kOptYieldUs], 0, &c.yield_us));
   if (c.tuning.pipeline_depth > 64)
     return fail(LOOM_ERR_INVALID_ARGUMENT, "option pipeline_depth = %lld exceeds 64",
                 static_cast<long long>(c.tuning.pipeline_depth));
-  *transports = string_option(c, kOptions[kOptTransports]);
+  *transports = o.text(kOptions[kOptTransports]);
   return LOOM_OK;
 }
 
@@ -240,16 +196,12 @@ void stop_ucx(loom_collective_ctx &c) {
 loom_status init_impl(const loom_host_v1 *host, loom_collective_ctx **out) {
   if (!host || !out) return fail(LOOM_ERR_INVALID_ARGUMENT, "init: host and ctx must not be NULL");
   auto c = std::make_unique<loom_collective_ctx>();
-  // Read only what the host filled in; missing job fields mean "unknown".
-  std::memset(&c->host, 0, sizeof c->host);
-  c->host.rank = c->host.world_size = c->host.local_rank = -1;
-  std::memcpy(&c->host, host, std::min<size_t>(host->struct_size, sizeof c->host));
-  c->host.struct_size = sizeof c->host;
+  c->host = loom::cxx::copy_host(*host);  // what the host filled in; the rest "unknown"
   std::string transports;
   int64_t keepalive_ms = 0;
-  LOOM_UCX_TRY(read_options(*c, &transports, &keepalive_ms));
+  LOOM_CXX_TRY(read_options(*c, &transports, &keepalive_ms));
   std::string device;
-  LOOM_UCX_TRY(read_listen_device(*c, &device));
+  LOOM_CXX_TRY(read_listen_device(*c, &device));
   c->cma = cma_self();
   register_instance(c.get());  // UCX may log while starting
   loom_status s = start_ucx(*c, transports, keepalive_ms, device);
@@ -272,16 +224,6 @@ loom_status init_impl(const loom_host_v1 *host, loom_collective_ctx **out) {
 }
 
 }  // namespace
-
-void host_log(const loom_collective_ctx *ctx, loom_log_level level, const char *fmt, ...) {
-  if (!ctx || !ctx->host.log) return;
-  char text[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  std::vsnprintf(text, sizeof text, fmt, ap);
-  va_end(ap);
-  ctx->host.log(ctx->host.host_ctx, level, text);
-}
 
 Worker *acquire_worker(loom_collective_ctx *ctx) {
   if (ctx->workers.empty() || ctx->workers.back()->tainted) {
@@ -339,10 +281,7 @@ bool progress_all(loom_collective_ctx *ctx) {
 }
 
 loom_status init(const loom_host_v1 *host, loom_collective_ctx **ctx, char *why, size_t why_len) noexcept {
-  if (ctx) *ctx = nullptr;
-  loom_status s = guarded([&]() -> loom_status { return init_impl(host, ctx); });
-  if (s != LOOM_OK && why && why_len > 0) std::snprintf(why, why_len, "%s", last_error_text());
-  return s;
+  return loom::cxx::guarded_init(ctx, why, why_len, [&] { return init_impl(host, ctx); });
 }
 
 void fini(loom_collective_ctx *ctx) noexcept {

@@ -35,6 +35,7 @@
 
 #include "cma.h"
 #include "loom/collective.h"
+#include "loom/cxx/errors.hpp"
 
 namespace loom_ucx {
 
@@ -87,8 +88,7 @@ struct loom_collective_ctx {
 namespace loom_ucx {
 
 // Formats one message into the host's log (dropped if the host gave no log).
-void host_log(const loom_collective_ctx *ctx, loom_log_level level, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+using loom::cxx::host_log;
 
 // The worker a new communicator goes on (a fresh one if the current one is
 // tainted), counted as used; NULL with the reason recorded on failure.

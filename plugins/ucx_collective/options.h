@@ -28,6 +28,7 @@
 #ifndef LOOM_UCX_OPTIONS_H
 #define LOOM_UCX_OPTIONS_H
 
+#include "loom/cxx/options.hpp"
 #include "loom/plugin.h"
 
 namespace loom_ucx {
@@ -92,7 +93,7 @@ inline constexpr loom_option_decl kOptions[kNumOptions] = {
 
 // The table's order must follow OptionIndex: a swapped pair compiles and
 // silently reads one option's value for another.
-constexpr bool same_name(const char *a, const char *b) { return *a == *b && (*a == '\0' || same_name(a + 1, b + 1)); }
+using loom::cxx::same_name;
 static_assert(same_name(kOptions[kOptTransports].name, "transports") &&
                   same_name(kOptions[kOptTimeoutMs].name, "timeout_ms") &&
                   same_name(kOptions[kOptRingThreshold].name, "ring_threshold_bytes") &&

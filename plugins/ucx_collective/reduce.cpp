@@ -233,13 +233,6 @@ void finish_block(loom_reduce_op op, double scale_by, int members, void *buf, si
   else if (op == kReduceScaledSum) scale(buf, n, dtype, scale_by);
 }
 
-bool known_reduce_op(loom_reduce_op op) { return op >= LOOM_REDUCE_SUM && op <= LOOM_REDUCE_AVG; }
-
-const char *dtype_name(uint32_t dtype) {
-  static const char *const names[] = {"?", "f16", "bf16", "f32", "f64", "i8", "u8", "i32", "i64"};
-  return dtype >= 1 && dtype <= 8 ? names[dtype] : "unknown dtype";
-}
-
 const char *reduce_op_name(uint32_t op) {
   static const char *const names[] = {"?", "sum", "prod", "min", "max", "avg"};
   if (op == kReduceScaledSum) return "scaled sum";

@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "loom/collective.h"
+#include "loom/cxx/checks.hpp"
 
 namespace loom_ucx {
 
@@ -37,8 +38,8 @@ void scale(void *buf, size_t n, loom_dtype dtype, double scale);
 inline bool finishes_block(loom_reduce_op op) { return op == LOOM_REDUCE_AVG || op == kReduceScaledSum; }
 void finish_block(loom_reduce_op op, double scale_by, int members, void *buf, size_t n, loom_dtype dtype);
 
-bool known_reduce_op(loom_reduce_op op);
-const char *dtype_name(uint32_t dtype);
+using loom::cxx::dtype_name;
+using loom::cxx::known_reduce_op;
 const char *reduce_op_name(uint32_t op);
 
 }  // namespace loom_ucx

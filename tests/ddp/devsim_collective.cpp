@@ -14,19 +14,14 @@
 #include <string>
 #include <tuple>
 
-#include "../../plugins/common/negotiate.h"
 #include "loom/collective.h"
+#include "loom/cxx/collective.hpp"
 
 namespace {
 
 using IsDevice = int (*)(const void *, size_t);
 
-thread_local std::string t_error = "no error";
-
-loom_status fail(loom_status s, const std::string &message) {
-  t_error = "devsim: " + message;
-  return s;
-}
+using loom::cxx::fail;
 
 }  // namespace
 
@@ -67,22 +62,22 @@ void fini(loom_collective_ctx *ctx) {
   delete ctx;
 }
 
-const char *last_error(loom_collective_ctx *) { return t_error.c_str(); }
+const char *last_error(loom_collective_ctx *) { return loom::cxx::last_error_text(); }
 
 loom_status comm_create(loom_collective_ctx *ctx, const loom_comm_config_v1 *config, loom_comm **comm) {
   *comm = nullptr;
   if (config->device_type != LOOM_DEVICE_CUDA)
-    return fail(LOOM_ERR_UNSUPPORTED, "communicators are for CUDA memory only (device_type " +
-                                          std::to_string(config->device_type) + ")");
+    return fail(LOOM_ERR_UNSUPPORTED, "devsim: communicators are for CUDA memory only (device_type %d)",
+                int(config->device_type));
   if (config->struct_size < sizeof(loom_comm_config_v1) || config->stream == nullptr)
-    return fail(LOOM_ERR_INVALID_ARGUMENT, "a CUDA communicator wants the host's stream");
+    return fail(LOOM_ERR_INVALID_ARGUMENT, "devsim: a CUDA communicator wants the host's stream");
   loom_comm_config_v1 host_config = *config;
   host_config.device_type = LOOM_DEVICE_CPU;
   host_config.device_id = 0;
   host_config.stream = nullptr;
   loom_comm *inner = nullptr;
   const loom_status s = ctx->mpi->comm_create(ctx->inner, &host_config, &inner);
-  if (s != LOOM_OK) return fail(s, std::string("mpi: ") + ctx->mpi->last_error(ctx->inner));
+  if (s != LOOM_OK) return fail(s, "devsim: mpi: %s", ctx->mpi->last_error(ctx->inner));
   *comm = new loom_comm{ctx, inner};
   return LOOM_OK;
 }
@@ -101,39 +96,33 @@ loom_status device_only(loom_comm *comm, const char *op, const void *send, uint6
   const size_t elem = loom_dtype_size(dtype);
   for (auto [p, n, which] : {std::make_tuple(send, send_count, "send"), std::make_tuple(recv, recv_count, "recv")}) {
     if (p && n && !comm->ctx->is_device(p, n * elem))
-      return fail(LOOM_ERR_UNSUPPORTED, std::string(op) + ": the " + which + " buffer is host memory");
+      return fail(LOOM_ERR_UNSUPPORTED, "devsim: %s: the %s buffer is host memory", op, which);
   }
   return LOOM_OK;
 }
 
-#define DEVSIM_TRY(expr)               \
-  do {                                 \
-    const loom_status s_ = (expr);     \
-    if (s_ != LOOM_OK) return s_;      \
-  } while (0)
-
 loom_status allreduce(loom_comm *c, const void *send, void *recv, uint64_t n, loom_dtype d, loom_reduce_op op,
                       loom_request **r) {
-  DEVSIM_TRY(device_only(c, "allreduce", send, n, recv, n, d));
+  LOOM_CXX_TRY(device_only(c, "allreduce", send, n, recv, n, d));
   return c->ctx->mpi->allreduce(c->inner, send, recv, n, d, op, r);
 }
 loom_status broadcast(loom_comm *c, const void *send, void *recv, uint64_t n, loom_dtype d, int32_t root,
                       loom_request **r) {
-  DEVSIM_TRY(device_only(c, "broadcast", send, n, recv, n, d));
+  LOOM_CXX_TRY(device_only(c, "broadcast", send, n, recv, n, d));
   return c->ctx->mpi->broadcast(c->inner, send, recv, n, d, root, r);
 }
 loom_status reduce(loom_comm *c, const void *send, void *recv, uint64_t n, loom_dtype d, loom_reduce_op op,
                    int32_t root, loom_request **r) {
-  DEVSIM_TRY(device_only(c, "reduce", send, n, recv, n, d));
+  LOOM_CXX_TRY(device_only(c, "reduce", send, n, recv, n, d));
   return c->ctx->mpi->reduce(c->inner, send, recv, n, d, op, root, r);
 }
 loom_status allgather(loom_comm *c, const void *send, void *recv, uint64_t n, loom_dtype d, loom_request **r) {
-  DEVSIM_TRY(device_only(c, "allgather", send, n, nullptr, 0, d));
+  LOOM_CXX_TRY(device_only(c, "allgather", send, n, nullptr, 0, d));
   return c->ctx->mpi->allgather(c->inner, send, recv, n, d, r);
 }
 loom_status reduce_scatter(loom_comm *c, const void *send, void *recv, uint64_t n, loom_dtype d, loom_reduce_op op,
                            loom_request **r) {
-  DEVSIM_TRY(device_only(c, "reduce_scatter", nullptr, 0, recv, n, d));
+  LOOM_CXX_TRY(device_only(c, "reduce_scatter", nullptr, 0, recv, n, d));
   return c->ctx->mpi->reduce_scatter(c->inner, send, recv, n, d, op, r);
 }
 loom_status alltoall(loom_comm *c, const void *send, void *recv, uint64_t n, loom_dtype d, loom_request **r) {
@@ -141,11 +130,11 @@ loom_status alltoall(loom_comm *c, const void *send, void *recv, uint64_t n, loo
 }
 loom_status barrier(loom_comm *c, loom_request **r) { return c->ctx->mpi->barrier(c->inner, r); }
 loom_status send(loom_comm *c, const void *buf, uint64_t n, loom_dtype d, int32_t peer, loom_request **r) {
-  DEVSIM_TRY(device_only(c, "send", buf, n, nullptr, 0, d));
+  LOOM_CXX_TRY(device_only(c, "send", buf, n, nullptr, 0, d));
   return c->ctx->mpi->send(c->inner, buf, n, d, peer, r);
 }
 loom_status recv(loom_comm *c, void *buf, uint64_t n, loom_dtype d, int32_t peer, loom_request **r) {
-  DEVSIM_TRY(device_only(c, "recv", nullptr, 0, buf, n, d));
+  LOOM_CXX_TRY(device_only(c, "recv", nullptr, 0, buf, n, d));
   return c->ctx->mpi->recv(c->inner, buf, n, d, peer, r);
 }
 
@@ -195,11 +184,4 @@ const loom_collective_v1 kVtable = make_vtable();
 
 }  // namespace
 
-extern "C" LOOM_PLUGIN_EXPORT loom_status loom_collective_plugin_v1(const loom_negotiate_request *request,
-                                                                   loom_negotiate_reply *reply) {
-  static constexpr loom_plugin_common::Refusals kRefusals = {
-      "devsim collective plugin: the negotiate request is missing or too small for ABI v1",
-      "devsim collective plugin: called for a kind other than collective",
-      "devsim collective plugin speaks Loom ABI " LOOM_PLUGIN_ABI_RANGE};
-  return loom_plugin_common::negotiate(request, reply, LOOM_KIND_COLLECTIVE, LOOM_ABI_VERSION_MIN, &kVtable, kRefusals);
-}
+LOOM_CXX_COLLECTIVE_ENTRY(kVtable, "devsim")
