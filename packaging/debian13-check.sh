@@ -108,30 +108,32 @@ bind /dev/pts "$root/dev/pts"
 # from the host's.
 mount -t tmpfs -o mode=1777,nosuid,nodev shm "$root/dev/shm"; mounted+=("$root/dev/shm")
 # (c) The sources read-only: a build or test that writes into them is a bug.
-bind "$src" "$root/src" ro
+# Folder names no file mentions for another reason (core/src/, ../build/):
+# the package tests look for the source and build folders in what ships.
+bind "$src" "$root/loom-src" ro
 cp /etc/resolv.conf "$root/etc/resolv.conf"
 
 # A clean environment inside: nothing of the host's (CCACHE_DIR, CUDA, ...).
 in_root() {
   chroot "$root" /usr/bin/env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root \
-    LANG=C.UTF-8 TERM="${TERM:-dumb}" CCACHE_BASEDIR=/src CCACHE_NOHASHDIR=true \
+    LANG=C.UTF-8 TERM="${TERM:-dumb}" CCACHE_BASEDIR=/loom-src CCACHE_NOHASHDIR=true \
     OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "$@"
 }
 
 # (b) Dependencies, through the same script users run. Trixie has no OpenDHT;
 # the chroot is ours, so take it from sid (pinned to OpenDHT alone).
 echo "== dependencies (packaging/install-deps.sh --test --opendht-from-sid)"
-in_root env LOOM_DEBIAN_MIRROR="$mirror" /src/packaging/install-deps.sh --test --opendht-from-sid
+in_root env LOOM_DEBIAN_MIRROR="$mirror" /loom-src/packaging/install-deps.sh --test --opendht-from-sid
 versions=$(in_root dpkg-query -W -f='${Package} ${Version}\n' libtorch-dev libopenmpi-dev libucx-dev libopendht-dev \
            libfmt-dev libspdlog-dev libgtest-dev g++ cmake 2>/dev/null || true)
 
 # (c) The build, in a folder of the root (ccache's cache stays there too).
-build=/build
+build=/loom-build
 log="$root$build.log"
 echo "== build in $root$build (LOOM_WERROR=$werror), log $log"
 build_ok=1
 {
-  in_root cmake -S /src -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLOOM_WERROR="$werror" &&
+  in_root cmake -S /loom-src -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLOOM_WERROR="$werror" &&
     in_root nice -n 10 cmake --build "$build" -j "$jobs" -- -k 0
 } > "$log" 2>&1 || build_ok=0
 warnings=$(grep -c ': warning: ' "$log" || true)

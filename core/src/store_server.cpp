@@ -52,6 +52,12 @@ constexpr uint32_t kValidationMagic = 0;
 #endif
 
 Query wire_query(uint8_t type) { return type < std::size(kWire) ? kWire[type] : kUnknown; }
+
+int wire_code_of(Query q) {
+  for (size_t i = 0; i < std::size(kWire); ++i)
+    if (kWire[i] == q) return int(i);
+  return -1;
+}
 enum : uint8_t { kKeyUpdated = 0, kKeyCreated = 1, kKeyDeleted = 2, kCallbackRegistered = 3 };
 
 struct Conn {
@@ -457,6 +463,16 @@ void StoreServer::run() {
     if (fds[1].revents != 0) daemon.accept_all(listen_fd_);
     daemon.serve(fds.data() + 2, polled, Clock::now());
   }
+}
+
+int StoreServer::wire_code(const std::string& query) {
+  static const std::pair<const char*, Query> kNames[] = {{"set", kSet},     {"compare_set", kCompareSet},
+                                                         {"get", kGet},     {"add", kAdd},
+                                                         {"check", kCheck}, {"wait", kWait},
+                                                         {"num_keys", kGetNumKeys}, {"delete_key", kDeleteKey}};
+  for (const auto& [name, q] : kNames)
+    if (query == name) return wire_code_of(q);
+  return -1;
 }
 
 }  // namespace loom

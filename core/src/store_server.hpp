@@ -74,6 +74,12 @@ class StoreServer {
   void start();
   int port() const { return port_; }
 
+  // The byte that names a query on the wire in the c10d protocol this build
+  // speaks (LibTorch 1.13's or 2.x's numbering differ): "set", "compare_set",
+  // "get", "add", "check", "wait", "num_keys" or "delete_key"; -1 for others.
+  // For tests that speak the protocol by hand.
+  static int wire_code(const std::string& query);
+
  private:
   void run();
 

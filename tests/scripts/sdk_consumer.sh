@@ -185,7 +185,11 @@ strategy_build named -DCMAKE_PREFIX_PATH="$prefix" -DLoomSDK_DLPACK_INCLUDE_DIR=
   -DCMAKE_C_FLAGS="-DEXPECT_MARKED_DLPACK -Werror -pedantic" ||
   { cat "$tmp/strategy/named.log"; fail "a strategy does not build against LoomSDK_DLPACK_INCLUDE_DIR"; }
 # DLPack 0.5 is refused, naming the version and the package.
-sed -i 's/^#define DLPACK_VERSION .*/#define DLPACK_VERSION 050/' "$marked/include/dlpack/dlpack.h"
+# (0.x headers say DLPACK_VERSION, 1.x ones DLPACK_MAJOR_VERSION and
+# DLPACK_MINOR_VERSION: whichever this system has becomes 0.5.)
+sed -i -e 's/^#define DLPACK_VERSION .*/#define DLPACK_VERSION 050/' \
+       -e 's/^#define DLPACK_MAJOR_VERSION .*/#define DLPACK_MAJOR_VERSION 0/' \
+       -e 's/^#define DLPACK_MINOR_VERSION .*/#define DLPACK_MINOR_VERSION 5/' "$marked/include/dlpack/dlpack.h"
 if strategy_build old -DCMAKE_PREFIX_PATH="$prefix" -DLoomSDK_DLPACK_INCLUDE_DIR="$marked/include"; then
   fail "find_package(LoomSDK) accepted DLPack 0.5"
 else

@@ -74,6 +74,12 @@ class Raw {
 
 std::string u64(uint64_t v) { return std::string(reinterpret_cast<const char*>(&v), sizeof v); }
 std::string str(const std::string& s) { return u64(s.size()) + s; }
+// The query's byte in the c10d protocol of the LibTorch this is built with.
+std::string q(const char* name) {
+  const int code = StoreServer::wire_code(name);
+  EXPECT_GE(code, 0) << name;
+  return std::string(1, char(code));
+}
 
 TEST(StoreServer, LibTorchClientsSetGetAndAdd) {
   auto server = serve_on_loopback();
@@ -116,14 +122,14 @@ TEST(StoreServer, AnswersEveryQueryOfPyTorchsClientAsC10dsServerDoes) {
 TEST(StoreServer, WaitIsAnsweredWhenTheLastKeyIsSet) {
   auto server = serve_on_loopback();
   Raw waiter(server->port()), writer(server->port());
-  waiter.send(std::string(1, 5) + u64(2) + str("x") + str("y"));  // WAIT x y
-  writer.send(std::string(1, 0) + str("x") + str("1"));             // SET x
+  waiter.send(q("wait") + u64(2) + str("x") + str("y"));  // WAIT x y
+  writer.send(q("set") + str("x") + str("1"));             // SET x
   EXPECT_EQ(waiter.recv(1, 300ms), "") << "answered before y was set";
-  writer.send(std::string(1, 0) + str("y") + str("2"));  // SET y
+  writer.send(q("set") + str("y") + str("2"));  // SET y
   EXPECT_EQ(waiter.recv(1, 5s), std::string(1, 0));      // STOP_WAITING
-  writer.send(std::string(1, 4) + u64(2) + str("x") + str("z"));  // CHECK x z
+  writer.send(q("check") + u64(2) + str("x") + str("z"));  // CHECK x z
   EXPECT_EQ(writer.recv(1, 5s), std::string(1, 1));              // NOT_READY
-  writer.send(std::string(1, 6));                                // GETNUMKEYS
+  writer.send(q("num_keys"));                                  // GETNUMKEYS
   EXPECT_EQ(writer.recv(8, 5s), u64(2));
 }
 
@@ -140,27 +146,27 @@ TEST(StoreServer, JunkDropsThatConnectionOnly) {
   }
   {
     Raw huge(server->port());
-    huge.send(std::string(1, 0) + u64(1ull << 40));  // SET with a 1 TiB key
+    huge.send(q("set") + u64(1ull << 40));  // SET with a 1 TiB key
     EXPECT_TRUE(huge.closed_by_server(5s));
   }
   {
     Raw huge(server->port());
-    huge.send(std::string(1, 0) + str("k") + u64(1ull << 62));  // a 4 EiB value
+    huge.send(q("set") + str("k") + u64(1ull << 62));  // a 4 EiB value
     EXPECT_TRUE(huge.closed_by_server(5s));
   }
   {
     Raw many(server->port());
-    many.send(std::string(1, 5) + u64(1ull << 32));  // WAIT on 4 billion keys
+    many.send(q("wait") + u64(1ull << 32));  // WAIT on 4 billion keys
     EXPECT_TRUE(many.closed_by_server(5s));
   }
   {
     Raw partial(server->port());
-    partial.send(std::string(1, 0) + str("k") + u64(10) + "abc");  // and the rest never comes
+    partial.send(q("set") + str("k") + u64(10) + "abc");  // and the rest never comes
     EXPECT_TRUE(partial.closed_by_server(5s));
   }
   {
     Raw missing(server->port());
-    missing.send(std::string(1, 2) + str("/no-such-key"));  // GET of nothing, as c10d's server drops it
+    missing.send(q("get") + str("/no-such-key"));  // GET of nothing, as c10d's server drops it
     EXPECT_TRUE(missing.closed_by_server(5s));
   }
   Raw idle(server->port());  // an idle connection stays: c10d's callback connection is idle
@@ -183,7 +189,7 @@ TEST(StoreServer, ConnectionsBeyondTheLimitAreClosed) {
   first.reset();  // a slot frees up
   std::this_thread::sleep_for(300ms);
   Raw fourth(server->port());
-  fourth.send(std::string(1, 3) + str("n") + std::string("\x07\0\0\0\0\0\0\0", 8));  // ADD n 7
+  fourth.send(q("add") + str("n") + std::string("\x07\0\0\0\0\0\0\0", 8));  // ADD n 7
   EXPECT_EQ(fourth.recv(8, 5s), std::string("\x07\0\0\0\0\0\0\0", 8));
 }
 
