@@ -24,6 +24,13 @@ endif()
 # source folder. ccache (CCACHE_BASEDIR) still hits across clones.
 add_compile_options("$<$<COMPILE_LANGUAGE:C,CXX>:-ffile-prefix-map=${PROJECT_SOURCE_DIR}=.>"
                     "$<$<COMPILE_LANGUAGE:C,CXX>:-ffile-prefix-map=${PROJECT_BINARY_DIR}=.>")
+# Ninja names sources relative to the build folder: from a build folder
+# beside the sources (/x/build and /x/src) that is ../src/..., which the
+# absolute maps above miss.
+file(RELATIVE_PATH loom_build_to_source ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
+if(loom_build_to_source AND NOT loom_build_to_source STREQUAL "..")
+  add_compile_options("$<$<COMPILE_LANGUAGE:C,CXX>:-ffile-prefix-map=${loom_build_to_source}=.>")
+endif()
 
 # Debian's hardening flags, as `DEB_BUILD_MAINT_OPTIONS=hardening=+all
 # dpkg-buildflags` gives them on Debian 12 (amd64). Written out rather than

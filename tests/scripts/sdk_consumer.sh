@@ -23,10 +23,12 @@
 set -euo pipefail
 prefix=$(cd "$1" && pwd -P) loom=$(realpath "$2") src=$(cd "$3" && pwd -P) conformance=${4:-}
 tmp=$(mktemp -d /tmp/loom-sdk-consumer-XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
+trap 'rm -rf "$tmp" "$tmp.out.log"' EXIT
 failures=0
 fail() { echo "FAIL $*"; failures=$((failures + 1)); }
-quiet() { "$@" >"$tmp/out.log" 2>&1 || { cat "$tmp/out.log"; return 1; }; }
+# (Its log lies outside $tmp: what a tool prints, such as the kit's test
+# file names, is not something the builds wrote.)
+quiet() { "$@" >"$tmp.out.log" 2>&1 || { cat "$tmp.out.log"; return 1; }; }
 # said LOG TEXT: LOG holds TEXT, however CMake wrapped its lines.
 said() { tr '\n' ' ' <"$1" | tr -s ' ' | grep -qF -- "$2"; }
 
