@@ -28,7 +28,9 @@ add_compile_options("$<$<COMPILE_LANGUAGE:C,CXX>:-ffile-prefix-map=${PROJECT_SOU
 # beside the sources (/x/build and /x/src) that is ../src/..., which the
 # absolute maps above miss.
 file(RELATIVE_PATH loom_build_to_source ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
-if(loom_build_to_source AND NOT loom_build_to_source STREQUAL "..")
+string(REGEX REPLACE "/$" "" loom_build_to_source "${loom_build_to_source}")  # CMake may end it with /
+# Not for a build folder inside the sources: ../ is then every path's start.
+if(loom_build_to_source AND NOT loom_build_to_source MATCHES "^(\\.\\./?)+$")
   add_compile_options("$<$<COMPILE_LANGUAGE:C,CXX>:-ffile-prefix-map=${loom_build_to_source}=.>")
 endif()
 

@@ -97,13 +97,13 @@ int check_collective(const GlobalOptions& global, const CheckArgs& args, const s
   }
   smoke(host, name, false, args.device);
   const std::string kit = find_kit();
-  std::vector<std::string> cases = list_cases(kit);
   const std::set<std::string> ops = parse_ops(args.ops);
-  std::vector<std::string> chosen;
+  const std::vector<std::string> cases = ops.empty() ? std::vector<std::string>() : list_cases(kit);
+  std::vector<std::string> chosen;  // with --op: its cases and the general rules
   for (const auto& c : cases) {
     const auto dot = c.find('.');
-    if (ops.empty() || ops.count(case_op(c.substr(0, dot), c.substr(dot + 1))) || case_op(c.substr(0, dot), c.substr(dot + 1)) == "(all)")
-      chosen.push_back(c);
+    const std::string op = case_op(c.substr(0, dot), c.substr(dot + 1));
+    if (ops.count(op) || op == "(all)") chosen.push_back(c);
   }
   TempDir tmp;
   const std::string prefix = (tmp.path() / "report").string();
