@@ -2,7 +2,6 @@
 // `loom plugins`: list every plugin found, `info` on one, `check` that one
 // really works here. Listing probes each file in a child process, so a broken
 // plugin is named with its reason and never stops the listing.
-#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -11,51 +10,11 @@
 #include "check_kit.hpp"
 #include "commands.hpp"
 #include "loom/collective.hpp"
+#include "loom/plugin_json.hpp"
 #include "table.hpp"
 
 namespace loom::cli {
 namespace {
-
-using json = nlohmann::json;
-
-const char* state_word(PluginRecord::State s) {
-  switch (s) {
-    case PluginRecord::State::kOk: return "ok";
-    case PluginRecord::State::kUnavailable: return "unavailable";
-    case PluginRecord::State::kBroken: return "broken";
-    case PluginRecord::State::kShadowed: return "shadowed";
-  }
-  return "broken";
-}
-
-json record_json(const PluginRecord& r) {
-  json j = {{"name", r.candidate.name},       {"kind", kind_name(r.candidate.kind)},
-            {"path", r.candidate.path},       {"found_by", r.candidate.origin},
-            {"state", state_word(r.state)},   {"status", r.status_text()},
-            {"reason", r.reason},             {"version", nullptr},
-            {"abi", nullptr},                 {"description", nullptr},
-            {"warnings", r.warnings}};
-  if (r.descriptor) {
-    const auto& d = *r.descriptor;
-    j["version"] = d.version;
-    j["abi"] = abi_string(d.abi_version);
-    j["description"] = d.description;
-    j["vtable_abi"] = abi_string(d.vtable_abi_version);
-    j["capabilities"] = capability_names(r.candidate.kind, d.capabilities);
-    if (r.candidate.kind == LOOM_KIND_COLLECTIVE) {
-      j["operations"] = op_names(LOOM_OP_ALL & ~d.absent_ops);
-      j["absent_operations"] = op_names(d.absent_ops);
-    }
-    json options = json::array();
-    for (const auto& o : d.options) {
-      options.push_back({{"name", o.name}, {"type", option_type_name(o.type)},
-                         {"default", o.default_value ? json(*o.default_value) : json(nullptr)},
-                         {"required", !o.default_value.has_value()}, {"help", o.help}});
-    }
-    j["options"] = options;
-  }
-  return j;
-}
 
 // A plugin's warnings go to stderr after the table, where they do not break
 // its columns; several plugins of one unsafe folder share one warning.
@@ -74,12 +33,7 @@ int list(const GlobalOptions& global, bool as_json) {
   auto host = make_host(global);
   auto records = host->probe_all();
   if (as_json) {
-    json dirs = json::array();
-    for (const auto& d : host->config().search_path) dirs.push_back({{"path", d.path}, {"origin", d.origin}});
-    json plugins = json::array();
-    for (const auto& r : records) plugins.push_back(record_json(r));
-    std::cout << json{{"search_path", dirs}, {"warnings", host->scan_warnings()}, {"plugins", plugins}}.dump(2)
-              << "\n";
+    std::cout << plugin_listing_json(*host, records) << "\n";
     return 0;
   }
   if (records.empty()) {
@@ -103,7 +57,7 @@ int info(const GlobalOptions& global, const std::string& name, const std::string
   auto host = make_host(global);
   PluginRecord r = host->probe(select_plugin(*host, name, kind));
   if (as_json) {
-    std::cout << record_json(r).dump(2) << "\n";
+    std::cout << plugin_record_json(r) << "\n";
   } else if (!r.descriptor) {
     std::cout << "Path:         " << r.candidate.path << "\nStatus:       " << r.status_text() << "\n";
   } else {

@@ -2,6 +2,7 @@
 #include "state.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -50,6 +51,37 @@ auto find_param_state(Map& state, const torch::Tensor& p) {
     return state.find(key.str());
   } else {
     return state.find(p.unsafeGetTensorImpl());
+  }
+}
+
+// The statistics of one parameter's optimizer state, in the order
+// optimizer_views() lends them (undefined ones included).
+std::vector<torch::Tensor*> statistics(torch::optim::OptimizerParamState* base) {
+  if (auto* adam = dynamic_cast<torch::optim::AdamParamState*>(base))
+    return {&adam->exp_avg(), &adam->exp_avg_sq(), &adam->max_exp_avg_sq()};
+  if (auto* adamw = dynamic_cast<torch::optim::AdamWParamState*>(base))
+    return {&adamw->exp_avg(), &adamw->exp_avg_sq(), &adamw->max_exp_avg_sq()};
+  if (auto* sgd = dynamic_cast<torch::optim::SGDParamState*>(base)) return {&sgd->momentum_buffer()};
+  return {};
+}
+
+// The step counter of a parameter's state, or nullptr (SGD keeps none).
+template <class F>
+void with_step(torch::optim::OptimizerParamState* base, F f) {
+  if (auto* adam = dynamic_cast<torch::optim::AdamParamState*>(base)) f(*adam);
+  if (auto* adamw = dynamic_cast<torch::optim::AdamWParamState*>(base)) f(*adamw);
+}
+
+// The key under which LibTorch's optimizer keeps p's state (see
+// find_param_state).
+template <class Map>
+typename Map::key_type state_key(const torch::Tensor& p) {
+  if constexpr (std::is_same_v<typename Map::key_type, std::string>) {
+    std::ostringstream key;
+    key << p.unsafeGetTensorImpl();
+    return key.str();
+  } else {
+    return p.unsafeGetTensorImpl();
   }
 }
 
@@ -198,6 +230,43 @@ const std::vector<DLTensor>& TrainingState::optimizer_views() {
   return opt_views_;
 }
 
+std::vector<std::vector<torch::Tensor>> TrainingState::init_optimizer_state() {
+  torch::NoGradGuard guard;
+  auto& state = optimizer_->state();
+  std::vector<std::vector<torch::Tensor>> out;
+  for (auto& p : params_) {
+    auto it = find_param_state(state, p);
+    if (it == state.end()) {
+      // What LibTorch's step() creates for a parameter without state.
+      std::unique_ptr<torch::optim::OptimizerParamState> fresh;
+      if (dynamic_cast<torch::optim::SGD*>(optimizer_.get())) {
+        auto sgd = std::make_unique<torch::optim::SGDParamState>();
+        const auto& options = static_cast<const torch::optim::SGDOptions&>(optimizer_->param_groups().at(0).options());
+        if (options.momentum() != 0) sgd->momentum_buffer(torch::zeros_like(p, torch::MemoryFormat::Contiguous));
+        fresh = std::move(sgd);
+      } else if (dynamic_cast<torch::optim::AdamW*>(optimizer_.get())) {
+        auto adamw = std::make_unique<torch::optim::AdamWParamState>();
+        adamw->step(0);
+        adamw->exp_avg(torch::zeros_like(p, torch::MemoryFormat::Contiguous));
+        adamw->exp_avg_sq(torch::zeros_like(p, torch::MemoryFormat::Contiguous));
+        fresh = std::move(adamw);
+      } else {
+        auto adam = std::make_unique<torch::optim::AdamParamState>();
+        adam->step(0);
+        adam->exp_avg(torch::zeros_like(p, torch::MemoryFormat::Contiguous));
+        adam->exp_avg_sq(torch::zeros_like(p, torch::MemoryFormat::Contiguous));
+        fresh = std::move(adam);
+      }
+      it = state.emplace(state_key<std::remove_reference_t<decltype(state)>>(p), std::move(fresh)).first;
+    }
+    std::vector<torch::Tensor> mine;
+    for (torch::Tensor* t : statistics(it->second.get()))
+      if (t->defined()) mine.push_back(*t);
+    out.push_back(std::move(mine));
+  }
+  return out;
+}
+
 void TrainingState::set_lr(double lr) {
   for (auto& group : optimizer_->param_groups()) group.options().set_lr(lr);
 }
@@ -231,6 +300,15 @@ std::string TrainingState::snapshot() const {
   for (size_t i = 0; i < params_.size(); ++i) archive.write("p" + std::to_string(i), params_[i].detach());
   archive.write("buffers", c10::IValue(static_cast<int64_t>(buffers_.size())));
   for (size_t i = 0; i < buffers_.size(); ++i) archive.write("b" + std::to_string(i), buffers_[i].second.detach());
+  if (!step_counters_.empty()) {
+    auto& state = optimizer_->state();
+    for (size_t i = 0; i < params_.size() && i < step_counters_.size(); ++i) {
+      auto it = find_param_state(state, params_[i]);
+      if (it == state.end()) continue;
+      const auto count = static_cast<int64_t>(std::llround(step_counters_[i].item<double>()));
+      with_step(it->second.get(), [&](auto& st) { st.step(count); });
+    }
+  }
   torch::serialize::OutputArchive opt;
   optimizer_->save(opt);
   archive.write("optimizer", opt);
@@ -296,11 +374,32 @@ void TrainingState::restore(const char* data, size_t len) {
   std::vector<torch::Tensor> before;
   for (auto& p : params_) before.push_back(p.clone());
   for (size_t i = 0; i < params_.size(); ++i) params_[i].copy_(loaded[i]);
+  // Loading replaces the optimizer's state tensors; the values go back into
+  // the tensors held before, whose addresses a strategy or another
+  // optimizer sharing them (python/) may hold.
+  auto& state = optimizer_->state();
+  std::vector<std::vector<torch::Tensor>> held(params_.size());
+  for (size_t i = 0; i < params_.size(); ++i) {
+    auto it = find_param_state(state, params_[i]);
+    if (it != state.end())
+      for (torch::Tensor* t : statistics(it->second.get())) held[i].push_back(*t);
+  }
   try {
     optimizer_->load(opt);
   } catch (const std::exception& e) {
     for (size_t i = 0; i < params_.size(); ++i) params_[i].copy_(before[i]);
     throw Error::usage(std::string("the optimizer state does not fit this run: ") + e.what());
+  }
+  for (size_t i = 0; i < params_.size(); ++i) {
+    auto it = find_param_state(state, params_[i]);
+    if (it == state.end()) continue;
+    auto loaded = statistics(it->second.get());
+    for (size_t k = 0; k < loaded.size() && k < held[i].size(); ++k) {
+      if (!held[i][k].defined() || !loaded[k]->defined() || !held[i][k].sizes().equals(loaded[k]->sizes())) continue;
+      held[i][k].copy_(*loaded[k]);
+      *loaded[k] = held[i][k];
+    }
+    if (i < step_counters_.size()) with_step(it->second.get(), [&](auto& st) { step_counters_[i].fill_(double(st.step())); });
   }
   for (size_t i = 0; i < buffers_.size(); ++i) buffers_[i].second.copy_(loaded_buffers[i]);
   step = step_value.toInt();

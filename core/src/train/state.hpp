@@ -60,6 +60,15 @@ class TrainingState {
   // The floating-point buffers, as lent to the strategy (ABI 1.4).
   const std::vector<DLTensor>& buffer_views();
 
+  // Gives every parameter its optimizer state now, as the optimizer's first
+  // step would (zeros, step 0), so that an optimizer living elsewhere
+  // (Python's torch.optim, python/) can share these tensors from the start.
+  // Returns each parameter's statistics in optimizer_views() order.
+  std::vector<std::vector<torch::Tensor>> init_optimizer_state();
+  // Step counters kept elsewhere (Python's per-parameter 'step' tensors, one
+  // per parameter): snapshots read them, restore writes them.
+  void share_step_counters(std::vector<torch::Tensor> counters) { step_counters_ = std::move(counters); }
+
   int64_t step = 0;  // global optimizer steps, as saved in snapshots
 
  private:
@@ -78,6 +87,7 @@ class TrainingState {
   std::vector<NamedTensor> buffers_;
   std::vector<std::vector<int64_t>> buffer_shapes_;
   std::vector<DLTensor> buffer_views_;
+  std::vector<torch::Tensor> step_counters_;  // see share_step_counters
   mutable std::string last_snapshot_;
   std::string description_;  // what view_.description points to (ABI 1.5)
   DeviceMemory memory_;      // view_'s device services (ABI 1.6)
