@@ -220,6 +220,26 @@ if(TARGET collab_strategy AND NOT TARGET ucx_collective)
   message(WARNING "loom-plugin-collab depends on loom-plugin-ucx, which this build does not make (LOOM_PLUGINS)")
 endif()
 
+# The Python package (python/), when the build made it.
+if(TARGET loom_python_native)
+  loom_deb_package(python python3-loom SECTION python
+    DESCRIPTION
+    "Python interface to Loom: a swarm optimizer for PyTorch training loops"
+    "Loom trains one model across unreliable machines that join and leave at"
+    "will. This package brings that to any PyTorch training loop:"
+    "loom.Optimizer wraps a torch.optim optimizer (SGD, Adam, AdamW) and"
+    "averages with the swarm through the same collab strategy plugin that"
+    "`loom train` peers run, so Python and C++ peers train one model"
+    "together. loom.Communicator gives Python the collective plugins'"
+    "allreduce, broadcast and barrier on torch tensors, and loom.plugins()"
+    "lists the plugins found.")
+  # The extension is built for this Python and this LibTorch (python3-torch
+  # uses the libtorch that libloom links).
+  set(CPACK_DEBIAN_PYTHON_PACKAGE_DEPENDS
+      "loom (= ${LOOM_DEB_VERSION}), python3-torch, python3 (>= ${Python3_VERSION_MAJOR}.${Python3_VERSION_MINOR}), python3 (<< ${Python3_VERSION_MAJOR}.${LOOM_PYTHON_NEXT_MINOR})")
+  set(CPACK_DEBIAN_PYTHON_PACKAGE_RECOMMENDS "loom-plugin-collab")
+endif()
+
 set(CPACK_DEBIAN_RUNTIME_PACKAGE_SUGGESTS "${loom_suggests}")
 list(JOIN CPACK_DEBIAN_RUNTIME_PACKAGE_SUGGESTS ", " CPACK_DEBIAN_RUNTIME_PACKAGE_SUGGESTS)
 set(CPACK_DEBIAN_CPP-DEV_PACKAGE_DEPENDS
@@ -268,6 +288,12 @@ set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 # dynamic linker's path lacks them, and CPack's --ignore-missing-info then
 # leaves them out of loom-plugin-nccl's Depends (its description says so).
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS_PRIVATE_DIRS usr/${LOOM_PRIVATE_LIBDIR})
+# python3-loom's extension needs libloom, which is loom's, not in its root:
+# found in the build tree, and --ignore-missing-info leaves it to the stated
+# Depends on loom.
+if(TARGET loom_python_native)
+  list(APPEND CPACK_DEBIAN_PACKAGE_SHLIBDEPS_PRIVATE_DIRS ${CMAKE_BINARY_DIR}/lib)
+endif()
 if(TARGET nccl_collective)
   # (Cache entries of plugins/nccl_collective and FindCUDAToolkit.)
   foreach(lib "${LOOM_NCCL_LIBRARY}" "${CUDA_CUDART}")

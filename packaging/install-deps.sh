@@ -27,6 +27,7 @@ build_pkgs=(
   libspdlog-dev libfmt-dev libdlpack-dev libtomlplusplus-dev libcli11-dev nlohmann-json3-dev
   libopendht-dev libgloo-dev
   python3-sklearn zlib1g-dev libopenblas0-pthread
+  python3-dev python3-pybind11 python3-torch  # the Python package (python/)
   libsodium-dev  # the collab swarm key: sealed records, peer signatures (issue 13)
   libgnutls28-dev  # the collab swarm key: a state's chunks in AES-256-GCM
 )

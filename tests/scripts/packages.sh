@@ -93,6 +93,16 @@ check=$(cd "$tmp" && env -u LD_LIBRARY_PATH -u LOOM_PLUGIN_PATH -u RANK -u WORLD
 grep -q "passed: collective 'ucx'" <<<"$check" || fail "the unpacked 'loom plugins check ucx' said: $check"
 echo "ok   the unpacked loom ran its conformance kit: $(tail -n 1 <<<"$check")"
 
+# 4c. The Python package, unpacked, imports and finds the unpacked libloom
+# and plugins (its RUNPATH is relative).
+if compgen -G "$root/usr/lib/python3/dist-packages/loom/_native*.so" >/dev/null; then
+  listed=$(cd "$tmp" && env -u LD_LIBRARY_PATH -u LOOM_PLUGIN_PATH PYTHONPATH="$root/usr/lib/python3/dist-packages" \
+             /usr/bin/python3 -c 'import loom; print(" ".join(sorted(p["name"] + ":" + p["state"] for p in loom.plugins()["plugins"])))' 2>&1) ||
+    fail "the unpacked python3-loom does not import: $listed"
+  [[ "$listed" == *collab:ok* && "$listed" == *ucx:ok* ]] || fail "the unpacked python3-loom lists: $listed"
+  echo "ok   the unpacked python3-loom imports and lists: $listed"
+fi
+
 # 5. Binaries: stripped, hardened, no RUNPATH but loom's and the kit's, no debug info.
 while IFS= read -r elf; do
   rel=${elf#"$root"}
@@ -105,6 +115,9 @@ while IFS= read -r elf; do
   if [[ "$elf" == "$kit" ]]; then
     kit_runpath=$(sed -n 's/.*(RUNPATH).*\[\(.*\)\]/\1/p' <<<"$dyn")
     [[ "$kit_runpath" == "\$ORIGIN/../../lib/$triplet/loom" ]] || fail "$rel RUNPATH is '$kit_runpath'"
+  elif [[ "$rel" == /usr/lib/python3/dist-packages/loom/_native*.so ]]; then
+    py_runpath=$(sed -n 's/.*(RUNPATH).*\[\(.*\)\]/\1/p' <<<"$dyn")
+    [[ "$py_runpath" == "\$ORIGIN/../../../$triplet/loom" ]] || fail "$rel RUNPATH is '$py_runpath'"
   elif [[ "$elf" != "$loom" ]] && grep -q 'R.*PATH' <<<"$dyn"; then
     fail "$rel has an RPATH/RUNPATH"
   fi

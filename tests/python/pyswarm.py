@@ -1,0 +1,86 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Helpers for the Python swarm tests: free ports, peers as real processes
+(each ended when the test ends), their logs and results."""
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_id(tag):
+    return f"py-{tag}-{uuid.uuid4().hex[:10]}"
+
+
+class Process:
+    """A child process with its output in a file; killed when closed."""
+
+    def __init__(self, name, argv, scratch, env=None):
+        self.name = name
+        self.log_path = os.path.join(scratch, name + ".log")
+        self._log = open(self.log_path, "w")
+        full_env = dict(os.environ)
+        full_env.update(env or {})
+        full_env["PYTHONPATH"] = HERE + os.pathsep + full_env.get("PYTHONPATH", "")
+        self.proc = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.STDOUT, env=full_env,
+                                     start_new_session=True)
+
+    def log(self):
+        with open(self.log_path, errors="replace") as f:
+            return f.read()
+
+    def tail(self, lines=40):
+        return f"--- {self.name} ---\n" + "\n".join(self.log().splitlines()[-lines:])
+
+    def wait(self, timeout):
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            return None
+
+    def kill(self, sig=signal.SIGKILL):
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, sig)
+            except ProcessLookupError:
+                pass
+            if sig == signal.SIGKILL:
+                self.proc.wait(timeout=30)
+
+    def close(self):
+        self.kill()
+        self._log.close()
+
+
+def python_peer(name, scratch, args, env=None):
+    out = os.path.join(scratch, name + ".json")
+    argv = [sys.executable, os.path.join(HERE, "digits_peer.py"), "--out", out] + args
+    p = Process(name, argv, scratch, env)
+    p.out = out
+    return p
+
+
+def result(peer):
+    with open(peer.out) as f:
+        return json.load(f)
+
+
+def wait_for(predicate, timeout, poll=0.1):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if predicate():
+            return True
+        time.sleep(poll)
+    return False

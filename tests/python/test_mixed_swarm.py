@@ -1,0 +1,115 @@
+# SPDX-License-Identifier: Apache-2.0
+"""One swarm, two front ends: 2 Python peers (loom.Optimizer) and 1 `loom
+train` peer (the torchscript task) train the same model with the same
+run_id together, and all three end with equal parameters after the last
+state averaging."""
+import json
+import os
+import shutil
+import tempfile
+import unittest
+
+import numpy as np
+import torch
+
+import pyswarm
+from digits_data import digits_split, make_model
+
+EPOCHS = 40
+LOOM = os.environ.get("LOOM_BIN", "loom")
+
+CONFIG = """
+[trainer]
+task = "torchscript"
+max_steps = {epochs}
+batch_size = 32
+optimizer = "adamw"
+lr = 0.003
+seed = 0
+threads = 1
+log_every = 5
+output_dir = "{scratch}/cxx-out"
+
+[task]
+module = "{scratch}/mlp.pt"
+train = "{scratch}/train.pt"
+validation = "{scratch}/val.pt"
+inputs = ["x"]
+loss = "cross_entropy"
+target = "y"
+
+[strategy]
+name = "collab"
+
+[strategy.options]
+target_batch_size = 256
+run_id = "{run_id}"
+listen = "127.0.0.1"
+port = {port}
+min_peers = 3
+matchmaking_time = 0.5
+averaging_timeout = 10.0
+verbose = true
+"""
+
+
+def read_dump(folder):
+    with open(os.path.join(folder, "manifest.json")) as f:
+        manifest = json.load(f)
+    out = {}
+    for p in manifest["params"]:
+        data = np.fromfile(os.path.join(folder, p["file"]), dtype=np.float32).reshape(p["shape"])
+        out[p["name"]] = torch.from_numpy(data)
+    return out
+
+
+class MixedSwarm(unittest.TestCase):
+    def setUp(self):
+        self.scratch = tempfile.mkdtemp(prefix="loom-mixed-")
+        self.procs = []
+
+    def tearDown(self):
+        for p in self.procs:
+            p.close()
+        shutil.rmtree(self.scratch, ignore_errors=True)
+
+    def test_python_and_loom_train_peers_train_one_model_to_equal_parameters(self):
+        x, y, tx, ty = digits_split()
+        torch.jit.script(make_model(seed=0)).save(os.path.join(self.scratch, "mlp.pt"))
+        torch.save({"x": x, "y": y}, os.path.join(self.scratch, "train.pt"))
+        torch.save({"x": tx, "y": ty}, os.path.join(self.scratch, "val.pt"))
+        rid, port = pyswarm.run_id("mixed"), pyswarm.free_port()
+        config = os.path.join(self.scratch, "cxx.toml")
+        with open(config, "w") as f:
+            f.write(CONFIG.format(epochs=EPOCHS, scratch=self.scratch, run_id=rid, port=port))
+        dump = os.path.join(self.scratch, "cxx-final")
+        cxx = pyswarm.Process("cxx", [LOOM, "train", config, "--dump-final", dump], self.scratch)
+        self.procs.append(cxx)
+        env = {"LOOM_INITIAL_PEERS": f"127.0.0.1:{port}"}
+        common = ["--run-id", rid, "--epochs", str(EPOCHS), "--option", "min_peers=3",
+                  "--option", "matchmaking_time=0.5", "--option", "averaging_timeout=10", "--option", "verbose=true"]
+        py = [pyswarm.python_peer(f"py{i}", self.scratch, common + ["--peer", str(i)], env=env) for i in (1, 2)]
+        self.procs += py
+        self.assertEqual(cxx.wait(240), 0, cxx.tail())
+        for p in py:
+            self.assertEqual(p.wait(120), 0, p.tail())
+        # They trained together: rounds of all three, not just a last averaging.
+        self.assertRegex(cxx.log(), r"averaged gradients of \d+ samples with 3 peers", cxx.tail())
+        for p in py:
+            self.assertRegex(p.log(), r"averaged gradients of \d+ samples with 3 peers", p.tail())
+        cxx_params = read_dump(dump)
+        py_params = [torch.load(p.out + ".pt") for p in py]
+        self.assertEqual(sorted(cxx_params), sorted(py_params[0]))
+        worst = 0.0
+        for name, value in cxx_params.items():
+            for other in py_params:
+                worst = max(worst, (value - other[name]).abs().max().item())
+        print(f"[ figures ] largest parameter difference between the loom train peer and the Python peers: {worst:.3g}; "
+              f"accuracy {[pyswarm.result(p)['accuracy'] for p in py]}", flush=True)
+        self.assertLessEqual(worst, 1e-5)
+        for p in py:
+            self.assertGreater(pyswarm.result(p)["accuracy"], 0.9, p.tail())
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
