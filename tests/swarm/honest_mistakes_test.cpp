@@ -72,14 +72,23 @@ double mean(const std::vector<double>& v) {
   return v.empty() ? 0 : s / double(v.size());
 }
 
-// The honest peers end within 1% accuracy of a run without the broken peer,
-// with finite parameters equal to each other (the last epoch averages them).
+// How far below the honest peers' accuracy alone they may end beside a
+// broken peer. Not 1%: at 300 epochs the trajectory alone moves digits'
+// accuracy (359 test images, 0.28% each) by about that much: honest runs
+// alone measured 0.9721 to 0.9805, and beside a diverging peer whose every
+// contribution had been a sane gradient, 0.9666 (in one CI run).
+// A broken peer that gets through costs far more (0.09 when one did).
+constexpr double kSpared = 0.02;
+
+// The honest peers end within kSpared accuracy of a run without the broken
+// peer, with finite parameters equal to each other (the last epoch averages
+// them).
 void expect_spared(const Outcome& alone, const Outcome& with_broken, const std::string& third_log) {
   ASSERT_EQ(with_broken.accuracy.size(), 2u);
   std::printf("[ figures  ] accuracy: honest peers alone %.4f and %.4f, beside the broken peer %.4f and %.4f\n",
               alone.accuracy.at(0), alone.accuracy.at(1), with_broken.accuracy[0], with_broken.accuracy[1]);
   for (double acc : with_broken.accuracy)
-    EXPECT_GE(acc, mean(alone.accuracy) - 0.01) << "honest peers alone: " << mean(alone.accuracy) << "\nthe broken peer:\n"
+    EXPECT_GE(acc, mean(alone.accuracy) - kSpared) << "honest peers alone: " << mean(alone.accuracy) << "\nthe broken peer:\n"
                                                 << third_log.substr(third_log.size() > 4000 ? third_log.size() - 4000 : 0);
   const double diff = max_parameter_difference(with_broken.final_a, with_broken.final_b);
   EXPECT_LE(diff, 1e-5) << "the honest peers' final parameters differ or are not finite";
@@ -149,7 +158,7 @@ TEST(HonestMistakes, PeerWithAnotherModelExits2AndTheOthersTrainOn) {
       << misfit_log;
   // Told by the peer it joins through, before its DHT node ever started.
   EXPECT_EQ(misfit_log.find("listening on"), std::string::npos) << misfit_log;
-  for (double acc : with_misfit.accuracy) EXPECT_GE(acc, mean(alone.accuracy) - 0.01);
+  for (double acc : with_misfit.accuracy) EXPECT_GE(acc, mean(alone.accuracy) - kSpared);
   // Time is a benchmark's to judge, not a test's (the target is
   // 1.5x): printed for the record.
   std::printf("[ figures  ] 300 epochs: honest peers alone %.1f s, beside the misfit %.1f s (%.2fx)\n", alone.seconds,
