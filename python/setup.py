@@ -8,6 +8,7 @@ a virtual environment made with --system-site-packages (to see python3-torch):
 """
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -41,6 +42,8 @@ class CMakeBuild(build_ext):
         python = os.path.realpath(sys.executable)
         configure = ["cmake", "-S", HERE, "-B", build, f"-DLOOM_PYTHON={python}",
                      f"-DLOOM_PYTHON_OUTPUT_DIR={out}", "-DCMAKE_BUILD_TYPE=Release"]
+        if shutil.which("ccache"):  # a rebuild (another venv, CI) is then a cache hit
+            configure.append("-DCMAKE_CXX_COMPILER_LAUNCHER=ccache")
         subprocess.check_call(configure)
         subprocess.check_call(["cmake", "--build", build, "--target", "loom_python_native",
                                "-j", str(min(4, os.cpu_count() or 1))])

@@ -3,6 +3,7 @@
 import atexit
 import logging
 import re
+import time
 import warnings
 import weakref
 
@@ -79,10 +80,13 @@ class Optimizer:
         collective plugin (e.g. {"transports": "tcp"} for ucx).
     task: what is trained, as peers compare it ("torchscript" matches a
         `loom train` peer of the torchscript task).
+    max_steps: the last epoch, when known (the swarm averages the state there).
+    log_every: epochs between progress lines in the `loom` logger (0: none).
     """
 
     def __init__(self, optimizer, *, batch_size_per_step, model=None, scheduler=None, strategy="collab",
-                 plugin_path=None, collective_options=None, task="torchscript", max_steps=-1, **options):
+                 plugin_path=None, collective_options=None, task="torchscript", max_steps=-1, log_every=10,
+                 **options):
         if not isinstance(optimizer, torch.optim.Optimizer):
             raise ValueError(f"optimizer must be a torch.optim.Optimizer, not {type(optimizer).__name__}")
         kind = _kind_of(optimizer)
@@ -92,6 +96,8 @@ class Optimizer:
         self.optimizer = optimizer
         self.scheduler = scheduler
         self.batch_size_per_step = batch_size_per_step
+        self.log_every = log_every
+        self._samples = 0  # since the last progress line
         names, params = self._named_params(optimizer, model)
         named_buffers = list(model.named_buffers()) if model is not None else []
         buffer_names, buffers = [n for n, _ in named_buffers], [b for _, b in named_buffers]
@@ -120,6 +126,8 @@ class Optimizer:
         atexit.register(self._closer)
         self._applied = True  # the gradients may be zeroed
         self._follow_epoch()  # a joiner starts at the swarm's epoch: so does its schedule
+        self._logged_epoch = self._session.global_step()
+        self._logged_at = time.monotonic()
 
     @staticmethod
     def _named_params(optimizer, model):
@@ -174,8 +182,19 @@ class Optimizer:
         finally:
             _forward_logs()
         self._applied = apply
+        self._samples += samples
         self._follow_epoch()
+        self._progress()
         return loss
+
+    def _progress(self):
+        epoch = self._session.global_step()
+        if not self.log_every or epoch // self.log_every <= self._logged_epoch // self.log_every:
+            return
+        now = time.monotonic()
+        rate = self._samples / max(1e-9, now - self._logged_at)
+        _log.info("epoch %d: %.0f samples/s here  | %s", epoch, rate, self._session.status_line())
+        self._logged_epoch, self._logged_at, self._samples = epoch, now, 0
 
     def _follow_epoch(self):
         # The scheduler's count (last_epoch) follows the swarm's epoch, which
