@@ -92,7 +92,8 @@ def main():
         # Two Python peers on the same model (its parameters named as loom train names them).
         rid, port = pyswarm.run_id("bench-py"), pyswarm.free_port()
         script = f"""
-import sys, torch, loom
+import logging, sys, torch, loom
+logging.basicConfig(level=logging.INFO)
 from torch import nn
 sys.path.insert(0, {TESTS!r})
 from digits_data import digits_split
