@@ -60,7 +60,7 @@ const loom_plugin_info kInfo = {sizeof(loom_plugin_info), LOOM_KIND_STRATEGY, "s
 const loom_strategy_v1 kVtable = {sizeof(loom_strategy_v1), LOOM_ABI_VERSION, &kInfo, init, fini, last_error,
                                   setup, teardown, data_shard, after_backward, after_optimizer_step, reduce_metric,
                                   reduce_decision, barrier, broadcast_bytes, is_global_zero, global_step,
-                                  should_stop, status_line, /*sample_salt=*/nullptr};
+                                  should_stop, status_line, /*sample_salt=*/nullptr, /*load_state=*/nullptr};
 
 }  // namespace
 

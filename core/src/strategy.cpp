@@ -39,6 +39,14 @@ Status Strategy::broadcast_bytes(void* data, uint64_t len, int32_t root) {
 }
 bool Strategy::is_global_zero() const { return vtable_->is_global_zero(ctx_) != 0; }
 int64_t Strategy::global_step() const { return vtable_->global_step(ctx_); }
+Status Strategy::load_state() {
+  if (vtable_->struct_size < LOOM_STRATEGY_V1_8_SIZE || vtable_->load_state == nullptr)
+    return Status(LOOM_ERR_UNSUPPORTED, "strategy '" + descriptor_.name +
+                                            "' has nothing to load from other processes (it offers no load_state, "
+                                            "ABI 1.8)");
+  return result(vtable_->load_state(ctx_), "load_state");
+}
+
 uint64_t Strategy::sample_salt() const {
   if (vtable_->struct_size < LOOM_STRATEGY_V1_1_SIZE || vtable_->sample_salt == nullptr) return 0;
   return vtable_->sample_salt(ctx_);

@@ -171,6 +171,15 @@ const char *status_line(loom_strategy_ctx *ctx) noexcept {
 
 uint64_t sample_salt(loom_strategy_ctx *ctx) noexcept { return ctx && ctx->peer ? ctx->peer->id() : 0; }
 
+loom_status load_state(loom_strategy_ctx *ctx) noexcept {
+  if (!ctx || !ctx->peer) return LOOM_ERR_INVALID_ARGUMENT;
+  return guarded(ctx, [&]() -> loom_status {
+    std::string why;
+    loom_status s = ctx->peer->load_newest(&why);
+    return s == LOOM_OK ? s : fail(ctx, s, "collab: " + why);
+  });
+}
+
 constexpr loom_plugin_info kInfo = {
     sizeof(loom_plugin_info),
     LOOM_KIND_STRATEGY,
@@ -182,10 +191,11 @@ constexpr loom_plugin_info kInfo = {
     kNumOptions,
 };
 
-// ABI 1.1's sample_salt on top of the 1.0 functions.
+// ABI 1.1's sample_salt and 1.8's load_state on top of the 1.0 functions.
 constexpr loom_strategy_v1 kVtable = [] {
   loom_strategy_v1 v = LOOM_CXX_STRATEGY_VTABLE(&kInfo);
   v.sample_salt = sample_salt;
+  v.load_state = load_state;
   return v;
 }();
 

@@ -442,6 +442,24 @@ void Peer::zero_grads() {
   for (auto &g : grads_) std::memset(g.data, 0, g.numel * sizeof(float));
 }
 
+loom_status Peer::load_newest(std::string *why) {
+  if (!set_up_) {
+    *why = "load_state before setup";
+    return LOOM_ERR_INVALID_ARGUMENT;
+  }
+  const SwarmView v = view();
+  if (v.others.empty()) {
+    *why = "no other peer is in the swarm to load the state from";
+    return LOOM_ERR_UNAVAILABLE;
+  }
+  std::string reason;
+  if (!load_state(std::max<int64_t>(epoch_.load(), v.global_epoch), &reason)) {
+    *why = "no state was loaded (" + reason + ")";
+    return LOOM_ERR_UNAVAILABLE;
+  }
+  return LOOM_OK;
+}
+
 bool Peer::load_state(int64_t min_epoch, std::string *why) {
   const auto start = Clock::now();
   const auto deadline = start + std::chrono::milliseconds(int64_t(opt_.load_state_timeout * 1000));

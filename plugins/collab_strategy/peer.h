@@ -84,6 +84,9 @@ class Peer {
   loom_status teardown();
   loom_status after_backward(uint64_t local_samples, loom_step_decision *decision, std::string *why);
   loom_status after_optimizer_step(std::string *why);
+  // The host's load_state (ABI 1.8): the newest state, at this peer's epoch
+  // or the swarm's if later, from a donor, checked as a joiner's is.
+  loom_status load_newest(std::string *why);
 
   uint64_t id() const { return id_; }
   int64_t epoch() const { return epoch_.load(); }

@@ -216,6 +216,23 @@ class Optimizer:
         if self._applied:
             self._session.zero_grads()
 
+    def load_state_from_peers(self):
+        """Loads the newest state the other peers hold, now (a download from a
+        donor, checked as a joiner's is), and moves to its epoch. True when a
+        state was loaded; False, with a warning saying why, when none could
+        be (this peer's state is then unchanged). A strategy with nothing to
+        load (single, ddp) raises ValueError."""
+        try:
+            loaded, why = self._session.load_state_from_peers()
+        finally:
+            _forward_logs()
+        if not loaded:
+            _log.warning("load_state_from_peers: %s", why)
+            return False
+        self._applied = True  # the strategy zeroed the gradients: the new epoch starts afresh
+        self._follow_epoch()
+        return True
+
     @property
     def local_epoch(self):
         """The swarm's epoch this peer is at (optimizer steps taken together)."""

@@ -94,6 +94,16 @@ PYBIND11_MODULE(_native, m) {
       .def("setup", &Session::setup, py::call_guard<py::gil_scoped_release>())
       .def("after_backward", &Session::after_backward, py::call_guard<py::gil_scoped_release>())
       .def("after_optimizer_step", &Session::after_optimizer_step, py::call_guard<py::gil_scoped_release>())
+      .def("load_state_from_peers",
+           [](Session& self) {
+             std::string why;
+             bool loaded = false;
+             {
+               py::gil_scoped_release release;
+               loaded = self.load_state_from_peers(&why);
+             }
+             return py::make_tuple(loaded, why);
+           })
       .def("zero_grads", &Session::zero_grads)
       .def("grads_finite", &Session::grads_finite)
       .def("global_step", &Session::global_step)

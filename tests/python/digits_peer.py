@@ -32,6 +32,8 @@ def main():
     ap.add_argument("--alone", action="store_true", help="no swarm: the bare optimizer, batch = target")
     ap.add_argument("--option", action="append", default=[], help="NAME=VALUE, a collab option")
     ap.add_argument("--dump", help="a `loom train --dump-init` folder of digits: its split and initial weights")
+    ap.add_argument("--load-at", type=int, default=-1, metavar="EPOCH",
+                    help="at this epoch, ruin the parameters, then load_state_from_peers()")
     ap.add_argument("--deadline", type=float, default=400.0)
     args = ap.parse_args()
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
@@ -50,11 +52,20 @@ def main():
             return 0.5 * (1 + math.cos(math.pi * min(1.0, (epoch - warm) / span)))
         scheduler = torch.optim.lr_scheduler.LambdaLR(inner, factor)
     g = torch.Generator().manual_seed(1000 + args.peer)
+    order, at = torch.randperm(len(y), generator=g), 0
+
+    def batch(size):
+        # Passes over the data in a fresh order each, as loom train's sampler.
+        nonlocal order, at
+        if at + size > len(order):
+            order, at = torch.randperm(len(y), generator=g), 0
+        at += size
+        return order[at - size:at]
     losses, window = [], []
     start = time.monotonic()
     if args.alone:
         for _ in range(args.epochs):
-            idx = torch.randint(0, len(y), (args.target,), generator=g)
+            idx = batch(args.target)
             loss = nn.functional.cross_entropy(model(x[idx]), y[idx])
             inner.zero_grad()
             loss.backward()
@@ -73,13 +84,20 @@ def main():
             if time.monotonic() - start > args.deadline:
                 print(f"deadline: epoch {opt.local_epoch} of {args.epochs}", file=sys.stderr)
                 sys.exit(3)
-            idx = torch.randint(0, len(y), (args.batch,), generator=g)
+            idx = batch(args.batch)
             loss = nn.functional.cross_entropy(model(x[idx]), y[idx])
             loss.backward()
             window.append(loss.item())
             before = opt.local_epoch
             opt.step()
             opt.zero_grad()
+            if opt.local_epoch == args.load_at and before != args.load_at:
+                with torch.no_grad():
+                    for p in model.parameters():
+                        p.fill_(1000.0)
+                loaded = opt.load_state_from_peers()
+                biggest = max(p.abs().max().item() for p in model.parameters())
+                print(f"load_state_from_peers: loaded={loaded} epoch={opt.local_epoch} max|w|={biggest:.4g}", flush=True)
             if opt.local_epoch != before:
                 # The mean loss of this peer's micro-batches in the epoch.
                 losses.append(sum(window) / len(window))

@@ -50,6 +50,9 @@ CASES = {
                     "loom.Optimizer(adamw(m), batch_size_per_step=8, listen='127.0.0.1')"),
     "option_of_bad_type": ("ValueError", ["swarm_key", "valid"],
                            "loom.Optimizer(adamw(), batch_size_per_step=8, swarm_key=object())"),
+    "load_state_with_single": ("ValueError", ["single", "load_state"],
+                               "o = loom.Optimizer(adamw(), batch_size_per_step=8, strategy='single'); "
+                               "o.load_state_from_peers()"),
     "communicator_unknown_plugin": ("ValueError", ["nosuch"], "loom.Communicator(name='nosuch')"),
     "communicator_bad_op": ("ValueError", ["op", "sum"],
                             "c = loom.Communicator(name='ucx'); c.allreduce(torch.ones(3), op='median')"),

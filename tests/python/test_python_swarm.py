@@ -103,6 +103,24 @@ class PythonSwarm(unittest.TestCase):
                 diff = (states[0][name] - other[name]).abs().max().item()
                 self.assertLessEqual(diff, 1e-5, f"{name} differs by {diff}")
 
+    def test_load_state_from_peers_replaces_this_peers_state_with_the_swarms(self):
+        rid, port = pyswarm.run_id("load"), pyswarm.free_port()
+        common = ["--run-id", rid, "--epochs", "30", "--option", "min_peers=2", "--option", "matchmaking_time=0.5",
+                  "--option", "averaging_timeout=10"]
+        a = self.start("a", common + ["--port", str(port), "--peer", "0"])
+        b = pyswarm.python_peer("b", self.scratch, common + ["--peer", "1", "--load-at", "10"],
+                                env={"LOOM_INITIAL_PEERS": f"127.0.0.1:{port}"})
+        self.procs.append(b)
+        for p in (a, b):
+            self.assertEqual(p.wait(180), 0, p.tail())
+        said = re.search(r"load_state_from_peers: loaded=(\w+) epoch=(\d+) max\|w\|=(\S+)", b.log())
+        self.assertIsNotNone(said, b.tail())
+        self.assertEqual(said.group(1), "True", b.tail())
+        self.assertGreaterEqual(int(said.group(2)), 10)
+        self.assertLess(float(said.group(3)), 100.0, "the ruined parameters stayed")
+        self.assertRegex(b.log(), r"loaded the state of epoch \d+ from peer", b.tail())
+        self.assertGreater(pyswarm.result(b)["accuracy"], 0.8)
+
     def test_a_sigint_during_step_leaves_the_swarm_cleanly(self):
         rid, port = pyswarm.run_id("sigint"), pyswarm.free_port()
         common = ["--run-id", rid, "--epochs", "40", "--option", "min_peers=2", "--option", "matchmaking_time=0.5",

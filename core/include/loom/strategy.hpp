@@ -35,6 +35,10 @@ class Strategy {
   int64_t global_step() const;
   bool should_stop() const;
   std::string status_line() const;
+  // Loads the newest state the other processes hold, now (ABI 1.8; a swarm
+  // peer downloads a donor's). UNSUPPORTED when the strategy has no
+  // load_state; UNAVAILABLE when none could be loaded.
+  Status load_state();
   // Mixed into the trainer's sampling seed (ABI 1.1; 0 for 1.0 plugins).
   uint64_t sample_salt() const;
   // When the strategy failed because the host could not open a plugin it

@@ -72,9 +72,9 @@ void check_tensors(const std::vector<NamedTensor>& tensors, const char* what, bo
   }
 }
 
-Error from_status(const Status& s, const std::string& strategy, const char* call) {
-  const std::string text = "strategy '" + strategy + "' " + call + ": " + s.to_string();
-  return s.code() == LOOM_ERR_INVALID_ARGUMENT ? Error::usage(text) : Error::runtime(text);
+// The status names the strategy and the call already (Strategy::result).
+Error from_status(const Status& s) {
+  return s.code() == LOOM_ERR_INVALID_ARGUMENT ? Error::usage(s.to_string()) : Error::runtime(s.to_string());
 }
 
 }  // namespace
@@ -125,8 +125,8 @@ void ExternalLoop::setup() {
   Status s = strategy_->setup(view);
   if (!s.is_ok()) {
     if (const Error* cause = strategy_->host_error()) throw *cause;  // e.g. its collective is unavailable
-    if (s.code() == LOOM_ERR_UNSUPPORTED) throw Error::usage(from_status(s, spec_.strategy, "setup").what());
-    throw from_status(s, spec_.strategy, "setup");
+    if (s.code() == LOOM_ERR_UNSUPPORTED) throw Error::usage(s.to_string());
+    throw from_status(s);
   }
   set_up_ = true;
 }
@@ -136,13 +136,23 @@ bool ExternalLoop::after_backward(uint64_t samples) {
   state_->check_views();
   bool apply = false;
   Status s = strategy_->after_backward(samples, &apply);
-  if (!s.is_ok()) throw from_status(s, spec_.strategy, "after_backward");
+  if (!s.is_ok()) throw from_status(s);
   return apply;
 }
 
 void ExternalLoop::after_optimizer_step() {
   Status s = strategy_->after_optimizer_step();
-  if (!s.is_ok()) throw from_status(s, spec_.strategy, "after_optimizer_step");
+  if (!s.is_ok()) throw from_status(s);
+}
+
+bool ExternalLoop::load_state_from_peers(std::string* why) {
+  setup();
+  Status s = strategy_->load_state();
+  if (s.is_ok()) return true;
+  if (s.code() == LOOM_ERR_UNSUPPORTED) throw Error::usage(s.message());
+  if (s.code() != LOOM_ERR_UNAVAILABLE) throw from_status(s);
+  if (why) *why = s.message();
+  return false;
 }
 
 void ExternalLoop::zero_grads() { state_->zero_grads(); }
@@ -156,7 +166,7 @@ void ExternalLoop::teardown() {
   if (!set_up_ || torn_down_) return;
   torn_down_ = true;
   Status s = strategy_->teardown();
-  if (!s.is_ok()) throw from_status(s, spec_.strategy, "teardown");
+  if (!s.is_ok()) throw from_status(s);
 }
 
 }  // namespace loom::train

@@ -202,6 +202,18 @@ typedef struct loom_strategy_v1 {
    * peers that each sample on their own, so they do not all train on the same
    * batches. Called once, after setup. */
   uint64_t (*sample_salt)(loom_strategy_ctx *ctx);
+
+  /* ABI 1.8 (the host calls it only when struct_size >= LOOM_STRATEGY_V1_8_SIZE
+   * and it is not NULL; NULL for strategies that have nothing to load): loads,
+   * now, the newest training state the other processes hold (a swarm peer
+   * downloads and checks a donor's, as a joiner does) through the state's
+   * restore, and moves global_step to its step. Called on the training
+   * thread between steps, after setup; blocks at most the strategy's own
+   * load timeout. LOOM_OK when a state was loaded; LOOM_ERR_UNAVAILABLE
+   * (with last_error saying why) when none could be (no other process, none
+   * newer than this one's, none that passed its checks): the state is then
+   * unchanged. hivemind's load_state_from_peers(). */
+  loom_status (*load_state)(loom_strategy_ctx *ctx);
 } loom_strategy_v1;
 
 /* Sizes of the structs as ABI 1.0 froze them: the smallest a reader accepts. */
@@ -218,6 +230,8 @@ typedef struct loom_strategy_v1 {
 #define LOOM_TRAINING_STATE_V1_5_SIZE 96u
 /* Sizes with the members ABI 1.6 appended. */
 #define LOOM_TRAINING_STATE_V1_6_SIZE 136u
+/* Sizes with the members ABI 1.8 appended. */
+#define LOOM_STRATEGY_V1_8_SIZE 160u
 
 /* Strategy capability bits (loom_plugin_info.capabilities), ABI 1.5. */
 /* The strategy finds a non-finite loss in the gradients it is given (NaN or
@@ -247,7 +261,8 @@ LOOM_STATIC_ASSERT(offsetof(loom_training_state_v1, optimizer_state) == LOOM_TRA
 LOOM_STATIC_ASSERT(offsetof(loom_training_state_v1, buffers) == LOOM_TRAINING_STATE_V1_2_SIZE, "1.4 appends after 1.2");
 LOOM_STATIC_ASSERT(offsetof(loom_training_state_v1, restore) == 40, "loom_training_state_v1 layout is frozen");
 LOOM_STATIC_ASSERT(offsetof(loom_training_state_v1, start_step) == 56, "loom_training_state_v1 layout is frozen");
-LOOM_STATIC_ASSERT(sizeof(loom_strategy_v1) == LOOM_STRATEGY_V1_1_SIZE, "loom_strategy_v1 layout is frozen");
+LOOM_STATIC_ASSERT(sizeof(loom_strategy_v1) == LOOM_STRATEGY_V1_8_SIZE, "loom_strategy_v1 layout is frozen");
+LOOM_STATIC_ASSERT(offsetof(loom_strategy_v1, load_state) == LOOM_STRATEGY_V1_1_SIZE, "1.8 appends after 1.1");
 LOOM_STATIC_ASSERT(offsetof(loom_strategy_v1, sample_salt) == LOOM_STRATEGY_V1_0_SIZE, "1.1 appends after 1.0");
 LOOM_STATIC_ASSERT(offsetof(loom_strategy_v1, setup) == 40, "loom_strategy_v1 layout is frozen");
 LOOM_STATIC_ASSERT(offsetof(loom_strategy_v1, status_line) == 136, "loom_strategy_v1 layout is frozen");

@@ -85,6 +85,11 @@ class ExternalLoop {
   // the optimizer steps now on them (they were averaged).
   bool after_backward(uint64_t samples);
   void after_optimizer_step();
+  // Loads the newest state the other processes hold, now, between steps
+  // (strategy ABI 1.8): true when one was loaded; false, with *why, when
+  // none could be (the state is unchanged). Error::usage for a strategy
+  // that has nothing to load (single, ddp).
+  bool load_state_from_peers(std::string* why);
   void zero_grads();
   bool grads_finite() const;
   int64_t global_step() const;
