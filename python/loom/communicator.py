@@ -1,14 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """loom.Communicator: a collective plugin's allreduce, broadcast and barrier on torch tensors."""
 from . import _native
-
-
-def _option_text(name, value):
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (list, tuple)):
-        return ",".join(str(v) for v in value)
-    return str(value)
+from ._options import options_text
 
 
 class Communicator:
@@ -25,7 +18,7 @@ class Communicator:
     """
 
     def __init__(self, name="ucx", *, plugin_path=None, timeout=300.0, **options):
-        text = {k: _option_text(k, v) for k, v in options.items()}
+        text = options_text(options)
         self._comm = _native.Communicator(name=name, options=text, plugin_path=[str(p) for p in (plugin_path or [])],
                                           timeout=float(timeout))
 

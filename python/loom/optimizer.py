@@ -10,6 +10,7 @@ import weakref
 import torch
 
 from . import _native
+from ._options import options_text
 
 _log = logging.getLogger("loom")
 
@@ -26,17 +27,6 @@ def _kind_of(optimizer):
     raise ValueError(
         f"loom.Optimizer wraps torch.optim.SGD, Adam or AdamW (the optimizers whose state Loom's snapshots "
         f"carry, as `loom train` does); got {type(optimizer).__module__}.{type(optimizer).__name__}")
-
-
-def _option_text(name, value):
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (list, tuple)):
-        return ",".join(str(v) for v in value)
-    if isinstance(value, (int, float, str)):
-        return str(value)
-    raise ValueError(f"option {name} = {value!r}: a {type(value).__name__} is no option value; "
-                     f"valid: str, int, float, bool, or a list of str")
 
 
 def _forward_logs():
@@ -109,8 +99,8 @@ class Optimizer:
                     raise ValueError("loom.Optimizer: SGD with dampening != 0 is not supported (valid: dampening=0)")
             elif group.get("amsgrad", False):
                 raise ValueError(f"loom.Optimizer: {kind} with amsgrad=True is not supported (valid: amsgrad=False)")
-        text = {name: _option_text(name, value) for name, value in options.items()}
-        collective_text = {name: _option_text(name, value) for name, value in (collective_options or {}).items()}
+        text = options_text(options)
+        collective_text = options_text(collective_options)
         _native.capture_logs()
         try:
             self._session = _native.Session(

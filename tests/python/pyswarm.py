@@ -3,11 +3,14 @@
 (each ended when the test ends), their logs and results."""
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
+import unittest
 import uuid
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -84,3 +87,28 @@ def wait_for(predicate, timeout, poll=0.1):
             return True
         time.sleep(poll)
     return False
+
+
+class ScratchTest(unittest.TestCase):
+    """A test with a scratch folder and the processes it started, all gone
+    when it ends (passed or not)."""
+
+    def setUp(self):
+        self.scratch = tempfile.mkdtemp(prefix="loom-pytest-")
+        self.procs = []
+
+    def tearDown(self):
+        for p in self.procs:
+            p.close()
+        shutil.rmtree(self.scratch, ignore_errors=True)
+
+    def peer(self, name, args, env=None):
+        """A digits_peer.py process, ended with the test."""
+        p = python_peer(name, self.scratch, args, env)
+        self.procs.append(p)
+        return p
+
+    def process(self, name, argv, env=None):
+        p = Process(name, argv, self.scratch, env)
+        self.procs.append(p)
+        return p

@@ -2,10 +2,8 @@
 """Bad input to the Python package raises an exception that names what is
 wrong and what would be valid; none crashes the interpreter. Each case runs
 in a child interpreter, so a crash would show as a signal, not a pass."""
-import os
 import subprocess
 import sys
-import textwrap
 import unittest
 
 PRELUDE = """

@@ -4,8 +4,6 @@ follow the loss curve of a single-process PyTorch run with batch 256 (the
 same model, initial weights and lr), within the C++ swarm tests' tolerance
 (tests/swarm/equivalence_test.cpp): the mean training loss over each window
 of 10 epochs, and the final validation loss, within 20% of the single run's."""
-import shutil
-import tempfile
 import unittest
 
 import pyswarm
@@ -13,27 +11,16 @@ import pyswarm
 EPOCHS, WINDOW, TOLERANCE = 30, 10, 0.20
 
 
-class Equivalence(unittest.TestCase):
-    def setUp(self):
-        self.scratch = tempfile.mkdtemp(prefix="loom-pyeq-")
-        self.procs = []
-
-    def tearDown(self):
-        for p in self.procs:
-            p.close()
-        shutil.rmtree(self.scratch, ignore_errors=True)
-
+class Equivalence(pyswarm.ScratchTest):
     def test_two_peers_follow_the_loss_curve_of_one_process_with_the_doubled_batch(self):
-        single = pyswarm.python_peer("single", self.scratch, ["--alone", "--epochs", str(EPOCHS), "--target", "256"])
-        self.procs.append(single)
+        single = self.peer("single", ["--alone", "--epochs", str(EPOCHS), "--target", "256"])
         self.assertEqual(single.wait(120), 0, single.tail())
         rid, port = pyswarm.run_id("eq"), pyswarm.free_port()
         common = ["--run-id", rid, "--epochs", str(EPOCHS), "--batch", "128", "--target", "256",
                   "--option", "min_peers=2", "--option", "matchmaking_time=0.5"]
-        a = pyswarm.python_peer("a", self.scratch, common + ["--port", str(port), "--peer", "0"])
-        b = pyswarm.python_peer("b", self.scratch, common + ["--peer", "1"],
-                                env={"LOOM_INITIAL_PEERS": f"127.0.0.1:{port}"})
-        self.procs += [a, b]
+        a = self.peer("a", common + ["--port", str(port), "--peer", "0"])
+        b = self.peer("b", common + ["--peer", "1"],
+                    env={"LOOM_INITIAL_PEERS": f"127.0.0.1:{port}"})
         for p in (a, b):
             self.assertEqual(p.wait(180), 0, p.tail())
         ref = pyswarm.result(single)

@@ -5,8 +5,6 @@ run_id together, and all three end with equal parameters after the last
 state averaging."""
 import json
 import os
-import shutil
-import tempfile
 import unittest
 
 import numpy as np
@@ -63,16 +61,7 @@ def read_dump(folder):
     return out
 
 
-class MixedSwarm(unittest.TestCase):
-    def setUp(self):
-        self.scratch = tempfile.mkdtemp(prefix="loom-mixed-")
-        self.procs = []
-
-    def tearDown(self):
-        for p in self.procs:
-            p.close()
-        shutil.rmtree(self.scratch, ignore_errors=True)
-
+class MixedSwarm(pyswarm.ScratchTest):
     def test_python_and_loom_train_peers_train_one_model_to_equal_parameters(self):
         x, y, tx, ty = digits_split()
         torch.jit.script(make_model(seed=0)).save(os.path.join(self.scratch, "mlp.pt"))
@@ -83,13 +72,11 @@ class MixedSwarm(unittest.TestCase):
         with open(config, "w") as f:
             f.write(CONFIG.format(epochs=EPOCHS, scratch=self.scratch, run_id=rid, port=port))
         dump = os.path.join(self.scratch, "cxx-final")
-        cxx = pyswarm.Process("cxx", [LOOM, "train", config, "--dump-final", dump], self.scratch)
-        self.procs.append(cxx)
+        cxx = self.process("cxx", [LOOM, "train", config, "--dump-final", dump])
         env = {"LOOM_INITIAL_PEERS": f"127.0.0.1:{port}"}
         common = ["--run-id", rid, "--epochs", str(EPOCHS), "--option", "min_peers=3",
                   "--option", "matchmaking_time=0.5", "--option", "averaging_timeout=10", "--option", "verbose=true"]
-        py = [pyswarm.python_peer(f"py{i}", self.scratch, common + ["--peer", str(i)], env=env) for i in (1, 2)]
-        self.procs += py
+        py = [self.peer(f"py{i}", common + ["--peer", str(i)], env=env) for i in (1, 2)]
         self.assertEqual(cxx.wait(240), 0, cxx.tail())
         for p in py:
             self.assertEqual(p.wait(120), 0, p.tail())

@@ -10,9 +10,7 @@ batch, within 1%. One peer is SIGKILLed midway and restarted, loads the
 swarm's state and goes on."""
 import os
 import re
-import shutil
 import signal
-import tempfile
 import unittest
 
 import torch
@@ -24,56 +22,33 @@ LOOM = os.environ.get("LOOM_BIN", "loom")
 DEMO = os.path.join(pyswarm.HERE, "..", "..", "examples", "configs", "digits-collab.toml")
 
 
-class PythonSwarm(unittest.TestCase):
-    def setUp(self):
-        self.scratch = tempfile.mkdtemp(prefix="loom-pyswarm-")
-        self.procs = []
-
-    def tearDown(self):
-        for p in self.procs:
-            p.close()
-        shutil.rmtree(self.scratch, ignore_errors=True)
-
-    def start(self, name, args):
-        p = pyswarm.python_peer(name, self.scratch, args)
-        self.procs.append(p)
-        return p
-
+class PythonSwarm(pyswarm.ScratchTest):
     def test_three_peers_reach_the_single_process_accuracy_and_a_killed_peer_rejoins(self):
         # The demo's split and initial weights are the Python runs' too.
         dump = os.path.join(self.scratch, "demo-init")
-        demo = pyswarm.Process("demo", [LOOM, "train", DEMO, "--set", f"trainer.output_dir={self.scratch}/demo",
-                                        "--set", f"strategy.options.run_id={pyswarm.run_id('demo')}",
-                                        "--set", "strategy.options.listen=127.0.0.1", "--set", "trainer.threads=1",
-                                        "--set", f"trainer.max_steps={EPOCHS}",
-                                        "--dump-init", dump],
-                               self.scratch)
-        self.procs.append(demo)
+        demo = self.process("demo", [LOOM, "train", DEMO, "--set", f"trainer.output_dir={self.scratch}/demo",
+                                     "--set", f"strategy.options.run_id={pyswarm.run_id('demo')}",
+                                     "--set", "strategy.options.listen=127.0.0.1", "--set", "trainer.threads=1",
+                                     "--set", f"trainer.max_steps={EPOCHS}", "--dump-init", dump])
         self.assertEqual(demo.wait(240), 0, demo.tail())
         found = re.search(rf"final accuracy: ([0-9.]+) after {EPOCHS} steps", demo.log())
         self.assertIsNotNone(found, demo.tail())
         demo_accuracy = float(found.group(1))
-        alone = self.start("alone", ["--alone", "--epochs", str(EPOCHS), "--cosine", "5", "--target", "256",
-                                     "--dump", dump])
+        alone = self.peer("alone", ["--alone", "--epochs", str(EPOCHS), "--cosine", "5", "--target", "256",
+                                    "--dump", dump])
         self.assertEqual(alone.wait(240), 0, alone.tail())
         baseline = pyswarm.result(alone)["accuracy"]
 
         rid, port = pyswarm.run_id("swarm"), pyswarm.free_port()
         common = ["--run-id", rid, "--epochs", str(EPOCHS), "--cosine", "5", "--dump", dump, "--option", "min_peers=3",
                   "--option", "matchmaking_time=0.5", "--option", "averaging_timeout=10"]
-        first = self.start("a", common + ["--port", str(port), "--peer", "0"])
+        first = self.peer("a", common + ["--port", str(port), "--peer", "0"])
         peers_env = {"LOOM_INITIAL_PEERS": f"127.0.0.1:{port}"}
-        others = []
-        for i, name in ((1, "b"), (2, "c")):
-            p = pyswarm.python_peer(name, self.scratch, common + ["--peer", str(i)], env=peers_env)
-            self.procs.append(p)
-            others.append(p)
-        b, c = others
+        b, c = (self.peer(name, common + ["--peer", str(i)], env=peers_env) for i, name in ((1, "b"), (2, "c")))
         # c is killed once the swarm is a third of the way, then restarted.
         self.assertTrue(pyswarm.wait_for(lambda: re.search(rf"epoch {EPOCHS // 3} ", c.log()), 200), c.tail())
         c.kill()
-        c2 = pyswarm.python_peer("c2", self.scratch, common + ["--peer", "3"], env=peers_env)
-        self.procs.append(c2)
+        c2 = self.peer("c2", common + ["--peer", "3"], env=peers_env)
         for p in (first, b, c2):
             self.assertEqual(p.wait(300), 0, p.tail())
         accs = [pyswarm.result(p)["accuracy"] for p in (first, b, c2)]
@@ -107,10 +82,9 @@ class PythonSwarm(unittest.TestCase):
         rid, port = pyswarm.run_id("load"), pyswarm.free_port()
         common = ["--run-id", rid, "--epochs", "30", "--option", "min_peers=2", "--option", "matchmaking_time=0.5",
                   "--option", "averaging_timeout=10"]
-        a = self.start("a", common + ["--port", str(port), "--peer", "0"])
-        b = pyswarm.python_peer("b", self.scratch, common + ["--peer", "1", "--load-at", "10"],
-                                env={"LOOM_INITIAL_PEERS": f"127.0.0.1:{port}"})
-        self.procs.append(b)
+        a = self.peer("a", common + ["--port", str(port), "--peer", "0"])
+        b = self.peer("b", common + ["--peer", "1", "--load-at", "10"],
+                    env={"LOOM_INITIAL_PEERS": f"127.0.0.1:{port}"})
         for p in (a, b):
             self.assertEqual(p.wait(180), 0, p.tail())
         said = re.search(r"load_state_from_peers: loaded=(\w+) epoch=(\d+) max\|w\|=(\S+)", b.log())
@@ -125,10 +99,9 @@ class PythonSwarm(unittest.TestCase):
         rid, port = pyswarm.run_id("sigint"), pyswarm.free_port()
         common = ["--run-id", rid, "--epochs", "40", "--option", "min_peers=2", "--option", "matchmaking_time=0.5",
                   "--option", "averaging_timeout=10"]
-        a = self.start("a", common + ["--port", str(port), "--peer", "0"])
-        b = pyswarm.python_peer("b", self.scratch, common + ["--peer", "1"],
-                                env={"LOOM_INITIAL_PEERS": f"127.0.0.1:{port}"})
-        self.procs.append(b)
+        a = self.peer("a", common + ["--port", str(port), "--peer", "0"])
+        b = self.peer("b", common + ["--peer", "1"],
+                    env={"LOOM_INITIAL_PEERS": f"127.0.0.1:{port}"})
         self.assertTrue(pyswarm.wait_for(lambda: re.search(r"epoch 5 ", b.log()), 120), b.tail())
         b.kill(signal.SIGINT)
         code = b.wait(30)
