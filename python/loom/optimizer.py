@@ -16,17 +16,17 @@ _log = logging.getLogger("loom")
 
 # The optimizers whose state Loom's snapshots carry in the layout `loom
 # train` uses (trainer.optimizer), so Python and C++ peers share states.
+# Others train too, their statistics their own.
 _KINDS = ((torch.optim.AdamW, "adamw"), (torch.optim.Adam, "adam"), (torch.optim.SGD, "sgd"))
 _PEERS = re.compile(r"(\d+) peers?\b")
 
 
 def _kind_of(optimizer):
+    """loom train's name for the optimizer, or None for another one."""
     for cls, kind in _KINDS:
         if type(optimizer) is cls:
             return kind
-    raise ValueError(
-        f"loom.Optimizer wraps torch.optim.SGD, Adam or AdamW (the optimizers whose state Loom's snapshots "
-        f"carry, as `loom train` does); got {type(optimizer).__module__}.{type(optimizer).__name__}")
+    return None
 
 
 def _forward_logs():
@@ -46,6 +46,12 @@ def _close(session_ref, strategy):
 
 class Optimizer:
     """Trains `optimizer`'s parameters with a swarm (Loom's `collab` strategy).
+
+    `optimizer` is any torch.optim optimizer. Those of SGD (dampening 0),
+    Adam and AdamW (amsgrad off) live in Loom's tensors and travel with the
+    state (snapshots, state averaging, a joiner's download), in `loom
+    train`'s layout; any other keeps its statistics to itself (a joiner
+    starts them afresh).
 
     step() adds this step's gradients to the swarm's count of samples; once
     the swarm reaches target_batch_size, the peers average their gradients
@@ -80,6 +86,14 @@ class Optimizer:
         if not isinstance(optimizer, torch.optim.Optimizer):
             raise ValueError(f"optimizer must be a torch.optim.Optimizer, not {type(optimizer).__name__}")
         kind = _kind_of(optimizer)
+        other = ""
+        if kind is None:
+            # Any other torch.optim optimizer trains too; Loom averages and
+            # sends its parameters and buffers, not its statistics.
+            other = f"{type(optimizer).__module__}.{type(optimizer).__qualname__}"
+            _log.warning("%s keeps its statistics to itself: Loom's snapshots, state averaging and a joiner's "
+                         "download carry only the parameters and buffers (a peer that joins or loads the swarm's "
+                         "state starts them afresh); SGD, Adam and AdamW share theirs", other)
         if isinstance(batch_size_per_step, bool) or not isinstance(batch_size_per_step, int) or batch_size_per_step < 1:
             raise ValueError(f"batch_size_per_step = {batch_size_per_step!r}: it must be an int of at least 1 "
                              f"(the samples one step() trains on in this process)")
@@ -97,7 +111,7 @@ class Optimizer:
                 momentum = float(group.get("momentum", 0.0))
                 if group.get("dampening", 0) != 0:
                     raise ValueError("loom.Optimizer: SGD with dampening != 0 is not supported (valid: dampening=0)")
-            elif group.get("amsgrad", False):
+            elif kind in ("adam", "adamw") and group.get("amsgrad", False):
                 raise ValueError(f"loom.Optimizer: {kind} with amsgrad=True is not supported (valid: amsgrad=False)")
         text = options_text(options)
         collective_text = options_text(collective_options)
@@ -107,8 +121,10 @@ class Optimizer:
                 strategy=strategy, options=text, collective=text.get("collective", "ucx"),
                 collective_options=collective_text, plugin_path=[str(p) for p in (plugin_path or [])], task=task,
                 param_names=names, params=params, buffer_names=buffer_names, buffers=buffers,
-                optimizer=kind, momentum=momentum, batch_size=batch_size_per_step, max_steps=max_steps)
-            self._share_state(kind, params)
+                optimizer=kind or "sgd", momentum=momentum, batch_size=batch_size_per_step, max_steps=max_steps,
+                other_optimizer=other)
+            if kind is not None:
+                self._share_state(kind, params)
             self._session.setup()
         finally:
             _forward_logs()

@@ -68,7 +68,8 @@ PYBIND11_MODULE(_native, m) {
                        const std::vector<std::string>& plugin_path, const std::string& task,
                        const std::vector<std::string>& param_names, const std::vector<torch::Tensor>& params,
                        const std::vector<std::string>& buffer_names, const std::vector<torch::Tensor>& buffers,
-                       const std::string& optimizer, double momentum, int64_t batch_size, int64_t max_steps) {
+                       const std::string& optimizer, double momentum, int64_t batch_size, int64_t max_steps,
+                       const std::string& other_optimizer) {
              SessionSpec spec;
              spec.strategy = strategy;
              spec.options = options;
@@ -81,6 +82,7 @@ PYBIND11_MODULE(_native, m) {
              spec.buffers = named(buffer_names, buffers, "buffers");
              spec.optimizer = optimizer;
              spec.momentum = momentum;
+             spec.other_optimizer = other_optimizer;
              spec.batch_size = batch_size;
              spec.max_steps = max_steps;
              py::gil_scoped_release release;
@@ -88,7 +90,8 @@ PYBIND11_MODULE(_native, m) {
            }),
            py::arg("strategy"), py::arg("options"), py::arg("collective"), py::arg("collective_options"),
            py::arg("plugin_path"), py::arg("task"), py::arg("param_names"), py::arg("params"), py::arg("buffer_names"),
-           py::arg("buffers"), py::arg("optimizer"), py::arg("momentum"), py::arg("batch_size"), py::arg("max_steps"))
+           py::arg("buffers"), py::arg("optimizer"), py::arg("momentum"), py::arg("batch_size"), py::arg("max_steps"),
+           py::arg("other_optimizer") = "")
       .def("optimizer_statistics", &Session::optimizer_statistics)
       .def("share_step_counters", &Session::share_step_counters)
       .def("setup", &Session::setup, py::call_guard<py::gil_scoped_release>())

@@ -31,6 +31,7 @@ def main():
     ap.add_argument("--alone", action="store_true", help="no swarm: the bare optimizer, batch = target")
     ap.add_argument("--option", action="append", default=[], help="NAME=VALUE, a collab option")
     ap.add_argument("--dump", help="a `loom train --dump-init` folder of digits: its split and initial weights")
+    ap.add_argument("--optimizer", default="adamw", choices=["adamw", "rmsprop"])
     ap.add_argument("--load-at", type=int, default=-1, metavar="EPOCH",
                     help="at this epoch, ruin the parameters, then load_state_from_peers()")
     ap.add_argument("--deadline", type=float, default=400.0)
@@ -40,7 +41,10 @@ def main():
 
     x, y, tx, ty = digits_split(args.dump)
     model = make_model(seed=0, dump=args.dump)
-    inner = torch.optim.AdamW(model.parameters(), lr=args.lr)
+    if args.optimizer == "adamw":
+        inner = torch.optim.AdamW(model.parameters(), lr=args.lr)
+    else:
+        inner = torch.optim.RMSprop(model.parameters(), lr=args.lr / 3)
     scheduler = None
     if args.cosine:
         warm, span = args.cosine, max(1, args.epochs - args.cosine)

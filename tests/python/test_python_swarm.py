@@ -95,6 +95,18 @@ class PythonSwarm(pyswarm.ScratchTest):
         self.assertRegex(b.log(), r"loaded the state of epoch \d+ from peer", b.tail())
         self.assertGreater(pyswarm.result(b)["accuracy"], 0.8)
 
+    def test_another_optimizer_trains_with_its_statistics_its_own(self):
+        rid, port = pyswarm.run_id("rmsprop"), pyswarm.free_port()
+        common = ["--run-id", rid, "--epochs", "40", "--optimizer", "rmsprop", "--option", "min_peers=2",
+                  "--option", "matchmaking_time=0.5", "--option", "verbose=true"]
+        a = self.peer("a", common + ["--port", str(port), "--peer", "0"])
+        b = self.peer("b", common + ["--peer", "1"], env={"LOOM_INITIAL_PEERS": f"127.0.0.1:{port}"})
+        for p in (a, b):
+            self.assertEqual(p.wait(180), 0, p.tail())
+            self.assertIn("torch.optim.rmsprop.RMSprop keeps its statistics to itself", p.log(), p.tail())
+            self.assertRegex(p.log(), r"averaged gradients of \d+ samples with 2 peers", p.tail())
+            self.assertGreater(pyswarm.result(p)["accuracy"], 0.85, p.tail())
+
     def test_a_sigint_during_step_leaves_the_swarm_cleanly(self):
         rid, port = pyswarm.run_id("sigint"), pyswarm.free_port()
         common = ["--run-id", rid, "--epochs", "40", "--option", "min_peers=2", "--option", "matchmaking_time=0.5",

@@ -73,6 +73,20 @@ TEST(ExternalLoop, SgdWithMomentumHasOneStatisticAndWithoutNone) {
   EXPECT_TRUE(ExternalLoop(spec_for({{"b", b}}, "sgd")).optimizer_statistics().at(0).empty());
 }
 
+TEST(ExternalLoop, AnotherOptimizerIsNamedInTheDescriptionAndLendsNoStatistics) {
+  auto w = torch::zeros({2, 2}, torch::requires_grad());
+  auto spec = spec_for({{"w", w}}, "sgd");
+  spec.other_optimizer = "torch.optim.rmsprop.RMSprop";
+  ExternalLoop loop(spec);
+  EXPECT_TRUE(loop.optimizer_statistics().at(0).empty());
+  EXPECT_NE(loop.description().find("optimizer: torch.optim.rmsprop.RMSprop (state per parameter: its own, not shared)\n"),
+            std::string::npos)
+      << loop.description();
+  EXPECT_EQ(loop.description().find("optimizer: sgd"), std::string::npos) << loop.description();
+  spec.momentum = 0.9;  // would lend a momentum buffer the other optimizer does not use
+  EXPECT_THROW(ExternalLoop{spec}, Error);
+}
+
 struct BadCase {
   const char* name;
   std::function<ExternalLoopSpec()> make;

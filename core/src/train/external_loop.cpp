@@ -97,7 +97,13 @@ ExternalLoop::ExternalLoop(ExternalLoopSpec spec) : spec_(std::move(spec)) {
   s.momentum = spec_.momentum;
   s.batch_size = spec_.batch_size;
   s.max_steps = spec_.max_steps;
+  if (!spec_.other_optimizer.empty()) {
+    if (spec_.optimizer != "sgd" || spec_.momentum != 0)
+      throw Error::usage("other_optimizer '" + spec_.other_optimizer + "' needs optimizer sgd without momentum");
+  }
   state_ = std::make_unique<TrainingState>(*task_, s);
+  if (!spec_.other_optimizer.empty())
+    state_->describe_optimizer(spec_.other_optimizer + " (state per parameter: its own, not shared)");
   description_ = state_->abi_view().description;
 }
 

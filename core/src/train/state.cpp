@@ -267,6 +267,12 @@ std::vector<std::vector<torch::Tensor>> TrainingState::init_optimizer_state() {
   return out;
 }
 
+void TrainingState::describe_optimizer(const std::string& line) {
+  const auto at = description_.rfind("optimizer: ");
+  description_ = description_.substr(0, at) + "optimizer: " + line + "\n";
+  view_.description = description_.c_str();
+}
+
 void TrainingState::set_lr(double lr) {
   for (auto& group : optimizer_->param_groups()) group.options().set_lr(lr);
 }

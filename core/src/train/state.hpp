@@ -65,6 +65,9 @@ class TrainingState {
   // (Python's torch.optim, python/) can share these tensors from the start.
   // Returns each parameter's statistics in optimizer_views() order.
   std::vector<std::vector<torch::Tensor>> init_optimizer_state();
+  // Replaces the optimizer's line of the description (an optimizer living
+  // elsewhere whose statistics Loom does not carry: python/'s RMSprop).
+  void describe_optimizer(const std::string& line);
   // Step counters kept elsewhere (Python's per-parameter 'step' tensors, one
   // per parameter): snapshots read them, restore writes them.
   void share_step_counters(std::vector<torch::Tensor> counters) { step_counters_ = std::move(counters); }

@@ -58,6 +58,10 @@ struct ExternalLoopSpec {
   std::vector<NamedTensor> buffers;  // the model's other state (BatchNorm statistics)
   std::string optimizer = "adam";    // sgd | adam | adamw: the statistics' layout
   double momentum = 0;               // sgd's (0: no momentum buffer)
+  // Another optimizer, whose statistics Loom neither lends nor carries in
+  // snapshots (optimizer "sgd", momentum 0): its name, which peers compare
+  // ("RMSprop"). Empty: the optimizer above.
+  std::string other_optimizer;
   int64_t batch_size = 0;            // samples of one micro-batch of this process
   int64_t max_steps = -1;            // the last epoch, when known (a strategy finishes there)
 };
