@@ -35,6 +35,7 @@ test_pkgs=(
   libgtest-dev libgmock-dev abigail-tools python3-torch procps
   iproute2  # ss: the tests that check where sockets listen
   lintian  # tests/scripts/packages.sh: the .debs have no lintian error
+  python3-venv python3-pip python3-setuptools python3-wheel  # tests/scripts/python_pip.sh: pip install ./python offline
 )
 
 want=("${build_pkgs[@]}")
