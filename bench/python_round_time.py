@@ -26,32 +26,6 @@ from torch import nn  # noqa: E402
 import pyswarm  # noqa: E402
 from digits_data import digits_split  # noqa: E402
 
-CONFIG = """
-[trainer]
-task = "torchscript"
-max_steps = {epochs}
-batch_size = 32
-optimizer = "adamw"
-lr = 0.001
-threads = 1
-log_every = 1000
-output_dir = "{out}"
-[task]
-module = "{scratch}/mlp.pt"
-train = "{scratch}/train.pt"
-inputs = ["x"]
-loss = "cross_entropy"
-target = "y"
-[strategy]
-name = "collab"
-[strategy.options]
-target_batch_size = 256
-run_id = "{run_id}"
-listen = "127.0.0.1"
-min_peers = 2
-verbose = true
-{port}
-"""
 
 ROUND = re.compile(r"averaging (\d+) ms")
 
@@ -79,9 +53,9 @@ def main():
         procs = []
         for i in range(2):
             cfg = os.path.join(scratch, f"cxx{i}.toml")
-            with open(cfg, "w") as f:
-                f.write(CONFIG.format(epochs=args.epochs, out=f"{scratch}/out{i}", scratch=scratch, run_id=rid,
-                                      port=f"port = {port}" if i == 0 else f'initial_peers = ["127.0.0.1:{port}"]'))
+            where = {"port": port} if i == 0 else {"initial_peers": [f"127.0.0.1:{port}"]}
+            pyswarm.torchscript_collab_config(cfg, scratch=scratch, out=f"{scratch}/out{i}", run_id=rid,
+                                              epochs=args.epochs, lr=0.001, log_every=1000, min_peers=2, **where)
             procs.append(pyswarm.Process(f"cxx{i}", [loom_bin, "train", cfg], scratch))
         for p in procs:
             if p.wait(600) != 0:

@@ -131,22 +131,25 @@ loom_status data_shard(loom_strategy_ctx *, int32_t *index, int32_t *count) noex
   return LOOM_OK;
 }
 
-loom_status after_backward(loom_strategy_ctx *ctx, uint64_t samples, loom_step_decision *decision) noexcept {
-  if (!ctx || !decision || !ctx->peer) return LOOM_ERR_INVALID_ARGUMENT;
+// A call into the set-up peer: call(why) -> status, its failure reported
+// with the peer's words.
+template <class Call>
+loom_status peer_call(loom_strategy_ctx *ctx, Call call) noexcept {
+  if (!ctx || !ctx->peer) return LOOM_ERR_INVALID_ARGUMENT;
   return guarded(ctx, [&]() -> loom_status {
     std::string why;
-    loom_status s = ctx->peer->after_backward(samples, decision, &why);
+    loom_status s = call(&why);
     return s == LOOM_OK ? s : fail(ctx, s, "collab: " + why);
   });
 }
 
+loom_status after_backward(loom_strategy_ctx *ctx, uint64_t samples, loom_step_decision *decision) noexcept {
+  if (!decision) return LOOM_ERR_INVALID_ARGUMENT;
+  return peer_call(ctx, [&](std::string *why) { return ctx->peer->after_backward(samples, decision, why); });
+}
+
 loom_status after_optimizer_step(loom_strategy_ctx *ctx) noexcept {
-  if (!ctx || !ctx->peer) return LOOM_ERR_INVALID_ARGUMENT;
-  return guarded(ctx, [&]() -> loom_status {
-    std::string why;
-    loom_status s = ctx->peer->after_optimizer_step(&why);
-    return s == LOOM_OK ? s : fail(ctx, s, "collab: " + why);
-  });
+  return peer_call(ctx, [&](std::string *why) { return ctx->peer->after_optimizer_step(why); });
 }
 
 // Metrics, decisions, barriers and broadcasts are per peer: every peer is its
@@ -172,12 +175,7 @@ const char *status_line(loom_strategy_ctx *ctx) noexcept {
 uint64_t sample_salt(loom_strategy_ctx *ctx) noexcept { return ctx && ctx->peer ? ctx->peer->id() : 0; }
 
 loom_status load_state(loom_strategy_ctx *ctx) noexcept {
-  if (!ctx || !ctx->peer) return LOOM_ERR_INVALID_ARGUMENT;
-  return guarded(ctx, [&]() -> loom_status {
-    std::string why;
-    loom_status s = ctx->peer->load_newest(&why);
-    return s == LOOM_OK ? s : fail(ctx, s, "collab: " + why);
-  });
+  return peer_call(ctx, [&](std::string *why) { return ctx->peer->load_newest(why); });
 }
 
 constexpr loom_plugin_info kInfo = {

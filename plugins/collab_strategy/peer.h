@@ -309,6 +309,8 @@ class Peer {
 };
 
 int64_t wall_ms();
+// "2", "0.5": a duration as the user wrote it, for messages.
+std::string seconds_text(double s);
 
 // A view of t when it is a compact float32 CPU tensor.
 bool float_view(const DLTensor &t, FloatView *out);

@@ -1,6 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
 """loom.Optimizer: wraps a torch.optim optimizer; the swarm decides when it steps."""
-import atexit
 import logging
 import re
 import time
@@ -128,11 +127,10 @@ class Optimizer:
             self._session.setup()
         finally:
             _forward_logs()
+        # Also runs at exit (finalize's atexit), and when a SIGINT ends the loop.
         self._closer = weakref.finalize(self, _close, weakref.ref(self._session), strategy)
-        atexit.register(self._closer)
         self._applied = True  # the gradients may be zeroed
-        self._follow_epoch()  # a joiner starts at the swarm's epoch: so does its schedule
-        self._logged_epoch = self._session.global_step()
+        self._logged_epoch = self._follow_epoch()  # a joiner starts at the swarm's epoch: so does its schedule
         self._logged_at = time.monotonic()
 
     @staticmethod
@@ -189,12 +187,10 @@ class Optimizer:
             _forward_logs()
         self._applied = apply
         self._samples += samples
-        self._follow_epoch()
-        self._progress()
+        self._progress(self._follow_epoch())
         return loss
 
-    def _progress(self):
-        epoch = self._session.global_step()
+    def _progress(self, epoch):
         if not self.log_every or epoch // self.log_every <= self._logged_epoch // self.log_every:
             return
         now = time.monotonic()
@@ -203,17 +199,17 @@ class Optimizer:
         self._logged_epoch, self._logged_at, self._samples = epoch, now, 0
 
     def _follow_epoch(self):
-        # The scheduler's count (last_epoch) follows the swarm's epoch, which
-        # jumps when this peer loads the swarm's state, as `loom train`'s
-        # schedule follows its global step.
-        if self.scheduler is None:
-            return
+        """The swarm's epoch, which the scheduler's count (last_epoch)
+        follows: it jumps when this peer loads the swarm's state, as `loom
+        train`'s schedule follows its global step."""
         epoch = self._session.global_step()
-        with warnings.catch_warnings():
-            # A joiner's schedule moves before its optimizer's first step.
-            warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step()` before")
-            while self.scheduler.last_epoch < epoch:
-                self.scheduler.step()
+        if self.scheduler is not None and self.scheduler.last_epoch < epoch:
+            with warnings.catch_warnings():
+                # A joiner's schedule moves before its optimizer's first step.
+                warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step()` before")
+                while self.scheduler.last_epoch < epoch:
+                    self.scheduler.step()
+        return epoch
 
     def zero_grad(self, set_to_none=False):
         """Zeroes the gradients once the optimizer has stepped on them; until

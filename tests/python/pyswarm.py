@@ -16,6 +16,33 @@ import uuid
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+def _toml(value):
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return str(value)
+    return json.dumps(value)  # strings, and lists of strings: JSON's are TOML's
+
+
+def torchscript_collab_config(path, *, scratch, out, run_id, epochs, lr=0.003, log_every=5, validation=False,
+                              **options):
+    """Writes a `loom train` config at path: the torchscript task on
+    scratch/mlp.pt and scratch/train.pt (and scratch/val.pt with validation),
+    AdamW with batch 32, as a verbose collab peer on loopback with target 256
+    and the other strategy options given."""
+    lines = ["[trainer]", 'task = "torchscript"', f"max_steps = {epochs}", "batch_size = 32", 'optimizer = "adamw"',
+             f"lr = {lr}", "seed = 0", "threads = 1", f"log_every = {log_every}", f"output_dir = {_toml(out)}",
+             "[task]", f"module = {_toml(scratch + '/mlp.pt')}", f"train = {_toml(scratch + '/train.pt')}",
+             'inputs = ["x"]', 'loss = "cross_entropy"', 'target = "y"']
+    if validation:
+        lines.append(f"validation = {_toml(scratch + '/val.pt')}")
+    lines += ["[strategy]", 'name = "collab"', "[strategy.options]", "target_batch_size = 256",
+              f"run_id = {_toml(run_id)}", 'listen = "127.0.0.1"', "verbose = true"]
+    lines += [f"{name} = {_toml(value)}" for name, value in options.items()]
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
 def free_port():
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         s.bind(("127.0.0.1", 0))

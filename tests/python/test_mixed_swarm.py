@@ -16,39 +16,6 @@ from digits_data import digits_split, make_model
 EPOCHS = 40
 LOOM = os.environ.get("LOOM_BIN", "loom")
 
-CONFIG = """
-[trainer]
-task = "torchscript"
-max_steps = {epochs}
-batch_size = 32
-optimizer = "adamw"
-lr = 0.003
-seed = 0
-threads = 1
-log_every = 5
-output_dir = "{scratch}/cxx-out"
-
-[task]
-module = "{scratch}/mlp.pt"
-train = "{scratch}/train.pt"
-validation = "{scratch}/val.pt"
-inputs = ["x"]
-loss = "cross_entropy"
-target = "y"
-
-[strategy]
-name = "collab"
-
-[strategy.options]
-target_batch_size = 256
-run_id = "{run_id}"
-listen = "127.0.0.1"
-port = {port}
-min_peers = 3
-matchmaking_time = 0.5
-averaging_timeout = 10.0
-verbose = true
-"""
 
 
 def read_dump(folder):
@@ -69,8 +36,9 @@ class MixedSwarm(pyswarm.ScratchTest):
         torch.save({"x": tx, "y": ty}, os.path.join(self.scratch, "val.pt"))
         rid, port = pyswarm.run_id("mixed"), pyswarm.free_port()
         config = os.path.join(self.scratch, "cxx.toml")
-        with open(config, "w") as f:
-            f.write(CONFIG.format(epochs=EPOCHS, scratch=self.scratch, run_id=rid, port=port))
+        pyswarm.torchscript_collab_config(config, scratch=self.scratch, out=f"{self.scratch}/cxx-out", run_id=rid,
+                                          epochs=EPOCHS, validation=True, port=port, min_peers=3,
+                                          matchmaking_time=0.5, averaging_timeout=10.0)
         dump = os.path.join(self.scratch, "cxx-final")
         cxx = self.process("cxx", [LOOM, "train", config, "--dump-final", dump])
         env = {"LOOM_INITIAL_PEERS": f"127.0.0.1:{port}"}

@@ -57,7 +57,9 @@ HostConfig host_config(const ExternalLoopSpec& spec) {
   return config;
 }
 
-void check_tensors(const std::vector<NamedTensor>& tensors, const char* what, bool params) {
+// What TrainingState does not check itself (it trains where the task put
+// the tensors, and its dtypes are checked there).
+void check_tensors(const std::vector<NamedTensor>& tensors, const char* what) {
   for (const auto& [name, t] : tensors) {
     if (!t.defined()) throw Error::usage(std::string(what) + " '" + name + "' is undefined");
     if (!t.device().is_cpu())
@@ -65,10 +67,6 @@ void check_tensors(const std::vector<NamedTensor>& tensors, const char* what, bo
                          "; an external loop trains on the CPU (valid device: cpu)");
     if (!t.is_contiguous())
       throw Error::usage(std::string(what) + " '" + name + "' is not contiguous; make it so (.contiguous())");
-    const auto type = t.scalar_type();
-    if (params && type != torch::kFloat && type != torch::kDouble && type != torch::kHalf && type != torch::kBFloat16)
-      throw Error::usage(std::string(what) + " '" + name + "' is " + c10::toString(type) +
-                         "; valid dtypes: Float (float32), Double, Half, BFloat16");
   }
 }
 
@@ -86,10 +84,8 @@ ExternalLoop::ExternalLoop(ExternalLoopSpec spec) : spec_(std::move(spec)) {
                        ": it must be at least 1 (the samples of one micro-batch of this process)");
   if (spec_.optimizer != "sgd" && spec_.optimizer != "adam" && spec_.optimizer != "adamw")
     throw Error::usage("optimizer '" + spec_.optimizer + "': valid: sgd, adam, adamw");
-  check_tensors(spec_.params, "parameter", true);
-  check_tensors(spec_.buffers, "buffer", false);
-  host_ = std::make_unique<Host>(host_config(spec_), JobInfo::from_environment());
-  strategy_ = host_->open_strategy(spec_.strategy);
+  check_tensors(spec_.params, "parameter");
+  check_tensors(spec_.buffers, "buffer");
   task_ = std::make_unique<LoopModel>(spec_.task, spec_.params, spec_.buffers);
   TrainerSettings s;
   s.task = spec_.task;
@@ -101,10 +97,12 @@ ExternalLoop::ExternalLoop(ExternalLoopSpec spec) : spec_(std::move(spec)) {
     if (spec_.optimizer != "sgd" || spec_.momentum != 0)
       throw Error::usage("other_optimizer '" + spec_.other_optimizer + "' needs optimizer sgd without momentum");
   }
-  state_ = std::make_unique<TrainingState>(*task_, s);
+  state_ = std::make_unique<TrainingState>(*task_, s);  // checks the dtypes
   if (!spec_.other_optimizer.empty())
     state_->describe_optimizer(spec_.other_optimizer + " (state per parameter: its own, not shared)");
-  description_ = state_->abi_view().description;
+  // The plugin last: what is wrong with the tensors is said without loading it.
+  host_ = std::make_unique<Host>(host_config(spec_), JobInfo::from_environment());
+  strategy_ = host_->open_strategy(spec_.strategy);
 }
 
 ExternalLoop::~ExternalLoop() {
@@ -166,7 +164,7 @@ bool ExternalLoop::grads_finite() const { return state_->grads_finite(); }
 int64_t ExternalLoop::global_step() const { return strategy_->global_step(); }
 bool ExternalLoop::should_stop() const { return strategy_->should_stop(); }
 std::string ExternalLoop::status_line() const { return strategy_->status_line(); }
-const std::string& ExternalLoop::description() const { return description_; }
+std::string ExternalLoop::description() const { return state_->abi_view().description; }
 
 void ExternalLoop::teardown() {
   if (!set_up_ || torn_down_) return;

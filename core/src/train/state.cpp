@@ -22,7 +22,9 @@ DLDataType dl_dtype(const torch::Tensor& t) {
     case torch::kDouble: return {kDLFloat, 64, 1};
     case torch::kHalf: return {kDLFloat, 16, 1};
     case torch::kBFloat16: return {kDLBfloat, 16, 1};
-    default: throw Error::usage("parameters of type " + std::string(c10::toString(t.scalar_type())) + " are not supported");
+    default:
+      throw Error::usage(std::string(c10::toString(t.scalar_type())) +
+                         " tensors are not trained; valid dtypes: Float (float32), Double, Half, BFloat16");
   }
 }
 
@@ -44,14 +46,19 @@ DLTensor view_of(const torch::Tensor& t, std::vector<int64_t>& shape) {
 // LibTorch keys an optimizer's per-parameter state by the parameter's
 // TensorImpl: as its address in text up to 2.0, as the address since.
 template <class Map>
-auto find_param_state(Map& state, const torch::Tensor& p) {
+typename Map::key_type state_key(const torch::Tensor& p) {
   if constexpr (std::is_same_v<typename Map::key_type, std::string>) {
     std::ostringstream key;
     key << p.unsafeGetTensorImpl();
-    return state.find(key.str());
+    return key.str();
   } else {
-    return state.find(p.unsafeGetTensorImpl());
+    return p.unsafeGetTensorImpl();
   }
+}
+
+template <class Map>
+auto find_param_state(Map& state, const torch::Tensor& p) {
+  return state.find(state_key<Map>(p));
 }
 
 // The statistics of one parameter's optimizer state, in the order
@@ -72,18 +79,6 @@ void with_step(torch::optim::OptimizerParamState* base, F f) {
   if (auto* adamw = dynamic_cast<torch::optim::AdamWParamState*>(base)) f(*adamw);
 }
 
-// The key under which LibTorch's optimizer keeps p's state (see
-// find_param_state).
-template <class Map>
-typename Map::key_type state_key(const torch::Tensor& p) {
-  if constexpr (std::is_same_v<typename Map::key_type, std::string>) {
-    std::ostringstream key;
-    key << p.unsafeGetTensorImpl();
-    return key.str();
-  } else {
-    return p.unsafeGetTensorImpl();
-  }
-}
 
 // Tensor `prefix`<i> of a state, which must have the dtype and shape of
 // `mine` (named `what` in the message).
@@ -123,6 +118,14 @@ std::vector<torch::Tensor> parameters_of(Task& task) {
 TrainingState::TrainingState(Task& task, const TrainerSettings& s)
     : task_(task), params_(parameters_of(task)), buffers_(task.buffers()), memory_(params_.front().device()) {
   for (auto& [name, tensor] : task.parameters()) names_.push_back(name);
+  // Before any gradient buffer is made of their type.
+  for (size_t i = 0; i < params_.size(); ++i) {
+    try {
+      (void)dl_dtype(params_[i]);
+    } catch (const Error& e) {
+      throw Error::usage("parameter '" + names_[i] + "': " + e.what());
+    }
+  }
   // Gradient buffers exist from the start and are only ever zeroed in place,
   // so the views handed to the strategy stay valid (backward accumulates into
   // an existing .grad in place). They are slices of one flat buffer per
@@ -207,14 +210,7 @@ const std::vector<DLTensor>& TrainingState::optimizer_views() {
   for (auto& p : params_) {
     auto it = find_param_state(state, p);
     if (it == state.end()) continue;  // no step yet
-    auto* base = it->second.get();
-    if (auto* adam = dynamic_cast<torch::optim::AdamParamState*>(base)) {
-      opt_tensors_.insert(opt_tensors_.end(), {adam->exp_avg(), adam->exp_avg_sq(), adam->max_exp_avg_sq()});
-    } else if (auto* adamw = dynamic_cast<torch::optim::AdamWParamState*>(base)) {
-      opt_tensors_.insert(opt_tensors_.end(), {adamw->exp_avg(), adamw->exp_avg_sq(), adamw->max_exp_avg_sq()});
-    } else if (auto* sgd = dynamic_cast<torch::optim::SGDParamState*>(base)) {
-      opt_tensors_.push_back(sgd->momentum_buffer());
-    }
+    for (torch::Tensor* t : statistics(it->second.get())) opt_tensors_.push_back(*t);
   }
   // amsgrad's maximum and a momentum-free SGD's buffer are undefined.
   opt_tensors_.erase(std::remove_if(opt_tensors_.begin(), opt_tensors_.end(), [](const torch::Tensor& t) { return !t.defined(); }),
@@ -232,6 +228,7 @@ const std::vector<DLTensor>& TrainingState::optimizer_views() {
 
 std::vector<std::vector<torch::Tensor>> TrainingState::init_optimizer_state() {
   torch::NoGradGuard guard;
+  shared_statistics_ = true;
   auto& state = optimizer_->state();
   std::vector<std::vector<torch::Tensor>> out;
   for (auto& p : params_) {
@@ -380,12 +377,12 @@ void TrainingState::restore(const char* data, size_t len) {
   std::vector<torch::Tensor> before;
   for (auto& p : params_) before.push_back(p.clone());
   for (size_t i = 0; i < params_.size(); ++i) params_[i].copy_(loaded[i]);
-  // Loading replaces the optimizer's state tensors; the values go back into
-  // the tensors held before, whose addresses a strategy or another
-  // optimizer sharing them (python/) may hold.
+  // Loading replaces the optimizer's state tensors. Where another optimizer
+  // shares them (init_optimizer_state: python/), the values go back into
+  // the tensors it holds; loom train's own optimizer needs no such copy.
   auto& state = optimizer_->state();
   std::vector<std::vector<torch::Tensor>> held(params_.size());
-  for (size_t i = 0; i < params_.size(); ++i) {
+  for (size_t i = 0; shared_statistics_ && i < params_.size(); ++i) {
     auto it = find_param_state(state, params_[i]);
     if (it != state.end())
       for (torch::Tensor* t : statistics(it->second.get())) held[i].push_back(*t);

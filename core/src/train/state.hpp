@@ -91,6 +91,7 @@ class TrainingState {
   std::vector<std::vector<int64_t>> buffer_shapes_;
   std::vector<DLTensor> buffer_views_;
   std::vector<torch::Tensor> step_counters_;  // see share_step_counters
+  bool shared_statistics_ = false;            // init_optimizer_state handed them out
   mutable std::string last_snapshot_;
   std::string description_;  // what view_.description points to (ABI 1.5)
   DeviceMemory memory_;      // view_'s device services (ABI 1.6)

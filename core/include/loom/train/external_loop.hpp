@@ -99,7 +99,7 @@ class ExternalLoop {
   int64_t global_step() const;
   bool should_stop() const;
   std::string status_line() const;
-  const std::string& description() const;
+  std::string description() const;
   // Leaves (a swarm peer says goodbye); idempotent.
   void teardown();
 
@@ -109,7 +109,6 @@ class ExternalLoop {
   std::unique_ptr<Task> task_;
   std::unique_ptr<TrainingState> state_;
   std::shared_ptr<Strategy> strategy_;
-  std::string description_;
   bool set_up_ = false;
   bool torn_down_ = false;
 };

@@ -1,0 +1,171 @@
+// SPDX-License-Identifier: Apache-2.0
+// Loading the swarm's state: from the donors the tracker knows, each
+// download checked against the other peers' published hashes (sync_state.cpp)
+// before it is kept; a joiner's at setup, a lagging or healing peer's, and
+// the host's load_state (ABI 1.8).
+#include <algorithm>
+#include <chrono>
+#include <map>
+
+#include "peer.h"
+
+namespace loom_collab {
+
+loom_status Peer::load_newest(std::string *why) {
+  if (!set_up_) {
+    *why = "load_state before setup";
+    return LOOM_ERR_INVALID_ARGUMENT;
+  }
+  const SwarmView v = view();
+  if (v.others.empty()) {
+    *why = "no other peer is in the swarm to load the state from";
+    return LOOM_ERR_UNAVAILABLE;
+  }
+  std::string reason;
+  if (!load_state(std::max<int64_t>(epoch_.load(), v.global_epoch), &reason)) {
+    *why = "no state was loaded (" + reason + ")";
+    return LOOM_ERR_UNAVAILABLE;
+  }
+  return LOOM_OK;
+}
+
+bool Peer::load_state(int64_t min_epoch, std::string *why) {
+  const auto start = Clock::now();
+  const auto deadline = start + std::chrono::milliseconds(int64_t(opt_.load_state_timeout * 1000));
+  flags_ |= ProgressRecord::kLoading;
+  wake_background();
+  std::optional<DownloadedState> got;
+  std::string reasons;
+  // A donor that failed is skipped for a while: a dead peer's record lives
+  // until it expires, and asking it again at once only spins.
+  std::map<uint64_t, Clock::time_point> resting;
+  constexpr auto kRest = std::chrono::seconds(2);
+  constexpr auto kAloneGiveUp = std::chrono::seconds(3);
+  Clock::time_point alone_since{};
+  // This peer's own state, kept before a donor's first replaces it, so that
+  // a refused donor's state (poisoned, or not finite) never stays.
+  Bytes own;
+  bool replaced = false;
+  const bool checked = opt_.average_state_every > 0;
+  Verdict verdict = Verdict::keep;
+  uint64_t digest = 0;
+  while (!got && Clock::now() < deadline) {
+    std::vector<Donor> donors;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      donors = tracker_.donors(id_, min_epoch, wall_ms(), checked ? opt_.average_state_every : 1);
+    }
+    const auto now = Clock::now();
+    donors.erase(std::remove_if(donors.begin(), donors.end(),
+                                [&](const Donor &d) {
+                                  auto it = resting.find(d.peer_id);
+                                  return it != resting.end() && it->second > now;
+                                }),
+                 donors.end());
+    if (donors.empty()) {
+      // Alone for a while (the donors just left, their goodbyes arrived):
+      // waiting out load_state_timeout cannot bring one back.
+      if (view().peers > 1) alone_since = Clock::time_point{};
+      else if (alone_since == Clock::time_point{}) alone_since = now;
+      else if (now - alone_since >= kAloneGiveUp) {
+        reasons = (reasons.empty() ? "" : reasons + "; then ") + std::string("no other peer is left in the swarm");
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      continue;
+    }
+    alone_since = Clock::time_point{};
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    std::string reason;
+    got = download_state(donors, run_, min_epoch, left, std::chrono::seconds(10), logfn_, &reason, nullptr,
+                         opt_.swarm_key);
+    if (!got) {
+      reasons = reason;
+      for (const auto &d : donors) resting[d.peer_id] = Clock::now() + kRest;
+      continue;
+    }
+    if (checked && !is_sync_epoch(got->epoch)) {
+      reasons = "peer " + std::to_string(got->donor) + " sent a state of epoch " + std::to_string(got->epoch) +
+                ", which is not a state-averaging epoch: peers publish no hash for it to check it against";
+      log_limited(Level::warn, "unsynced donor", reasons + "; trying the next donor");
+      resting[got->donor] = deadline;
+      got.reset();
+      continue;
+    }
+    if (!replaced) {
+      const uint8_t *data = nullptr;
+      size_t len = 0;
+      if (state_.snapshot(state_.user, &data, &len) != LOOM_OK) {
+        reasons = "this peer could not keep a copy of its own state to put back if a donor's were refused";
+        got.reset();
+        break;
+      }
+      own.assign(data, data + len);
+    }
+    const bool restored = state_.restore(state_.user, got->bytes.data(), got->bytes.size()) == LOOM_OK;
+    replaced = replaced || restored;
+    std::string judged;
+    verdict = restored && checked ? check_loaded(got->epoch, got->donor, deadline, &digest, &judged) : Verdict::keep;
+    if (!restored) {
+      reasons = "the state from peer " + std::to_string(got->donor) + " does not fit this model";
+      log(Level::warn, reasons + "; trying the next donor");
+    } else if (verdict == Verdict::refuse) {
+      reasons = judged;
+      log(Level::warn, reasons + "; trying the next donor");
+    } else if (!state_finite()) {
+      // A donor that diverged (or a state damaged on its way) must not
+      // spread: the next donor's state replaces it.
+      reasons = "the state of epoch " + std::to_string(got->epoch) + " from peer " + std::to_string(got->donor) +
+                " is not finite (nan or inf)";
+      log(Level::warn, reasons + "; trying the next donor");
+    } else {
+      if (verdict == Verdict::trust) log_limited(Level::warn, "unchecked state", judged);
+      else if (checked) detail(judged);
+      break;
+    }
+    resting[got->donor] = deadline;  // not again in this load
+    got.reset();
+  }
+  flags_ &= ~ProgressRecord::kLoading;
+  if (!got) {
+    *why = reasons.empty() ? "no donor at epoch " + std::to_string(min_epoch) + " or later was found within " +
+                                 seconds_text(opt_.load_state_timeout) + " s"
+                           : reasons;
+    // A refused donor's state never stays: this peer's own comes back.
+    if (replaced) {
+      if (state_.restore(state_.user, own.data(), own.size()) == LOOM_OK) {
+        detail("no donor's state was kept; this peer's own state is back");
+      } else {
+        mark_unhealthy("a refused donor's state could not be replaced by this peer's own");
+      }
+    }
+    wake_background();
+    return false;
+  }
+  unhealthy_ = false;
+  mark_synced();
+  if (checked && verdict == Verdict::keep) {
+    // Checked against the swarm: this peer now holds (and serves) that sync
+    // point. A state taken on trust is neither vouched for nor served.
+    set_sync(got->epoch, digest);
+    if (server_) server_->publish(got->epoch, got->bytes);
+  }
+  zero_grads();
+  alone_until_target_ = false;
+  epoch_ = got->epoch;
+  epoch_start_ms_ = wall_ms();
+  samples_ = 0;
+  windows_ = 0;
+  double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  log(Level::info, "loaded the state of epoch " + std::to_string(got->epoch) + " from peer " +
+                       std::to_string(got->donor) + " (" + std::to_string(got->bytes.size()) + " bytes in " +
+                       std::to_string(seconds) + " s)" +
+                       (!checked ? "; not checked against the swarm: with average_state_every = 0 peers publish "
+                                   "no hash of their parameters"
+                        : verdict == Verdict::keep ? "; its parameters match the hash most peers published for that epoch"
+                                                   : "; taken on trust: nothing to check it against"));
+  wake_background();
+  return true;
+}
+
+}  // namespace loom_collab
