@@ -58,10 +58,10 @@ for path in sys.argv[3:]:
     for line in open(path):
         m = re.search(r"CPU time ([0-9.]+) s user, ([0-9.]+) s system", line)
         if m: cpu += float(m.group(1)) + float(m.group(2))
-        m = re.search(r"averaged gradients .*\(matchmaking (\d+) ms.*averaging (\d+) ms", line)
-        if m: rounds.append(int(m.group(1)) + int(m.group(2)))
-        m = re.search(r"ms, (?:allreduce|centered_clip) (\d+) ms", line)
-        if m: ops.append(int(m.group(1)))
+        m = re.search(r"averaged gradients .*\(matchmaking ([0-9.]+) ms.*averaging ([0-9.]+) ms", line)
+        if m: rounds.append(float(m.group(1)) + float(m.group(2)))
+        m = re.search(r"ms, (?:allreduce|centered_clip) ([0-9.]+) ms", line)
+        if m: ops.append(float(m.group(1)))
 nan = float('nan')
 # CPU per round: every peer's CPU time over the run, per round a peer took
 # part in; what the key or the aggregation costs, whatever the peers' skew.

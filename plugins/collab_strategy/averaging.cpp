@@ -112,7 +112,8 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
   const auto start = Clock::now();
   const auto deadline = start + std::chrono::milliseconds(int64_t(opt_.averaging_timeout * 1000));
   std::string last_failure;
-  auto ms = [](Clock::duration d) { return std::to_string(int64_t(std::chrono::duration<double, std::milli>(d).count())); };
+  auto ms = [](Clock::duration d) { return milliseconds_text(d); };
+  round_met_.reset();
 
   // One round over an open group. waited: how long the training thread
   // waited for the group; setup: how long building its communicator took
@@ -122,6 +123,7 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
                     Clock::duration setup, bool ahead) -> std::optional<RoundEnd> {
     std::string why;
     auto failed = [&] {
+      round_met_.reset();
       log_limited(Level::warn, "round failed",
                   "averaging with " + group_text(group) + " failed: " + why + "; retrying among the survivors");
       last_failure = why;
@@ -145,7 +147,8 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
                std::to_string(uint64_t(members.total)) + " of " + std::to_string(opt_.target_batch_size) +
                " samples; this peer adds none and waits for the others");
     }
-    if (ahead) waited = Clock::now() - start;
+    round_met_ = Clock::now();
+    if (ahead) waited = *round_met_ - start;
     const double mine = members.weight[size_t(comm->rank())];
     const double total = members.total;
     if (total <= 0) {
@@ -239,7 +242,8 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
         at += g.numel;
       }
     }
-    const auto reduced = Clock::now() - posted;
+    round_averaged_ = Clock::now();
+    const auto reduced = round_averaged_ - posted;
     detail("epoch " + std::to_string(epoch) + ": averaged gradients of " + std::to_string(uint64_t(total)) +
            " samples with " + group_text(group) + " (matchmaking " + ms(waited) + " ms" +
            (ahead ? ", group and communicator prepared ahead" : "") + ", averaging " + ms(setup + reduced) +

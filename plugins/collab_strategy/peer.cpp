@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <random>
@@ -26,6 +27,12 @@ std::string seconds_text(double s) {
   std::ostringstream out;
   out << s;
   return out.str();
+}
+
+std::string milliseconds_text(Clock::duration d) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f", std::chrono::duration<double, std::milli>(d).count());
+  return text;
 }
 
 namespace {

@@ -267,6 +267,11 @@ class Peer {
   Clock::time_point window_start_{};  // when the current window's compute began
   bool window_started_ = false;
   std::unique_ptr<GroupComm> comm_;  // the last round's group, until after_optimizer_step
+  // The last averaged round's timeline, for its verbose "round" line: when
+  // its group met (every member's weight known, so nothing after it waits
+  // on a slower partner) and when the averaged gradients went to the host.
+  std::optional<Clock::time_point> round_met_;
+  Clock::time_point round_averaged_{};
   std::unique_ptr<Prematch> prematch_;
   // Huge pages: the collective reads and writes them across processes.
   std::vector<float, loom_plugin_common::HugePageAllocator<float>> buffer_, scratch_;
@@ -311,6 +316,9 @@ class Peer {
 int64_t wall_ms();
 // "2", "0.5": a duration as the user wrote it, for messages.
 std::string seconds_text(double s);
+// "12.3": a measured duration in milliseconds, to 0.1 ms, for the verbose
+// round lines (benchmarks read them; a whole millisecond hides a small round).
+std::string milliseconds_text(Clock::duration d);
 
 // A view of t when it is a compact float32 CPU tensor.
 bool float_view(const DLTensor &t, FloatView *out);

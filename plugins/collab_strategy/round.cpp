@@ -203,6 +203,7 @@ loom_status Peer::finish_window(loom_step_decision *decision) {
 
 loom_status Peer::after_optimizer_step(std::string *why) {
   (void)why;
+  const auto stepped = Clock::now();
   const int64_t done = epoch_.load() + 1;
   epoch_ = done;
   alone_until_target_ = false;
@@ -210,9 +211,22 @@ loom_status Peer::after_optimizer_step(std::string *why) {
   windows_ = 0;
   const bool last = max_steps_ >= 0 && done >= max_steps_;
   const bool sync = last || is_sync_epoch(done);  // a state-averaging epoch
-  if (comm_ && sync) average_parameters(last ? "the last epoch" : "state averaging");
+  const bool parameters = comm_ && sync;
+  if (parameters) average_parameters(last ? "the last epoch" : "state averaging");
   comm_.reset();
   if (opt_.average_state_every > 0 && sync) record_sync(done);
+  if (round_met_) {
+    // The part of the round no member spends waiting for a slower one (they
+    // all met before it): what a front end's speed changes, and what the
+    // benchmarks compare.
+    const auto end = Clock::now();
+    detail("epoch " + std::to_string(done - 1) + ": round " + milliseconds_text(end - *round_met_) +
+           " ms from the group's meeting to the next window: gradients " +
+           milliseconds_text(round_averaged_ - *round_met_) + " ms, the host's optimizer step " +
+           milliseconds_text(stepped - round_averaged_) + " ms, parameters " + milliseconds_text(end - stepped) + " ms" +
+           (parameters ? " (averaged: " + std::string(last ? "the last epoch" : "state averaging") + ")" : ""));
+    round_met_.reset();
+  }
   wake_background();
   heal();
   serve_if_wanted();

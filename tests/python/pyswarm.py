@@ -3,6 +3,7 @@
 (each ended when the test ends), their logs and results."""
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -41,6 +42,17 @@ def torchscript_collab_config(path, *, scratch, out, run_id, epochs, lr=0.003, l
     lines += [f"{name} = {_toml(value)}" for name, value in options.items()]
     with open(path, "w") as f:
         f.write("\n".join(lines) + "\n")
+
+
+_ROUND = re.compile(r"epoch (\d+): round ([0-9.]+) ms from the group's meeting to the next window: "
+                    r"gradients ([0-9.]+) ms, the host's optimizer step ([0-9.]+) ms, parameters ([0-9.]+) ms"
+                    r"( \(averaged: [^)]*\))?")
+
+
+def round_lines(log):
+    """The collab plugin's verbose round lines in a peer's log: (epoch, round,
+    gradients, optimizer step, parameters [ms], parameters averaged) each."""
+    return [(int(m[1]), float(m[2]), float(m[3]), float(m[4]), float(m[5]), bool(m[6])) for m in _ROUND.finditer(log)]
 
 
 def free_port():

@@ -52,6 +52,15 @@ class MixedSwarm(pyswarm.ScratchTest):
         self.assertRegex(cxx.log(), r"averaged gradients of \d+ samples with 3 peers", cxx.tail())
         for p in py:
             self.assertRegex(p.log(), r"averaged gradients of \d+ samples with 3 peers", p.tail())
+        # Both front ends time their rounds alike (bench/python_round_time.py
+        # compares them): the parts add up, and the last epoch's round
+        # averaged the parameters.
+        for p in [cxx] + py:
+            rounds = pyswarm.round_lines(p.log())
+            self.assertTrue(rounds, p.tail())
+            for epoch, total, grads, step, params, _ in rounds:
+                self.assertAlmostEqual(total, grads + step + params, delta=0.3, msg=f"{p.name}, epoch {epoch}")
+            self.assertTrue(rounds[-1][5], f"{p.name}: the last round did not average the parameters\n{p.tail()}")
         cxx_params = read_dump(dump)
         py_params = [torch.load(p.out + ".pt") for p in py]
         self.assertEqual(sorted(cxx_params), sorted(py_params[0]))

@@ -158,7 +158,7 @@ bool wait_until(const std::function<bool()>& pred, milliseconds timeout, millise
 
 std::vector<Averaged> averaged_rounds(const std::string& log) {
   static const std::regex re(
-      R"(epoch ([0-9]+): averaged gradients of ([0-9]+) samples with ([0-9]+) peers [^\n]*\(matchmaking [0-9]+ ms(, group and communicator prepared ahead)?)");
+      R"(epoch ([0-9]+): averaged gradients of ([0-9]+) samples with ([0-9]+) peers [^\n]*\(matchmaking [0-9.]+ ms(, group and communicator prepared ahead)?)");
   std::vector<Averaged> out;
   for (std::sregex_iterator it(log.begin(), log.end(), re), end; it != end; ++it)
     out.push_back({std::stoll((*it)[1]), std::stoll((*it)[2]), std::stoi((*it)[3]), (*it)[4].matched});
