@@ -33,7 +33,8 @@ build_pkgs=(
 )
 test_pkgs=(
   libgtest-dev libgmock-dev abigail-tools python3-torch procps
-  iproute2  # ss: the tests that check where sockets listen
+  iproute2  # ss: the tests that check where sockets listen; ip, tc: tests/netns's hosts
+  nftables  # tests/netns: the masquerading routers of NAT'd hosts
   lintian  # tests/scripts/packages.sh: the .debs have no lintian error
   python3-venv python3-pip python3-setuptools python3-wheel  # tests/scripts/python_pip.sh: pip install ./python offline
 )
