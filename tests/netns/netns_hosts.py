@@ -161,10 +161,16 @@ def _remove_namespaces(names):
     for ns in names:
         try:
             _empty_namespace(ns, killed)
-            _cmd(["ip", "netns", "delete", ns])
+            deleted = _cmd(["ip", "netns", "delete", ns], check=False)
+            if deleted.returncode != 0 and ns in _namespaces():  # else another run removed it first
+                errors.append(f"`ip netns delete {ns}` failed: {deleted.stderr.strip()}")
         except HostsError as e:
             errors.append(str(e))
     return errors
+
+
+def _namespaces():
+    return [line.split()[0] for line in _cmd(["ip", "netns", "list"]).stdout.splitlines() if line.strip()]
 
 
 def remove_stale(prefix):
@@ -176,8 +182,7 @@ def remove_stale(prefix):
         m = owner.match(name)
         return m is not None and _start_time(int(m[1])) != m[2]
 
-    listed = _cmd(["ip", "netns", "list"]).stdout.splitlines()
-    stale = [n for n in (line.split()[0] for line in listed if line.strip()) if dead(n)]
+    stale = [n for n in _namespaces() if dead(n)]
     errors = _remove_namespaces(stale)
     for folder in glob.glob(os.path.join(tempfile.gettempdir(), prefix + "-*-*-")):
         if dead(os.path.basename(folder)):

@@ -195,13 +195,20 @@ class CleanupTest(unittest.TestCase):
                   "h = netns_hosts.Hosts(prefix='loomstale'); a = h.add_host('a'); h.add_host('n', nat=True)\n"
                   "a.popen(['sleep', '1000'])\n"
                   "print(json.dumps([h.namespaces(), h._res.scratch]), flush=True); time.sleep(1000)\n")
-        creator = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
-        try:
-            made, scratch = json.loads(readline(creator, 60) or "[[], null]")
-        finally:
-            creator.kill()
-            creator.wait(timeout=10)
-            creator.stdout.close()
+        self.addCleanup(netns_hosts.remove_stale, "loomstale")  # also when this test fails
+        # Its stderr goes to a file: what it leaves running must not hold ours.
+        with tempfile.TemporaryFile("w+") as errors:
+            creator = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=errors,
+                                       text=True)
+            try:
+                line = readline(creator, 60)
+            finally:
+                creator.kill()
+                creator.wait(timeout=10)
+                creator.stdout.close()
+            errors.seek(0)
+            self.assertTrue(line, f"the creator printed nothing: {errors.read()}")
+        made, scratch = json.loads(line)
         self.assertEqual(len(made), 4, "the creator made a switch, two hosts and a router")
         self.assertEqual(set(made) - netns_names(), set(), "a SIGKILLed creator leaves its namespaces")
         left = processes_in(made)
