@@ -409,8 +409,9 @@ class Hosts:
         line = proc.stdout.readline() if ready else ""
         if line.strip() != "ready":
             _signal_group(proc)
+            why = (proc.stderr.read().strip() or f"exit {proc.wait(timeout=10)}") if ready else "no answer in 20 s"
             raise HostsError(f"host {host.name}: making its UTS, IPC, PID and mount namespaces failed "
-                             f"({' '.join(argv[4:14])}): {proc.stderr.read().strip() if ready else 'no answer in 20 s'}")
+                             f"({' '.join(argv[4:14])}): {why}")
         proc.stdout.close()
         proc.stderr.close()
         with open(f"/proc/{proc.pid}/task/{proc.pid}/children") as f:
