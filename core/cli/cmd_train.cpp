@@ -40,7 +40,15 @@ void add_train_command(CLI::App& app, const GlobalOptions& global, Runner* run) 
       if (args->config.empty()) throw Error::usage("loom train: a config file is required (or --help-task NAME)");
       if (global.log_level == "warn") spdlog::set_level(spdlog::level::info);  // training reports progress by default
       train::TrainConfig config = train::load_train_config(args->config, args->overrides, global.plugin_paths);
+      args->request.stop_on_signals = true;
       train::TrainResult result = train::run_training(config, args->request);
+      if (!result.stopped_by.empty()) {
+        // A stop the user asked for is not a failure: the work so far is kept.
+        std::printf("stopped by %s after %lld steps\n", result.stopped_by.c_str(),
+                    static_cast<long long>(result.steps));
+        if (!result.checkpoint.empty()) std::printf("checkpoint: %s (--resume continues from it)\n", result.checkpoint.c_str());
+        return 0;
+      }
       if (result.global_zero) {
         auto it = result.metrics.find(result.headline);
         if (it != result.metrics.end()) {

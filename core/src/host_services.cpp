@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "loom/host.hpp"
+#include "stop.hpp"
 
 namespace loom {
 namespace {
@@ -165,6 +166,8 @@ void host_oob_close(void* host_ctx, const loom_oob_v1* oob) {
   if (oob != nullptr) self(host_ctx)->oob->close(oob);
 }
 
+int32_t host_stop_requested(void*) { return stop_signal() != 0 ? 1 : 0; }
+
 }  // namespace
 
 namespace {
@@ -251,6 +254,7 @@ std::unique_ptr<PluginHostContext> make_host_context(Host* host, const PluginCan
                                           [raw]() { return store_of(raw); });
   t.oob_open = host_oob_open;
   t.oob_close = host_oob_close;
+  t.stop_requested = host_stop_requested;
   return ctx;
 }
 

@@ -278,6 +278,10 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
     drop_prematch();  // of an epoch this peer left
   }
   for (uint32_t attempt = first_attempt; Clock::now() < deadline; ++attempt) {
+    if (stopping()) {
+      last_failure = "this peer is leaving (asked to stop)";
+      break;
+    }
     if (view().global_epoch > epoch) {
       // They go on accumulating at the next epoch, as they were (to within
       // a rounding: restored as buffer_ / contribution).

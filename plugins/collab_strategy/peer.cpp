@@ -260,7 +260,11 @@ loom_status Peer::teardown() {
   if (thread_.joinable()) thread_.join();
   // Goodbye: others stop counting this peer now rather than at expiry.
   flags_ |= ProgressRecord::kLeft;
-  if (dht_) dht_->put(progress_key(opt_.run_id), id_, encode(run_, own_record(), identity_), kRecordTtl, std::chrono::milliseconds(500));
+  const bool said = dht_ && dht_->put(progress_key(opt_.run_id), id_, encode(run_, own_record(), identity_), kRecordTtl,
+                                     std::chrono::milliseconds(500));
+  log(Level::info, std::string("left the swarm at epoch ") + std::to_string(epoch_.load()) +
+                       (said ? "; its goodbye is published, so the others stop counting this peer now"
+                             : "; its goodbye could not be published: the others stop counting it when its record expires"));
   server_.reset();
   dht_.reset();
   return LOOM_OK;

@@ -189,6 +189,10 @@ class Peer {
   void publish_fingerprint();
   void check_model(const std::vector<ProgressRecord> &foreign);
   bool misfit(std::string *why) const;
+  // The host asked this process to stop (loom_host_v1.stop_requested, ABI
+  // 1.9): no new round starts, waits for a group end, and rounds whose
+  // group already counts on this peer are finished.
+  bool stopping() const;
   std::string misfit_text(const std::string &difference) const;
   // Setup, before this peer's DHT node starts: false with *why when an
   // initial peer's state server says the swarm trains another model, or

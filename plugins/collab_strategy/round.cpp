@@ -26,6 +26,17 @@ constexpr double kEnterFraction = 0.75;
 loom_status Peer::after_backward(uint64_t local_samples, loom_step_decision *decision, std::string *why) {
   *decision = LOOM_STEP_ACCUMULATE;
   if (misfit(why)) return LOOM_ERR_INVALID_ARGUMENT;
+  if (stopping()) {
+    // Leaving: a group formed ahead, or one whose round fell short, waits
+    // for this peer until averaging_timeout, so its round is finished;
+    // nothing new starts, and the host tears down at its next step boundary.
+    if (pending_ || (prematch_ && prematch_->epoch == epoch_ && prematch_->done && prematch_->comm)) {
+      samples_ += opt_.batch_size ? opt_.batch_size : local_samples;
+      ++windows_;
+      return finish_window(decision);
+    }
+    return LOOM_OK;
+  }
   at_sync_ = false;  // a backward pass since: the state is no longer the sync point's
   serve_if_wanted();
   const uint64_t counted = opt_.batch_size ? opt_.batch_size : local_samples;
@@ -129,6 +140,10 @@ loom_status Peer::after_backward(uint64_t local_samples, loom_step_decision *dec
     return LOOM_OK;
   }
   return finish_window(decision);
+}
+
+bool Peer::stopping() const {
+  return LOOM_HOST_HAS(host_, stop_requested) && host_->stop_requested(host_->host_ctx) != 0;
 }
 
 loom_status Peer::finish_window(loom_step_decision *decision) {
@@ -266,7 +281,7 @@ std::optional<GroupRecord> Peer::matchmake(int64_t epoch, uint32_t attempt, Cloc
   };
 
   while (true) {
-    if (cancelled()) return std::nullopt;
+    if (cancelled() || stopping()) return std::nullopt;
     // The parameters stand still while the training thread waits here: a
     // good moment to snapshot for a joiner (never from the prematch thread).
     if (!background) serve_if_wanted();

@@ -14,10 +14,6 @@ namespace {
 // Elements per request: well inside the int counts of MPI-based backends.
 constexpr uint64_t kMaxChunk = uint64_t(1) << 30;
 
-// Whether the host's table (struct_size bytes) has a non-NULL field.
-#define HOST_HAS(host, field) \
-  ((host)->struct_size >= offsetof(loom_host_v1, field) + sizeof((host)->field) && (host)->field != nullptr)
-
 }  // namespace
 
 Clock::time_point deadline_after(int64_t timeout_ms) {
@@ -33,7 +29,7 @@ loom_status Group::open(const loom_host_v1 *host, const char *name, int32_t rank
   host_ = host;
   name_ = name;
   size_ = size;
-  if (!HOST_HAS(host, open_plugin) || !HOST_HAS(host, close_plugin))
+  if (!LOOM_HOST_HAS(host, open_plugin) || !LOOM_HOST_HAS(host, close_plugin))
     return fail(LOOM_ERR_UNAVAILABLE,
                 "the host offers no open_plugin service, so the ddp strategy cannot reach "
                 "collective plugin '%s'",
@@ -73,7 +69,7 @@ loom_status Group::open(const loom_host_v1 *host, const char *name, int32_t rank
 
   // The host's own exchange (ABI 1.7) where it has one; else ours over the store.
   const loom_oob_v1 *oob = nullptr;
-  if (HOST_HAS(host, oob_open) && HOST_HAS(host, oob_close)) {
+  if (LOOM_HOST_HAS(host, oob_open) && LOOM_HOST_HAS(host, oob_close)) {
     s = host->oob_open(host->host_ctx, "ddp", rank, size, &host_oob_);
     if (s != LOOM_OK) {
       close();

@@ -14,10 +14,6 @@ namespace {
 
 std::atomic<uint64_t> g_sequence{0};
 
-// Whether the host's table (struct_size bytes) has field.
-#define HOST_HAS(host, field) \
-  ((host)->struct_size >= offsetof(loom_host_v1, field) + sizeof((host)->field) && (host)->field != nullptr)
-
 }  // namespace
 
 StoreOob::StoreOob(const loom_host_v1 *host, int32_t rank, int32_t size) : host_(host), rank_(rank), size_(size) {
@@ -48,7 +44,7 @@ loom_status StoreOob::run(const void *send, size_t len, void *recv, int64_t time
     if (len > 0) std::memmove(recv, send, len);
     return LOOM_OK;
   }
-  if (!HOST_HAS(host_, store_set) || !HOST_HAS(host_, store_get))
+  if (!LOOM_HOST_HAS(host_, store_set) || !LOOM_HOST_HAS(host_, store_get))
     return failed(LOOM_ERR_UNAVAILABLE, "the host offers no rendezvous store");
   const uint64_t seq = g_sequence.fetch_add(1);
   const std::string prefix = "ddp/oob/" + std::to_string(seq) + "/";  // a plugin's keys start with its name

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // `loom train` as users run it: real runs of the built-in tasks, config
-// errors, and resuming after a SIGKILL.
+// errors, resuming after a SIGKILL, and a stop asked for by SIGINT.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/wait.h>
 
 #include <filesystem>
 #include <fstream>
@@ -64,6 +65,51 @@ TEST(Train, ResumeAfterSigkillEndsWithTheSameWeights) {
   double diff = max_relative_difference(read_params((dir.path / "run-final").string()),
                                         read_params((dir.path / "ref-final").string()));
   EXPECT_EQ(diff, 0.0) << "resumed weights differ from the uninterrupted run's";
+}
+
+TEST(Train, ASigintStopsAtAStepBoundaryWithACheckpointThatResumesToTheSameWeights) {
+  TempDir dir;
+  const int steps = 3000;
+  auto ref_cfg = dir.file("ref.toml", teacher_config(dir.path / "ref", steps, 1000));
+  auto r = train({ref_cfg, "--dump-final", (dir.path / "ref-final").string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // Interrupted once it has logged progress: a stop the user asked for
+  // ends at a step boundary, exits 0 and leaves a checkpoint of that step.
+  auto cfg = dir.file("run.toml", teacher_config(dir.path / "run", steps, 1000));
+  const std::string log = dir / "run.log";
+  auto text = [&] {
+    std::ifstream in(log);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  {
+    Child child({kLoomBinary, "train", cfg}, {{"RANK", ""}, {"WORLD_SIZE", ""}}, log);
+    const auto deadline = std::chrono::steady_clock::now() + 60s;
+    while (text().find("step 200/") == std::string::npos && child.running() &&
+           std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(5ms);
+    ASSERT_TRUE(child.running()) << "the run ended before it could be interrupted; make it longer\n" << text();
+    child.kill(SIGINT);
+    const int status = child.wait(20s);
+    ASSERT_NE(status, -1) << "no exit within 20 s of SIGINT\n" << text();
+    ASSERT_TRUE(WIFEXITED(status)) << "ended by signal " << WTERMSIG(status) << "\n" << text();
+    EXPECT_EQ(WEXITSTATUS(status), 0) << text();
+  }
+  const std::string out = text();
+  long long stopped_at = -1;
+  const auto at = out.find("stopped by SIGINT after ");
+  ASSERT_NE(at, std::string::npos) << out;
+  ASSERT_EQ(std::sscanf(out.c_str() + at, "stopped by SIGINT after %lld steps", &stopped_at), 1) << out;
+  EXPECT_GE(stopped_at, 200);
+  EXPECT_LT(stopped_at, steps) << out;
+  EXPECT_NE(out.find("SIGINT received: training stops at step " + std::to_string(stopped_at) + " of 3000"),
+            std::string::npos) << out;
+  EXPECT_NE(out.find("--resume continues from it"), std::string::npos) << out;
+  EXPECT_EQ(out.find("validation at step"), std::string::npos) << "no final validation after a stop\n" << out;
+  r = train({cfg, "--resume", "--dump-final", (dir.path / "run-final").string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  double diff = max_relative_difference(read_params((dir.path / "run-final").string()),
+                                        read_params((dir.path / "ref-final").string()));
+  EXPECT_EQ(diff, 0.0) << "the run stopped at step " << stopped_at << " and resumed ends with other weights";
 }
 
 TEST(Train, AKillDuringACheckpointWriteNeverLeavesABrokenCheckpoint) {

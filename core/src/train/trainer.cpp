@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <thread>
 
 #include "dump.hpp"
@@ -24,6 +25,7 @@
 #include "progress.hpp"
 #include "schedule.hpp"
 #include "staging.hpp"
+#include "../stop.hpp"
 #include "state.hpp"
 
 namespace loom::train {
@@ -193,6 +195,9 @@ TrainResult run_training(const TrainConfig& config, const TrainRequest& request)
     throw Error::runtime("strategy '" + strategy->descriptor().name + "' reported data shard " + std::to_string(shard) +
                          " of " + std::to_string(shards) + ", which is not a valid share");
   }
+  std::optional<StopOnSignals> stop_on_signals;
+  if (request.stop_on_signals && shards == 1) stop_on_signals.emplace();
+  const auto stopping = [&] { return stop_on_signals && stop_signal() != 0; };
   const bool zero = strategy->is_global_zero();
   if (zero) {
     make_dirs(s.output_dir);
@@ -259,7 +264,7 @@ TrainResult run_training(const TrainConfig& config, const TrainRequest& request)
                  "\"{}\" applies to the gradients it hands back",
                  strategy->descriptor().name, s.on_nonfinite);
   double window_loss = 0;  // summed since the last step: non-finite once any loss was
-  while (step < s.max_steps && !strategy->should_stop()) {
+  while (step < s.max_steps && !strategy->should_stop() && !stopping()) {
     for (int64_t a = 0; a < s.accumulate; ++a, ++micro) {
       Batch batch = task->train_data().get(sampler.batch(micro));
       torch::Tensor loss;
@@ -314,9 +319,17 @@ TrainResult run_training(const TrainConfig& config, const TrainRequest& request)
     if (crossed(s.checkpoint_every) && step < s.max_steps) save();
   }
   result.steps = step;
-  validate(step);
-  for (const auto& [name, value] : result.metrics) {
-    if (!std::isfinite(value)) throw Error::runtime("the final validation " + name + " is " + std::to_string(value) + ": the model diverged");
+  if (stopping()) {
+    // Asked to stop: no final validation (the user wants out, and it may be
+    // long); the checkpoint resumes the run, or the swarm goes on without us.
+    result.stopped_by = signal_name(stop_signal());
+    spdlog::info("{} received: training stops at step {} of {}{}", result.stopped_by, step, s.max_steps,
+                 zero ? "; writing a checkpoint" : "");
+  } else {
+    validate(step);
+    for (const auto& [name, value] : result.metrics) {
+      if (!std::isfinite(value)) throw Error::runtime("the final validation " + name + " is " + std::to_string(value) + ": the model diverged");
+    }
   }
   save();
   if (!request.dump_final_dir.empty() && zero) dump_run(request.dump_final_dir, *task, state, sampler, s, false);

@@ -56,13 +56,14 @@ extern "C" {
  *   1.7  loom_host_v1.oob_open and .oob_close (this file);
  *        loom_collective_v1.comm_last_error and .absent_ops with the
  *        LOOM_OP_* bits (collective.h)
- *   1.8  loom_strategy_v1.load_state (strategy.h) */
+ *   1.8  loom_strategy_v1.load_state (strategy.h)
+ *   1.9  loom_host_v1.stop_requested (this file) */
 #define LOOM_ABI_MAKE(major, minor) ((((uint32_t)(major)) << 16) | ((uint32_t)(minor) & 0xffffu))
 #define LOOM_ABI_MAJOR_OF(v) ((uint32_t)(v) >> 16)
 #define LOOM_ABI_MINOR_OF(v) ((uint32_t)(v) & 0xffffu)
 
 #define LOOM_ABI_MAJOR 1
-#define LOOM_ABI_MINOR 8
+#define LOOM_ABI_MINOR 9
 #define LOOM_ABI_VERSION LOOM_ABI_MAKE(LOOM_ABI_MAJOR, LOOM_ABI_MINOR)
 /* The oldest version of this major that hosts and plugins still accept. */
 #define LOOM_ABI_VERSION_MIN LOOM_ABI_MAKE(LOOM_ABI_MAJOR, 0)
@@ -234,11 +235,26 @@ typedef struct loom_host_v1 {
   loom_status (*oob_open)(void *host_ctx, const char *scope, int32_t rank, int32_t size,
                           const struct loom_oob_v1 **oob);
   void (*oob_close)(void *host_ctx, const struct loom_oob_v1 *oob);
+
+  /* ABI 1.9 (present when struct_size >= LOOM_HOST_V1_9_SIZE; may be NULL):
+   * 1 once this process has been asked to stop (`loom train` got SIGINT or
+   * SIGTERM), else 0. The host then ends training at the next step boundary
+   * and calls teardown. A plugin waiting for others (a swarm peer looking
+   * for a group) gives up such waits and returns, so that the process leaves
+   * within a bounded time; it still finishes what others already count on
+   * (a round whose group has formed), since leaving that would make them
+   * wait out their timeouts. Callable from any thread, cheap to poll. */
+  int32_t (*stop_requested)(void *host_ctx);
 } loom_host_v1;
 
-/* Sizes of the host table as ABI 1.0 froze it and with 1.7's members. */
+/* Sizes of the host table as ABI 1.0 froze it, with 1.7's and 1.9's members. */
 #define LOOM_HOST_V1_0_SIZE 88u
 #define LOOM_HOST_V1_7_SIZE 104u
+#define LOOM_HOST_V1_9_SIZE 112u
+/* Whether a plugin may call host->field: the host's table is new enough to
+ * hold it (a newer plugin may run under an older host) and it is set. */
+#define LOOM_HOST_HAS(host, field) \
+  ((host)->struct_size >= offsetof(loom_host_v1, field) + sizeof((host)->field) && (host)->field != NULL)
 
 /* ---- Plugin description -------------------------------------------------- */
 
@@ -302,7 +318,8 @@ typedef loom_status (*loom_entry_v1_fn)(const loom_negotiate_request *request, l
 #if UINTPTR_MAX == 0xffffffffffffffffu
 LOOM_STATIC_ASSERT(sizeof(loom_option_decl) == 32, "loom_option_decl v1 layout is frozen");
 LOOM_STATIC_ASSERT(offsetof(loom_option_decl, help) == 24, "loom_option_decl v1 layout is frozen");
-LOOM_STATIC_ASSERT(sizeof(loom_host_v1) == LOOM_HOST_V1_7_SIZE, "loom_host_v1 layout is frozen");
+LOOM_STATIC_ASSERT(sizeof(loom_host_v1) == LOOM_HOST_V1_9_SIZE, "loom_host_v1 layout is frozen");
+LOOM_STATIC_ASSERT(offsetof(loom_host_v1, stop_requested) == LOOM_HOST_V1_7_SIZE, "1.9 appends after 1.7");
 LOOM_STATIC_ASSERT(offsetof(loom_host_v1, oob_open) == LOOM_HOST_V1_0_SIZE, "1.7 appends after 1.0");
 LOOM_STATIC_ASSERT(offsetof(loom_host_v1, log) == 16, "loom_host_v1 layout is frozen");
 LOOM_STATIC_ASSERT(offsetof(loom_host_v1, close_plugin) == 64, "loom_host_v1 layout is frozen");

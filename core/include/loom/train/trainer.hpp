@@ -19,6 +19,12 @@ struct TrainRequest {
   bool resume = false;         // continue from <output_dir>/checkpoint.pt
   std::string dump_init_dir;   // write initial parameters, data and sample order (raw files + manifest.json)
   std::string dump_final_dir;  // write the final parameters the same way
+  // The first SIGINT or SIGTERM ends training at the next step boundary: a
+  // checkpoint is written and the strategy leaves (a swarm peer says
+  // goodbye and its round-mates go on). For processes that own their signals
+  // (loom train), and only where a process can stop alone (single, a swarm
+  // peer); a ddp rank cannot leave its job, and `loom launch` stops them all.
+  bool stop_on_signals = false;
 };
 
 struct TrainResult {
@@ -27,6 +33,7 @@ struct TrainResult {
   std::string headline;                   // e.g. "accuracy"
   std::string checkpoint;                 // last checkpoint written, if any
   bool global_zero = true;
+  std::string stopped_by;                 // "SIGTERM" when that signal ended training early (stop_on_signals)
 };
 
 // Runs the job to max_steps (or until the strategy stops it). Throws
