@@ -1,0 +1,387 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
+"""Swarm scale benchmark (issue 16's bench/swarm_scale.sh): swarms of collab
+peers, one per emulated host (tests/netns/netns_hosts.py: own network, UTS,
+IPC, PID and mount namespaces on one bridge), teacher task, 1 thread each.
+Every peer listens on its host's address and joins through the first.
+
+Per size it prints one row: time from the first peer's start to the first
+averaged epoch; samples per round against target_batch_size (one value per
+group, from the "averaged gradients of S samples" lines); median matchmaking
+(the training thread's wait for its group) and round time; the epoch's
+duration and the barrier's share of it; UDP datagrams and bytes per peer per
+second, and receive-buffer drops, read inside each host before and after the
+measured window (/proc/net/snmp's Udp: line; bytes from an nftables counter,
+as /proc/net/dev mixes in UCX's TCP allreduce traffic; so UDP is the DHT);
+peak RSS per peer; the spread of epochs when the peers are stopped (SIGTERM);
+and the datagrams of the shutdown. Then issue 16's 64-peer targets, PASS/FAIL.
+
+The barrier is the wait of the group's last meeting: a group formed ahead
+first meets early ("brought X of T samples"; the share of the target at that
+meeting is printed), its members top up the rest and meet again; only that
+second wait is logged with a time. --dissect counts one host's DHT
+datagrams by OpenDHT method and key (progress records named) from a raw
+socket: where the traffic comes from.
+
+There is no netem on this kernel: every link is a sub-millisecond LAN with
+no latency or loss, so matchmaking and round times are lower bounds of what
+real links give. The CPUs are shared by all peers: on a small machine the
+epoch's length (and so the DHT traffic per epoch) reflects that.
+Not done: the churn run (25% of 64 peers killed and restarted per minute).
+
+Run as root with Debian's python3:
+  /usr/bin/python3 bench/swarm_scale.py --peers 4,16,64 --seconds 120
+Exit 1 when a peer fails (its log's tail is printed); every host and
+process is removed at the end (also on Ctrl-C or SIGTERM).
+"""
+import argparse
+import collections
+import hashlib
+import json
+import os
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tests", "netns"))
+import netns_hosts  # noqa: E402
+
+PORT = 7000
+BATCH = 64  # teacher.toml's batch_size: "one batch per member" in the target
+# UDP counters of the whole host (one peer each); priority before any filter.
+NFT = """table inet loomscale {
+  chain i { type filter hook input priority -300; meta l4proto udp counter; }
+  chain o { type filter hook output priority -300; meta l4proto udp counter; }
+}"""
+PROBE = "cat /proc/net/snmp; nft list table inet loomscale"
+AVG = re.compile(r"epoch (\d+): averaged gradients of (\d+) samples with (\d+) peers \(epoch \d+, attempt (\d+)\) "
+                 r"\(matchmaking ([0-9.]+) ms")
+BROUGHT = re.compile(r"epoch (\d+): \d+ peers \(epoch \d+, attempt \d+\) brought (\d+) of \d+ samples; this peer adds")
+ROUND = re.compile(r"epoch (\d+): round ([0-9.]+) ms from the group's meeting")
+# Counts the DHT's queries by OpenDHT method and key on one host (--dissect):
+# msgpack's "q": "<method>" and "h": <20-byte hash>; replies carry neither.
+SNIFF = r"""
+import collections, json, re, socket, sys, time
+me, until, names = socket.inet_aton(sys.argv[1]), time.monotonic() + float(sys.argv[2]), json.loads(sys.argv[3])
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3)); s.bind(("eth0", 0)); s.settimeout(0.2)
+n, b = collections.Counter(), collections.Counter()
+while time.monotonic() < until:
+    try: p = s.recv(65535)
+    except socket.timeout: continue
+    p, ipv4 = p[14:], p[12:14] == b"\x08\x00"  # ETH_P_ALL: outgoing ones too
+    if not ipv4 or p[9] != 17: continue
+    load = p[(p[0] & 15) * 4 + 8:]
+    q = re.search(rb"\xa1q([\xa1-\xaf])", load)
+    what = load[q.end():q.end() + q[1][0] - 0xa0].decode("ascii", "replace") if q else "reply/other"
+    h = re.search(rb"\xa1h\xc4\x14", load) if q else None
+    key = names.get(load[h.end():h.end() + 20].hex(), "key " + load[h.end():h.end() + 3].hex()) if h else ""
+    k = ("sent " if p[12:16] == me else "received ") + what + (" " + key if key else "")
+    n[k] += 1; b[k] += len(load)
+print(json.dumps({k: [n[k], b[k]] for k in n}))
+"""
+
+
+class PeerFailed(RuntimeError):
+    pass
+
+
+class Peer:
+    """One loom train process on its host; a thread stamps its output lines
+    (the log has no times) and writes them to its log file."""
+
+    def __init__(self, i, host, argv, env, log_path, t0):
+        self.i, self.host, self.log_path, self.lines = i, host, log_path, []
+        self.proc = host.popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT)
+        self.thread = threading.Thread(target=self._read, args=(t0,), daemon=True)
+        self.thread.start()
+
+    def _read(self, t0):
+        with open(self.log_path, "w") as log:
+            for raw in iter(self.proc.stdout.readline, b""):
+                t, text = time.monotonic() - t0, raw.decode(errors="replace").rstrip("\n")
+                self.lines.append((t, text))
+                log.write(f"{t:9.3f} {text}\n")
+
+    def stop(self):
+        # SIGTERM to loom itself: nsenter (proc) would die of it and lose loom's exit status.
+        try:
+            with open(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children") as f:
+                os.kill(int(f.read().split()[0]), signal.SIGTERM)
+        except (OSError, IndexError, ValueError):
+            pass  # already gone: its exit status tells
+
+    def name(self):
+        return f"peer {self.i} on host {self.host.name} ({self.host.address})"
+
+    def tail(self, n=25):
+        return "\n".join(f"    {t:9.3f} {text}" for t, text in self.lines[-n:])
+
+    def grep(self, pattern, t_from=0.0, t_to=float("inf")):
+        return [(t, m) for t, text in list(self.lines) if t_from <= t <= t_to for m in [pattern.search(text)] if m]
+
+
+def fail(peer, why):
+    peer.thread.join(timeout=5)  # its last lines, when it exited
+    raise PeerFailed(f"{peer.name()} {why}; log {peer.log_path}, its end:\n{peer.tail()}")
+
+
+def check_alive(peers):
+    for p in peers:
+        if p.proc.poll() is not None:
+            fail(p, f"exited with status {p.proc.returncode} before it was stopped")
+
+
+def counters(host):
+    """(time, {udp counters}) read inside the host."""
+    t = time.monotonic()
+    out = host.run(["sh", "-c", PROBE], timeout=60).stdout
+    udp = [line.split()[1:] for line in out.splitlines() if line.startswith("Udp:")]
+    c = {k: int(v) for k, v in zip(udp[0], udp[1])}
+    nft = re.findall(r"chain ([io]) \{.*?counter packets (\d+) bytes (\d+)", out, re.S)
+    c.update({f"{d}_bytes": int(b) for d, _, b in nft})
+    return (t + time.monotonic()) / 2, c
+
+
+def read_all(hosts):
+    return [counters(h) for h in hosts]
+
+
+def rates(before, after, key):
+    """key's per-second rate on each host between two readings."""
+    return [(a[1].get(key, 0) - b[1].get(key, 0)) / (a[0] - b[0]) for b, a in zip(before, after)]
+
+
+def med(xs):
+    return statistics.median(xs) if xs else float("nan")
+
+
+def run_size(n, args, out, run_no):
+    target = args.target
+    run_id = f"scale{n}-{os.getpid()}-{run_no}"
+    folder = os.path.join(out, f"{n}peers")
+    os.makedirs(folder, exist_ok=True)
+    with netns_hosts.Hosts(prefix="loomscale", shm_size="256m") as hosts:
+        made = time.monotonic()
+        hs = [hosts.add_host(f"p{i}") for i in range(n)]
+        for h in hs:
+            h.run(["nft", "-f", "-"], input=NFT)
+        print(f"  {n} hosts made in {time.monotonic() - made:.1f} s", flush=True)
+        sets = {"trainer.max_steps": 10 ** 7, "trainer.threads": args.threads, "trainer.log_every": 10 ** 6,
+                "trainer.val_every": 0, "trainer.checkpoint_every": 0, "strategy.name": "collab",
+                "strategy.options.target_batch_size": target, "strategy.options.port": PORT,
+                "strategy.options.run_id": run_id, "strategy.options.min_peers": n,
+                "strategy.options.bootstrap_timeout": 60 + 2 * n, "strategy.options.verbose": "true"}
+        env = {"OMP_NUM_THREADS": str(args.threads)}
+        peers = []
+        t0 = time.monotonic()
+
+        def start(i, join):
+            argv = [args.loom, "train", os.path.join(ROOT, "examples", "configs", "teacher.toml")]
+            own = dict(sets, **{"trainer.output_dir": os.path.join(folder, f"run{i}"),
+                                "strategy.options.listen": hs[i].address})
+            for k, v in list(own.items()) + [tuple(s.split("=", 1)) for s in args.set]:
+                argv += ["--set", f"{k}={v}"]
+            peers.append(Peer(i, hs[i], argv, dict(env, LOOM_INITIAL_PEERS=join), os.path.join(folder, f"peer{i}.log"),
+                              t0))
+
+        start(0, "")
+        listening = re.compile(re.escape(f"listening on {hs[0].address}:{PORT}"))
+        while not peers[0].grep(listening):
+            check_alive(peers)
+            if time.monotonic() - t0 > 60 + n:
+                fail(peers[0], "never listened")
+            time.sleep(0.1)
+        for i in range(1, n):
+            start(i, f"{hs[0].address}:{PORT}")
+        # The window opens once the swarm averaged, after a warm-up.
+        while not any(p.grep(AVG) for p in peers):
+            check_alive(peers)
+            if time.monotonic() - t0 > 120 + 3 * n:
+                fail(peers[0], f"saw no averaged epoch in {time.monotonic() - t0:.0f} s (nor did any other peer)")
+            time.sleep(0.2)
+        first_avg = min(p.grep(AVG)[0][0] for p in peers if p.grep(AVG))
+        time.sleep(args.warmup)
+        check_alive(peers)
+        sniff = None
+        if args.dissect:
+            names = {hashlib.sha1(f"loom/{run_id}/progress".encode()).hexdigest(): "progress"}
+            sniff = hs[-1].popen([sys.executable, "-c", SNIFF, hs[-1].address, args.seconds, json.dumps(names)],
+                                 stdout=subprocess.PIPE, text=True)
+        before = read_all(hs)
+        w0 = before[0][0] - t0
+        while time.monotonic() - t0 < w0 + args.seconds:
+            check_alive(peers)
+            time.sleep(0.5)
+        after = read_all(hs)
+        w1 = after[-1][0] - t0
+        check_alive(peers)
+        stopped = time.monotonic()
+        for p in peers:
+            p.stop()
+        for p in peers:
+            try:
+                code = p.proc.wait(timeout=max(1.0, 60 + n - (time.monotonic() - stopped)))
+            except subprocess.TimeoutExpired:
+                fail(p, f"did not exit within {60 + n} s of SIGTERM")
+            if code != 0:
+                fail(p, f"exited with status {code} after SIGTERM")
+        shutdown_s = time.monotonic() - stopped
+        final = read_all(hs)
+        for p in peers:
+            p.thread.join(timeout=10)
+        dissected = json.loads(sniff.communicate(timeout=60)[0] or "{}") if sniff else None
+    # Rounds in the window, one per group (all its members log the same line).
+    groups, mm, rounds, shares, epoch_s = {}, [], [], [], []
+    for p in peers:
+        for t, m in p.grep(AVG, w0, w1):
+            groups[int(m[1]), int(m[4]), int(m[2]), int(m[3])] = (int(m[2]), int(m[3]))
+            mm.append(float(m[5]))
+        rounds += [float(m[2]) for _, m in p.grep(ROUND, w0, w1)]
+        # An epoch lasts from one round line (its end) to the next; the
+        # barrier is that epoch's matchmaking wait.
+        ends = {int(m[1]): t for t, m in p.grep(ROUND)}
+        waits = {int(m[1]): float(m[5]) for t, m in p.grep(AVG, w0, w1)}
+        for e, w in waits.items():
+            if e in ends and e - 1 in ends and ends[e] <= w1:
+                epoch_s.append(ends[e] - ends[e - 1])
+                shares.append(w / 1000 / epoch_s[-1])
+    first_meet = {}  # epoch -> samples the group held when it first met (then topped up)
+    for p in peers:
+        for t, m in p.grep(BROUGHT, w0, w1):
+            first_meet[int(m[1])] = min(first_meet.get(int(m[1]), target), int(m[2]))
+    samples = [s for s, _ in groups.values()]
+    in_range = [target <= s <= target + k * BATCH for s, k in groups.values()]
+    last = [int(m[1]) for p in peers for _, m in p.grep(re.compile(r"training stops at step (\d+)"))]
+    rss = [float(m[1]) for p in peers for _, m in p.grep(re.compile(r"peak memory: ([0-9.]+) MiB"))]
+    sent, recv = rates(before, after, "OutDatagrams"), rates(before, after, "InDatagrams")
+    drops = sum(a[1]["RcvbufErrors"] - b[1]["RcvbufErrors"] for b, a in zip(before, after))
+    shutdown = sum(f[1]["OutDatagrams"] - a[1]["OutDatagrams"] for a, f in zip(after, final))
+    row = {
+        "peers": n, "target": target, "window_s": w1 - w0, "first_avg_s": first_avg,
+        "all_averaged_s": max((p.grep(AVG)[0][0] for p in peers if p.grep(AVG)), default=None),
+        "never_averaged": [p.i for p in peers if not p.grep(AVG)],
+        "rounds": len(groups), "swarm_samples_per_s": sum(samples) / (w1 - w0), "samples_median": med(samples),
+        "samples_min": min(samples, default=None),
+        "samples_max": max(samples, default=None), "rounds_in_range": sum(in_range),
+        "first_meeting_share": med([s / target for s in first_meet.values()]),
+        "topped_up_epochs": len(first_meet), "group_sizes": dict(collections.Counter(k for _, k in groups.values())),
+        "matchmaking_ms": med(mm), "round_ms": med(rounds), "epoch_s": med(epoch_s), "barrier_share": med(shares),
+        "sent_per_s": med(sent), "sent_per_s_max": max(sent), "recv_per_s": med(recv), "recv_per_s_max": max(recv),
+        "sent_kb_s": med(rates(before, after, "o_bytes")) / 1000,
+        "recv_kb_s": med(rates(before, after, "i_bytes")) / 1000,
+        "drops": drops, "drops_per_s": drops / (w1 - w0),
+        "rss_mib": med(rss), "rss_mib_max": max(rss, default=None), "epochs_min": min(last, default=None),
+        "epochs_max": max(last, default=None), "shutdown_datagrams": shutdown, "shutdown_s": shutdown_s,
+        "dissect_host": hs[-1].name if dissected else None, "dissect_s": args.seconds, "dissect": dissected,
+        "logs": folder,
+    }
+    with open(os.path.join(out, "results.json"), "a") as f:
+        f.write(json.dumps(row) + "\n")
+    return row
+
+
+HEAD = (f"{'peers':>5} {'1st avg s':>9} {'target':>7} {'samples/round med [min..max]':>29} {'in range':>8} "
+        f"{'mm ms':>7} {'round ms':>8} {'epoch s':>7} {'barrier':>7} {'UDP out/s':>9} {'in/s':>6} "
+        f"{'out kB/s':>8} {'in kB/s':>7} {'drops/s':>7} {'RSS MiB':>7} {'epochs':>9} {'kS/s':>6}")
+
+
+def show(r):
+    span = f"{r['samples_median']:.0f} [{r['samples_min']}..{r['samples_max']}]" if r["rounds"] else "none"
+    return (f"{r['peers']:>5} {r['first_avg_s']:>9.1f} {r['target']:>7} {span:>29} "
+            f"{r['rounds_in_range']:>3}/{r['rounds']:<4} {r['matchmaking_ms']:>7.1f} {r['round_ms']:>8.1f} "
+            f"{r['epoch_s']:>7.2f} {100 * r['barrier_share']:>6.1f}% {r['sent_per_s']:>9.0f} {r['recv_per_s']:>6.0f} "
+            f"{r['sent_kb_s']:>8.1f} {r['recv_kb_s']:>7.1f} {r['drops_per_s']:>7.1f} {r['rss_mib']:>7.1f} "
+            f"{str(r['epochs_min']) + '..' + str(r['epochs_max']):>9} {r['swarm_samples_per_s'] / 1000:>6.0f}")
+
+
+def verdicts(r):
+    """Issue 16's targets at 64 peers, judged at this size."""
+    ok = lambda b: "PASS" if b else "FAIL"  # noqa: E731
+    return [
+        f"samples per round in [target, target + {BATCH} x members]: "
+        f"{ok(r['rounds'] and r['rounds_in_range'] == r['rounds'])} ({r['rounds_in_range']}/{r['rounds']} rounds)",
+        f"DHT datagrams <= 200 per peer per second, sent and received, worst peer: "
+        f"{ok(max(r['sent_per_s_max'], r['recv_per_s_max']) <= 200)} "
+        f"(sent {r['sent_per_s_max']:.0f}, received {r['recv_per_s_max']:.0f})",
+        f"no receive-buffer drops: {ok(r['drops'] == 0)} ({r['drops']} in {r['window_s']:.0f} s)",
+        f"barrier wait <= 10% of an epoch (median): {ok(r['barrier_share'] <= 0.10)} "
+        f"({100 * r['barrier_share']:.1f}% of {r['epoch_s']:.2f} s)",
+    ]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--peers", default="4,16,64", help="swarm sizes, run one after the other")
+    ap.add_argument("--seconds", type=float, default=120, help="measured window per size, after the first average")
+    ap.add_argument("--warmup", type=float, default=5, help="seconds between the first average and the window")
+    ap.add_argument("--threads", type=int, default=1, help="trainer.threads (and OMP_NUM_THREADS) per peer")
+    ap.add_argument("--target", type=int, default=1 << 20,
+                    help="target_batch_size, the same at every size: the CPUs bound the swarm's rate, so epochs\n"
+                         "last about as long at each size (1-2 s on 2 cores)")
+    ap.add_argument("--set", action="append", default=[], help="KEY=VALUE for every peer's loom train (repeatable)")
+    ap.add_argument("--dissect", action="store_true", help="count one host's DHT queries by method and key")
+    ap.add_argument("--loom", default=os.environ.get("LOOM_BIN", os.path.join(ROOT, "build", "bin", "loom")))
+    ap.add_argument("--out", default="", help="folder for logs and results.json (default: a new one, kept)")
+    args = ap.parse_args()
+    sizes = [int(s) for s in args.peers.split(",")]
+    if min(sizes) < 2:
+        ap.error("a swarm has at least 2 peers")
+    reason = netns_hosts.skip_reason()
+    if reason:
+        sys.exit(f"swarm_scale: emulated hosts cannot be made here: {reason}")
+    if not os.access(args.loom, os.X_OK):
+        sys.exit(f"swarm_scale: {args.loom} is not an executable (build first, or --loom)")
+    out = args.out or tempfile.mkdtemp(prefix="loom-swarm-scale-")
+    os.makedirs(out, exist_ok=True)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # leaves the with blocks: hosts removed
+    print(f"swarm_scale: logs and results.json in {out}; no netem here (no latency or loss: LAN-only figures)")
+    rows = []
+    for k, n in enumerate(sizes):
+        began = time.monotonic()
+        print(f"== {n} peers: {args.seconds:.0f} s measured", flush=True)
+        try:
+            rows.append(run_size(n, args, out, k))
+        except (PeerFailed, netns_hosts.HostsError) as e:
+            report(rows)
+            print(f"swarm_scale: FAILED at {n} peers: {e}", file=sys.stderr)
+            sys.exit(1)
+        r = rows[-1]
+        print(f"  took {time.monotonic() - began:.0f} s; every peer averaged by {r['all_averaged_s']:.1f} s; "
+              f"groups of {r['group_sizes']}; shutdown: {r['shutdown_datagrams']} datagrams sent in "
+              f"{r['shutdown_s']:.1f} s; {r['topped_up_epochs']} epochs met short of the target first, "
+              f"at {100 * r['first_meeting_share']:.0f}% of it (median), and were topped up; "
+              f"RSS max {r['rss_mib_max']} MiB; UDP sent/s worst peer {r['sent_per_s_max']:.0f}", flush=True)
+        if r["never_averaged"]:
+            print(f"  peers that never averaged: {r['never_averaged']}")
+        if r["dissect"]:
+            span = r["dissect_s"]
+            print(f"  DHT datagrams per second on host {r['dissect_host']}, by OpenDHT method and key:")
+            for what, (count, size) in sorted(r["dissect"].items(), key=lambda kv: -kv[1][0])[:16]:
+                print(f"    {count / span:8.1f}/s {size / span / 1000:8.1f} kB/s  {what}")
+    report(rows)
+
+
+def report(rows):
+    if not rows:
+        return
+    print("\n" + HEAD)
+    for r in rows:
+        print(show(r))
+    print("\nissue 16's targets at 64 peers (judged at each size):")
+    for r in rows:
+        for v in verdicts(r):
+            print(f"  {r['peers']:>3} peers: {v}")
+    print("mm: median matchmaking wait of the training thread; barrier: median of that wait over its epoch's length "
+          "(round line to round line); UDP: medians over peers; epochs: lowest..highest at the stop; "
+          "kS/s: the swarm's averaged samples per second")
+
+
+if __name__ == "__main__":
+    main()
