@@ -26,6 +26,20 @@ std::string teacher_config(const fs::path& out, int steps, int checkpoint_every)
          "\"\n[task]\nsamples = 65536\nhidden = 256\n";
 }
 
+// Runs the teacher run `name` uninterrupted to steps, its final weights
+// dumped to <name>-final; "" on success, else why it failed.
+std::string reference_run(const TempDir& dir, const std::string& name, int steps, int checkpoint_every) {
+  auto cfg = dir.file(name + ".toml", teacher_config(dir.path / name, steps, checkpoint_every));
+  auto r = train({cfg, "--dump-final", (dir.path / (name + "-final")).string()});
+  return r.exit_code == 0 ? "" : r.err;
+}
+
+// The largest relative difference between two runs' final weights.
+double final_difference(const TempDir& dir, const std::string& a, const std::string& b) {
+  return max_relative_difference(read_params((dir.path / (a + "-final")).string()),
+                                 read_params((dir.path / (b + "-final")).string()));
+}
+
 TEST(Train, DigitsReaches95PercentWithSingle) {
   TempDir dir;
   auto cfg = dir.file("digits.toml",
@@ -43,10 +57,7 @@ TEST(Train, DigitsReaches95PercentWithSingle) {
 TEST(Train, ResumeAfterSigkillEndsWithTheSameWeights) {
   TempDir dir;
   const int steps = 3000;
-  // The uninterrupted reference.
-  auto ref_cfg = dir.file("ref.toml", teacher_config(dir.path / "ref", steps, 500));
-  auto r = train({ref_cfg, "--dump-final", (dir.path / "ref-final").string()});
-  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_EQ(reference_run(dir, "ref", steps, 500), "");
   // The same run, killed after its first checkpoint, then resumed.
   auto cfg = dir.file("run.toml", teacher_config(dir.path / "run", steps, 500));
   const fs::path checkpoint = dir.path / "run" / "checkpoint.pt";
@@ -60,19 +71,15 @@ TEST(Train, ResumeAfterSigkillEndsWithTheSameWeights) {
     child.kill(SIGKILL);
     child.wait(10s);
   }
-  r = train({cfg, "--resume", "--dump-final", (dir.path / "run-final").string()});
+  auto r = train({cfg, "--resume", "--dump-final", (dir.path / "run-final").string()});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  double diff = max_relative_difference(read_params((dir.path / "run-final").string()),
-                                        read_params((dir.path / "ref-final").string()));
-  EXPECT_EQ(diff, 0.0) << "resumed weights differ from the uninterrupted run's";
+  EXPECT_EQ(final_difference(dir, "run", "ref"), 0.0) << "resumed weights differ from the uninterrupted run's";
 }
 
 TEST(Train, ASigintStopsAtAStepBoundaryWithACheckpointThatResumesToTheSameWeights) {
   TempDir dir;
   const int steps = 3000;
-  auto ref_cfg = dir.file("ref.toml", teacher_config(dir.path / "ref", steps, 1000));
-  auto r = train({ref_cfg, "--dump-final", (dir.path / "ref-final").string()});
-  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_EQ(reference_run(dir, "ref", steps, 1000), "");
   // Interrupted once it has logged progress: a stop the user asked for
   // ends at a step boundary, exits 0 and leaves a checkpoint of that step.
   auto cfg = dir.file("run.toml", teacher_config(dir.path / "run", steps, 1000));
@@ -105,11 +112,10 @@ TEST(Train, ASigintStopsAtAStepBoundaryWithACheckpointThatResumesToTheSameWeight
             std::string::npos) << out;
   EXPECT_NE(out.find("--resume continues from it"), std::string::npos) << out;
   EXPECT_EQ(out.find("validation at step"), std::string::npos) << "no final validation after a stop\n" << out;
-  r = train({cfg, "--resume", "--dump-final", (dir.path / "run-final").string()});
+  auto r = train({cfg, "--resume", "--dump-final", (dir.path / "run-final").string()});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  double diff = max_relative_difference(read_params((dir.path / "run-final").string()),
-                                        read_params((dir.path / "ref-final").string()));
-  EXPECT_EQ(diff, 0.0) << "the run stopped at step " << stopped_at << " and resumed ends with other weights";
+  EXPECT_EQ(final_difference(dir, "run", "ref"), 0.0)
+      << "the run stopped at step " << stopped_at << " and resumed ends with other weights";
 }
 
 TEST(Train, AKillDuringACheckpointWriteNeverLeavesABrokenCheckpoint) {
