@@ -34,9 +34,12 @@ class DigitsCNN(nn.Module):
 
     def __init__(self):
         super().__init__()
+        # No bias before a BatchNorm: it would be subtracted again at once, so
+        # its gradient is zero up to rounding, and Adam turns that rounding
+        # noise into full-size steps of a parameter that means nothing.
         self.features = nn.Sequential(
-            nn.Conv2d(1, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(),
-            nn.Conv2d(16, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(),
+            nn.Conv2d(1, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16), nn.ReLU(),
+            nn.Conv2d(16, 32, 3, padding=1, bias=False), nn.BatchNorm2d(32), nn.ReLU(),
             nn.MaxPool2d(2))
         self.classifier = nn.Sequential(nn.Flatten(), nn.Linear(32 * 4 * 4, 64), nn.ReLU(), nn.Linear(64, 10))
 

@@ -42,23 +42,28 @@ std::string make_test_data(const std::string& name, const std::function<std::str
 
 }  // namespace
 
-std::string cached_test_data(const std::string& name, const std::function<std::string(const std::string&)>& make,
-                             std::string* why) {
+std::string cached_test_data(const std::string& name, const std::string& recipe,
+                             const std::function<std::string(const std::string&)>& make, std::string* why) {
+  char hash[24];
+  std::snprintf(hash, sizeof hash, "-%016zx", std::hash<std::string>{}(recipe));
+  const std::string key = name + hash;
   // Once per process: (folder, why it could not be made).
   static std::map<std::string, std::pair<std::string, std::string>> made;
-  auto it = made.find(name);
+  auto it = made.find(key);
   if (it == made.end()) {
     std::string failure;
-    std::string dir = make_test_data(name, make, &failure);
-    it = made.emplace(name, std::make_pair(dir, failure)).first;
+    std::string dir = make_test_data(key, make, &failure);
+    it = made.emplace(key, std::make_pair(dir, failure)).first;
   }
   if (why) *why = it->second.second;
   return it->second.first;
 }
 
 std::string exported_models(std::string* why) {
-  return cached_test_data("own-model", [](const std::string& dir) -> std::string {
-    const std::string script = std::string(kSourceDir) + "/examples/own-model/export.py";
+  const std::string script = std::string(kSourceDir) + "/examples/own-model/export.py";
+  std::ifstream in(script);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return cached_test_data("own-model", text, [script](const std::string& dir) -> std::string {
     auto r = run_process({kDebianPython, script, "--out", dir}, {}, 300s);
     return r.exit_code == 0 ? "" : "export.py failed (exit " + std::to_string(r.exit_code) + "): " + r.out + r.err;
   }, why);

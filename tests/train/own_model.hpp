@@ -17,8 +17,10 @@ namespace loom::test {
 // A folder of test data under the build tree, made once by make(folder)
 // (which returns "" or why it failed) and kept for later test processes
 // (and remembered in this one); "" with *why when it could not be made.
-std::string cached_test_data(const std::string& name, const std::function<std::string(const std::string&)>& make,
-                             std::string* why);
+// recipe is what the data is made from (a script's text): the folder is
+// named by its hash, so a changed recipe makes the data afresh.
+std::string cached_test_data(const std::string& name, const std::string& recipe,
+                             const std::function<std::string(const std::string&)>& make, std::string* why);
 
 // The folder export.py wrote into (digits_cnn.pt, digits_{train,val}.pt,
 // gpt.pt, gpt_{train,val}.pt), made once per build tree; empty (with the

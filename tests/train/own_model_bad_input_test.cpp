@@ -14,8 +14,7 @@ using namespace std::chrono_literals;
 
 // Every bad file of the cases below, written by one Python run.
 std::string bad_files(std::string* why) {
-  return cached_test_data("own-model-bad", [](const std::string& dir) -> std::string {
-    auto r = run_python(R"(
+  static const std::string code = R"(
 import sys, torch
 d = sys.argv[1]
 torch.jit.script(torch.nn.Linear(4, 3)).save(d + "/linear.pt")
@@ -34,7 +33,9 @@ torch.save({"x": bad, "y": y}, d + "/some_nan.pt")
 torch.save({"x": torch.full((64, 4), float("nan")), "y": y}, d + "/all_nan.pt")
 import os; os.makedirs(d + "/empty_folder")
 with open(d + "/huge.pt", "wb") as f: f.truncate(1 << 40)  # sparse: a terabyte that takes no disk
-)", {dir});
+)";
+  return cached_test_data("own-model-bad", code, [](const std::string& dir) -> std::string {
+    auto r = run_python(code, {dir});
     return r.exit_code == 0 ? "" : "writing the bad files failed: " + r.err;
   }, why);
 }
