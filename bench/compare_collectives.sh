@@ -78,14 +78,15 @@ perftest() {  # test size iterations
   wait "$server" || true
 }
 # Columns (-f): iterations, latency 50%ile/avg/overall (us), bandwidth avg/overall (MB/s = 2^20 B/s), rates.
+# The "avg" columns cover the last report interval only; the overall ones the whole run.
 bw_mib=0 lat_us=1e9
 for r in $(seq "$rounds"); do
   bw=$(perftest tag_bw "$max" 40)
   lat=$(perftest tag_lat 8 100000)
   echo "tag_bw $max B: $bw"
   echo "tag_lat 8 B:   $lat"
-  bw_mib=$(awk -v a="$bw_mib" -v b="$(awk '{print $5}' <<<"$bw")" 'BEGIN {print (b + 0 > a + 0) ? b : a}')
-  lat_us=$(awk -v a="$lat_us" -v b="$(awk '{print $3}' <<<"$lat")" 'BEGIN {print (b + 0 < a + 0 && b + 0 > 0) ? b : a}')
+  bw_mib=$(awk -v a="$bw_mib" -v b="$(awk '{print $6}' <<<"$bw")" 'BEGIN {print (b + 0 > a + 0) ? b : a}')
+  lat_us=$(awk -v a="$lat_us" -v b="$(awk '{print $4}' <<<"$lat")" 'BEGIN {print (b + 0 < a + 0 && b + 0 > 0) ? b : a}')
 done
 echo "load at the end: $(load)"
 echo
