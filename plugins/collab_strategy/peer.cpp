@@ -38,9 +38,6 @@ std::string milliseconds_text(Clock::duration d) {
 namespace {
 
 constexpr auto kRecordTtl = std::chrono::seconds(10);  // DHT expiry of a progress record
-// The shortest interval between two reads of the swarm's records, and
-// between two publications of this peer's sample count.
-constexpr int64_t kRefreshMs = 50;
 constexpr int64_t kRecordTtlMs = std::chrono::milliseconds(kRecordTtl).count();  // a peer's, unrefreshed
 constexpr int64_t kRepublishMs = 1000;                 // refresh even when nothing changed
 constexpr int64_t kIntroduceMs = 2000;                 // how often known peers are checked in the DHT's table
@@ -398,19 +395,15 @@ void Peer::refresh() {
 void Peer::publish(bool force) {
   ProgressRecord r = own_record();
   const int64_t now = r.time_ms;
-  const bool same = r.epoch == last_published_epoch_ && r.flags == last_published_flags_ &&
-                    r.sync_epoch == last_published_sync_epoch_;
-  if (!force && same && r.samples == last_published_samples_ && now - last_publish_ms_ < kRepublishMs) return;
-  // Sample counts alone go out at most twenty times a second, however often
-  // the training thread wakes us (every step): each put is a DHT store at
-  // several nodes, and a peer stepping thousands of times a second flooded
-  // the swarm with them.
-  if (same && now - last_publish_ms_ < kRefreshMs) return;
+  if (!force && r.epoch == last_published_epoch_ && r.samples == last_published_samples_ &&
+      r.flags == last_published_flags_ && now - last_publish_ms_ < kRepublishMs)
+    return;
+  if (!force && now - last_publish_ms_ < 50 && r.epoch == last_published_epoch_ && r.flags == last_published_flags_)
+    return;  // sample counts alone refresh at most twenty times a second
   dht_->put(progress_key(opt_.run_id), id_, encode(run_, r, identity_), kRecordTtl, std::chrono::milliseconds(1000));
   last_published_epoch_ = r.epoch;
   last_published_samples_ = r.samples;
   last_published_flags_ = r.flags;
-  last_published_sync_epoch_ = r.sync_epoch;
   last_publish_ms_ = now;
 }
 
@@ -427,15 +420,7 @@ void Peer::background() {
     try {
       publish(forced);
       publish_fingerprint();
-      // Everyone's records at most twenty times a second: a read is a DHT
-      // search, and waking on every step made it run back to back (about
-      // 400 a second, most of a peer's 1,500 datagrams a second). The
-      // swarm's estimate extrapolates the records by their rates meanwhile.
-      const int64_t now = wall_ms();
-      if (now - last_refresh_ms_ >= kRefreshMs) {
-        last_refresh_ms_ = now;
-        refresh();
-      }
+      refresh();
     } catch (const std::exception &e) {
       log(Level::warn, std::string("swarm background update failed: ") + e.what());
     }

@@ -257,8 +257,6 @@ class Peer {
   uint64_t last_published_samples_ = 0;
   uint32_t last_published_flags_ = 0;
   int64_t last_publish_ms_ = 0;
-  int64_t last_published_sync_epoch_ = -1;
-  int64_t last_refresh_ms_ = 0;
   std::map<std::string, int> rejected_;  // reasons already logged (background thread only)
   struct Address {
     std::string host;

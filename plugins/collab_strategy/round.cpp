@@ -12,11 +12,7 @@
 namespace loom_collab {
 namespace {
 
-// Matchmaking reads the DHT every kPoll while joiners come, backing off to
-// kPollMax while nothing changes: each read is a DHT search, and a group that
-// waits a second for its last member should not cost a hundred of them.
 constexpr auto kPoll = std::chrono::milliseconds(10);
-constexpr auto kPollMax = std::chrono::milliseconds(80);
 // The share of target_batch_size the swarm's estimate must reach before a
 // peer starts a round without a group formed ahead. Below the target on
 // purpose: the estimate comes from records that lag (it runs behind on busy
@@ -284,10 +280,8 @@ std::optional<GroupRecord> Peer::matchmake(int64_t epoch, uint32_t attempt, Cloc
     return best;
   };
 
-  auto poll = kPoll;
   while (true) {
     if (cancelled() || stopping()) return std::nullopt;
-    const size_t known = joiners.size();
     // The parameters stand still while the training thread waits here: a
     // good moment to snapshot for a joiner (never from the prematch thread).
     if (!background) serve_if_wanted();
@@ -308,8 +302,7 @@ std::optional<GroupRecord> Peer::matchmake(int64_t epoch, uint32_t attempt, Cloc
     if (*joiners.begin() != id_) {
       if (auto g = find_group(nullptr)) return g;  // our leader already closed
     }
-    poll = joiners.size() > known ? kPoll : std::min(poll * 2, kPollMax);
-    std::this_thread::sleep_for(std::min<Clock::duration>(poll, close_at - Clock::now()));
+    std::this_thread::sleep_for(kPoll);
   }
   const uint64_t leader = *joiners.begin();
   if (leader == id_) {
@@ -325,13 +318,11 @@ std::optional<GroupRecord> Peer::matchmake(int64_t epoch, uint32_t attempt, Cloc
   }
   // A follower waits for its leader's record, at most one more window.
   const auto wait_until = std::min(Clock::now() + window + std::chrono::seconds(1), round_deadline);
-  poll = kPoll;
   while (Clock::now() < wait_until && !cancelled()) {
     bool excluded = false;
     if (auto g = find_group(&excluded)) return g;
     if (excluded) break;
-    poll = std::min(poll * 2, kPollMax);
-    std::this_thread::sleep_for(poll);
+    std::this_thread::sleep_for(kPoll);
   }
   detail("no group at epoch " + std::to_string(epoch) + " attempt " + std::to_string(attempt) + " included this peer");
   return std::nullopt;
