@@ -19,6 +19,7 @@
 
 #include "listen_address.h"
 #include "loom/status.hpp"
+#include "stop.hpp"
 #include "store_server.hpp"
 
 namespace loom {
@@ -315,8 +316,8 @@ LaunchResult launch(const LaunchOptions& o) {
       break;
     }
     if (g_stop_signal != 0 && !stopping) {
-      result.failures.push_back(std::string("launcher got ") + (g_stop_signal == SIGINT ? "SIGINT" : "SIGTERM"));
-      stop_all("stopping every rank (" + std::string(g_stop_signal == SIGINT ? "SIGINT" : "SIGTERM") + ")");
+      result.failures.push_back("launcher got " + signal_name(g_stop_signal));
+      stop_all("stopping every rank (" + signal_name(g_stop_signal) + ")");
     }
     if (o.timeout.count() > 0 && !stopping && Clock::now() - started > o.timeout) {
       std::string what = "the job ran past --timeout " + std::to_string(o.timeout.count() / 1000) + " s";

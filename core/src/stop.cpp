@@ -33,7 +33,7 @@ struct StopOnSignals::Saved {
   struct sigaction int_action {}, term_action {};
 };
 
-StopOnSignals::StopOnSignals() : saved_(new Saved) {
+StopOnSignals::StopOnSignals() : saved_(std::make_unique<Saved>()) {
   g_stop_signal = 0;
   struct sigaction stop {};
   stop.sa_handler = on_stop_signal;
@@ -46,7 +46,6 @@ StopOnSignals::StopOnSignals() : saved_(new Saved) {
 StopOnSignals::~StopOnSignals() {
   sigaction(SIGINT, &saved_->int_action, nullptr);
   sigaction(SIGTERM, &saved_->term_action, nullptr);
-  delete saved_;
 }
 
 }  // namespace loom

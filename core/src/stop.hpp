@@ -5,6 +5,7 @@
 // swarm peer leaves its swarm well rather than dying mid-round.
 #pragma once
 
+#include <memory>
 #include <string>
 
 namespace loom {
@@ -26,7 +27,7 @@ class StopOnSignals {
 
  private:
   struct Saved;
-  Saved* saved_;
+  std::unique_ptr<Saved> saved_;
 };
 
 }  // namespace loom

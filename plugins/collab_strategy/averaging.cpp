@@ -112,7 +112,6 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
   const auto start = Clock::now();
   const auto deadline = start + std::chrono::milliseconds(int64_t(opt_.averaging_timeout * 1000));
   std::string last_failure;
-  auto ms = [](Clock::duration d) { return milliseconds_text(d); };
   round_met_.reset();
 
   // One round over an open group. waited: how long the training thread
@@ -245,9 +244,9 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
     round_averaged_ = Clock::now();
     const auto reduced = round_averaged_ - posted;
     detail("epoch " + std::to_string(epoch) + ": averaged gradients of " + std::to_string(uint64_t(total)) +
-           " samples with " + group_text(group) + " (matchmaking " + ms(waited) + " ms" +
-           (ahead ? ", group and communicator prepared ahead" : "") + ", averaging " + ms(setup + reduced) +
-           " ms: communicator " + ms(setup) + " ms, " + (robust ? "centered_clip " : "allreduce ") + ms(reduced) +
+           " samples with " + group_text(group) + " (matchmaking " + milliseconds_text(waited) + " ms" +
+           (ahead ? ", group and communicator prepared ahead" : "") + ", averaging " + milliseconds_text(setup + reduced) +
+           " ms: communicator " + milliseconds_text(setup) + " ms, " + (robust ? "centered_clip " : "allreduce ") + milliseconds_text(reduced) +
            " ms" + (direct && !robust ? ", scaled into the gradients" : "") + ")");
     comm_ = std::move(comm);
     last_local_reason_.clear();
