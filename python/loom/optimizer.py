@@ -28,6 +28,19 @@ def _kind_of(optimizer):
     return None
 
 
+def _loss_value(loss):
+    """A step's loss as a float for the swarm's records, or None."""
+    if loss is None:
+        return None
+    if torch.is_tensor(loss):
+        if loss.numel() != 1:
+            raise ValueError(f"loss has {loss.numel()} elements: pass the step's scalar loss")
+        return float(loss.detach().item())
+    if isinstance(loss, bool) or not isinstance(loss, (int, float)):
+        raise ValueError(f"loss = {loss!r}: it must be a number or a one-element tensor")
+    return float(loss)
+
+
 def _forward_logs():
     for level, text in _native.drain_logs():
         _log.log(level, "%s", text)
@@ -165,18 +178,21 @@ class Optimizer:
         if counters:
             self._session.share_step_counters(counters)
 
-    def step(self, closure=None, batch_size=None):
+    def step(self, closure=None, batch_size=None, loss=None):
         """Counts this step's samples (batch_size, default batch_size_per_step)
-        toward the swarm's target; steps the optimizer when the swarm averaged."""
-        loss = None
+        toward the swarm's target; steps the optimizer when the swarm averaged.
+        loss (a number or a one-element tensor; the closure's result when a
+        closure is given) is this step's training loss: a swarm peer publishes
+        it, so that `loom swarm status` shows the swarm's loss."""
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
         samples = self.batch_size_per_step if batch_size is None else batch_size
         if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1:
             raise ValueError(f"batch_size = {samples!r}: it must be an int of at least 1")
+        value = _loss_value(loss)
         try:
-            apply = self._session.after_backward(samples)
+            apply = self._session.after_backward(samples, value)
             if apply:
                 if self._session.grads_finite():
                     self.optimizer.step()

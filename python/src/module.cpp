@@ -95,7 +95,8 @@ PYBIND11_MODULE(_native, m) {
       .def("optimizer_statistics", &Session::optimizer_statistics)
       .def("share_step_counters", &Session::share_step_counters)
       .def("setup", &Session::setup, py::call_guard<py::gil_scoped_release>())
-      .def("after_backward", &Session::after_backward, py::call_guard<py::gil_scoped_release>())
+      .def("after_backward", &Session::after_backward, py::arg("samples"), py::arg("loss") = py::none(),
+           py::call_guard<py::gil_scoped_release>())
       .def("after_optimizer_step", &Session::after_optimizer_step, py::call_guard<py::gil_scoped_release>())
       .def("load_state_from_peers",
            [](Session& self) {

@@ -92,7 +92,7 @@ def main():
             loss.backward()
             window.append(loss.item())
             before = opt.local_epoch
-            opt.step()
+            opt.step(loss=loss)  # published: `loom swarm status` shows it
             opt.zero_grad()
             if opt.local_epoch == args.load_at and before != args.load_at:
                 with torch.no_grad():

@@ -49,6 +49,11 @@ CASES = {
     "load_state_with_single": ("ValueError", ["single", "load_state"],
                                "o = loom.Optimizer(adamw(), batch_size_per_step=8, strategy='single'); "
                                "o.load_state_from_peers()"),
+    "loss_not_a_number": ("ValueError", ["loss", "number or a one-element tensor"],
+                          "o = loom.Optimizer(adamw(), batch_size_per_step=8, strategy='single'); o.step(loss='low')"),
+    "loss_of_many_elements": ("ValueError", ["3 elements", "scalar loss"],
+                              "o = loom.Optimizer(adamw(), batch_size_per_step=8, strategy='single'); "
+                              "o.step(loss=torch.ones(3))"),
     "communicator_unknown_plugin": ("ValueError", ["nosuch"], "loom.Communicator(name='nosuch')"),
     "communicator_bad_op": ("ValueError", ["op", "sum"],
                             "c = loom.Communicator(name='ucx'); c.allreduce(torch.ones(3), op='median')"),

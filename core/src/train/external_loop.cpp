@@ -135,9 +135,11 @@ void ExternalLoop::setup() {
   set_up_ = true;
 }
 
-bool ExternalLoop::after_backward(uint64_t samples) {
+bool ExternalLoop::after_backward(uint64_t samples, std::optional<double> loss) {
   setup();
   state_->check_views();
+  if (loss) state_->set_window_loss(*loss);
+  else state_->forget_window_loss();
   bool apply = false;
   Status s = strategy_->after_backward(samples, &apply);
   if (!s.is_ok()) throw from_status(s);

@@ -4,7 +4,8 @@
 // a strategy without device support gets (staging.hpp). Owner has
 // snapshot() -> std::string, restore(const char*, size_t) (throws when the
 // bytes do not fit), the views its Views members return, and
-// device_memory() -> DeviceMemory&. fill_callbacks() sets them all.
+// device_memory() -> DeviceMemory&, and window_loss(double*) -> bool (false:
+// no loss known). fill_callbacks() sets them all.
 // Internal; header-only, no LibTorch beyond device_memory.hpp's.
 #pragma once
 
@@ -64,6 +65,11 @@ loom_status copy(void* user, void* dst, int32_t dst_on_device, const void* src, 
   return static_cast<Owner*>(user)->device_memory().copy(dst, dst_on_device != 0, src, src_on_device != 0, bytes);
 }
 
+template <class Owner>
+loom_status window_loss(void* user, double* loss) {
+  return static_cast<Owner*>(user)->window_loss(loss) ? LOOM_OK : LOOM_ERR_UNAVAILABLE;
+}
+
 // Points view's callbacks at owner's members; device and stream come from
 // owner.device_memory().
 template <class Owner, const std::vector<DLTensor>& (Owner::*Optimizer)(),
@@ -79,6 +85,7 @@ void fill_callbacks(Owner& owner, loom_training_state_v1* view) {
   view->alloc_device = alloc_device<Owner>;
   view->free_device = free_device<Owner>;
   view->copy = copy<Owner>;
+  view->window_loss = window_loss<Owner>;
 }
 
 }  // namespace loom::train::lent

@@ -45,6 +45,7 @@ class HostStaging {
   std::string snapshot();
   void restore(const char* data, size_t len);
   DeviceMemory& device_memory() { return host_memory_; }
+  bool window_loss(double* loss) const { return state_.window_loss(loss); }
 
  private:
   TrainingState& state_;

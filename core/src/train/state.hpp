@@ -74,6 +74,18 @@ class TrainingState {
 
   int64_t step = 0;  // global optimizer steps, as saved in snapshots
 
+  // The mean loss of the window about to be handed to the strategy (ABI
+  // 1.10's window_loss); forget_window_loss() when none is known.
+  void set_window_loss(double loss) {
+    window_loss_ = loss;
+    has_window_loss_ = true;
+  }
+  void forget_window_loss() { has_window_loss_ = false; }
+  bool window_loss(double* loss) const {
+    if (has_window_loss_) *loss = window_loss_;
+    return has_window_loss_;
+  }
+
  private:
   Task& task_;
   std::vector<torch::Tensor> params_;
@@ -95,6 +107,8 @@ class TrainingState {
   mutable std::string last_snapshot_;
   std::string description_;  // what view_.description points to (ABI 1.5)
   DeviceMemory memory_;      // view_'s device services (ABI 1.6)
+  double window_loss_ = 0;
+  bool has_window_loss_ = false;
 };
 
 // What is trained, as lent to strategies (loom_training_state_v1.description):

@@ -265,6 +265,7 @@ TrainResult run_training(const TrainConfig& config, const TrainRequest& request)
                  strategy->descriptor().name, s.on_nonfinite);
   double window_loss = 0;  // summed since the last step: non-finite once any loss was
   while (step < s.max_steps && !strategy->should_stop() && !stopping()) {
+    double this_window = 0;  // this window's summed loss, lent to the strategy as its mean (ABI 1.10)
     for (int64_t a = 0; a < s.accumulate; ++a, ++micro) {
       Batch batch = task->train_data().get(sampler.batch(micro));
       torch::Tensor loss;
@@ -275,6 +276,7 @@ TrainResult run_training(const TrainConfig& config, const TrainRequest& request)
       (s.accumulate > 1 ? loss / double(s.accumulate) : loss).backward();
       const double value = loss.item<double>();
       window_loss += value;
+      this_window += value;
       if (std::isfinite(value)) {
         loss_sum += value;
         ++loss_count;
@@ -282,6 +284,7 @@ TrainResult run_training(const TrainConfig& config, const TrainRequest& request)
       samples += batch.size;
     }
     state.check_views();
+    state.set_window_loss(this_window / double(s.accumulate));
     bool apply = false;
     check_status(staged([&] { return strategy->after_backward(static_cast<uint64_t>(s.batch_size * s.accumulate), &apply); }));
     if (!apply) {

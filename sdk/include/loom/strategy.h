@@ -142,6 +142,15 @@ typedef struct loom_training_state_v1 {
    * Training thread only. */
   loom_status (*copy)(void *user, void *dst, int32_t dst_on_device, const void *src, int32_t src_on_device,
                       size_t bytes);
+  /* ABI 1.10 (present when struct_size >= LOOM_TRAINING_STATE_V1_10_SIZE;
+   * may be NULL): the mean training loss of the optimizer-step window the
+   * host is handing over, as it computed it (the mean over the window's
+   * micro-batches). Valid during after_backward, on the training thread.
+   * *loss may be NaN or infinite: that is what the host saw. Returns
+   * LOOM_ERR_UNAVAILABLE when the host knows no loss for this window (an
+   * external training loop that was not told it). A swarm peer publishes it
+   * so that observers can show the swarm's loss (hivemind's metrics). */
+  loom_status (*window_loss)(void *user, double *loss);
 } loom_training_state_v1;
 
 typedef struct loom_strategy_v1 {
@@ -232,6 +241,8 @@ typedef struct loom_strategy_v1 {
 #define LOOM_TRAINING_STATE_V1_6_SIZE 136u
 /* Sizes with the members ABI 1.8 appended. */
 #define LOOM_STRATEGY_V1_8_SIZE 160u
+/* Sizes with the members ABI 1.10 appended. */
+#define LOOM_TRAINING_STATE_V1_10_SIZE 144u
 
 /* Strategy capability bits (loom_plugin_info.capabilities), ABI 1.5. */
 /* The strategy finds a non-finite loss in the gradients it is given (NaN or
@@ -253,7 +264,8 @@ typedef struct loom_strategy_v1 {
 #define LOOM_STRATEGY_ENTRY_NAME "loom_strategy_plugin_v1"
 
 #if UINTPTR_MAX == 0xffffffffffffffffu
-LOOM_STATIC_ASSERT(sizeof(loom_training_state_v1) == LOOM_TRAINING_STATE_V1_6_SIZE, "loom_training_state_v1 layout is frozen");
+LOOM_STATIC_ASSERT(sizeof(loom_training_state_v1) == LOOM_TRAINING_STATE_V1_10_SIZE, "loom_training_state_v1 layout is frozen");
+LOOM_STATIC_ASSERT(offsetof(loom_training_state_v1, window_loss) == LOOM_TRAINING_STATE_V1_6_SIZE, "1.10 appends after 1.6");
 LOOM_STATIC_ASSERT(offsetof(loom_training_state_v1, device) == LOOM_TRAINING_STATE_V1_5_SIZE, "1.6 appends after 1.5");
 LOOM_STATIC_ASSERT(offsetof(loom_training_state_v1, description) == LOOM_TRAINING_STATE_V1_4_SIZE, "1.5 appends after 1.4");
 LOOM_STATIC_ASSERT(offsetof(loom_training_state_v1, max_steps) == LOOM_TRAINING_STATE_V1_0_SIZE, "1.1 appends after 1.0");

@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -86,8 +87,9 @@ class ExternalLoop {
   // The strategy's setup: a swarm peer joins (and loads the swarm's state).
   void setup();
   // The gradients of `samples` more samples are in the buffers; true when
-  // the optimizer steps now on them (they were averaged).
-  bool after_backward(uint64_t samples);
+  // the optimizer steps now on them (they were averaged). loss: their mean
+  // training loss when the loop knows it (lent to the strategy, ABI 1.10).
+  bool after_backward(uint64_t samples, std::optional<double> loss = std::nullopt);
   void after_optimizer_step();
   // Loads the newest state the other processes hold, now, between steps
   // (strategy ABI 1.8): true when one was loaded; false, with *why, when
