@@ -243,6 +243,8 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
     }
     round_averaged_ = Clock::now();
     const auto reduced = round_averaged_ - posted;
+    round_report_ = {epoch, group.group_hash(), uint32_t(group.members.size()), uint64_t(total),
+                     float(std::chrono::duration<double, std::milli>(waited).count()), 0.0f};
     detail("epoch " + std::to_string(epoch) + ": averaged gradients of " + std::to_string(uint64_t(total)) +
            " samples with " + group_text(group) + " (matchmaking " + milliseconds_text(waited) + " ms" +
            (ahead ? ", group and communicator prepared ahead" : "") + ", averaging " + milliseconds_text(setup + reduced) +

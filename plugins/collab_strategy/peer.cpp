@@ -294,6 +294,17 @@ ProgressRecord Peer::own_record() const {
   r.state_port = server_ ? server_->port() : 0;
   r.fingerprint = fingerprint_;
   r.since_ms = since_ms_;
+  r.target_batch_size = std::max<uint64_t>(1, opt_.target_batch_size);
+  {
+    std::lock_guard<std::mutex> lock(report_mutex_);
+    r.last_loss = last_loss_;
+    if (loss_epoch_ <= r.epoch) {  // never ahead of the record (encode refuses it)
+      r.loss_epoch = loss_epoch_;
+      r.epoch_loss = epoch_loss_;
+      r.loss_windows = loss_windows_;
+    }
+    if (last_round_.epoch <= r.epoch) r.last_round = last_round_;
+  }
   {
     std::lock_guard<std::mutex> lock(sync_mutex_);
     r.sync_epoch = sync_epoch_;
@@ -446,6 +457,29 @@ void Peer::serve_if_wanted() {
   detail("published a state snapshot of epoch " + std::to_string(epoch_.load()) + " (" + std::to_string(len) +
          " bytes) for a joining peer (serialised in " + ms(t1 - t0) + " ms, handed over in " + ms(Clock::now() - t1) +
          " ms)");
+}
+
+void Peer::note_loss() {
+  const int64_t epoch = epoch_.load();
+  if (epoch != summing_epoch_) {
+    if (loss_count_ > 0) {
+      std::lock_guard<std::mutex> lock(report_mutex_);
+      loss_epoch_ = summing_epoch_;
+      epoch_loss_ = float(loss_sum_ / loss_count_);
+      loss_windows_ = loss_count_;
+    }
+    summing_epoch_ = epoch;
+    loss_sum_ = 0;
+    loss_count_ = 0;
+  }
+  double loss = 0;
+  if (state_.struct_size < LOOM_TRAINING_STATE_V1_10_SIZE || state_.window_loss == nullptr ||
+      state_.window_loss(state_.user, &loss) != LOOM_OK)
+    return;
+  loss_sum_ += loss;
+  ++loss_count_;
+  std::lock_guard<std::mutex> lock(report_mutex_);
+  last_loss_ = float(loss);
 }
 
 void Peer::zero_grads() {

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -286,6 +287,21 @@ class Peer {
   // centered_clip's slices: what this member sends, what it receives, its result.
   std::vector<float, loom_plugin_common::HugePageAllocator<float>> robust_send_, robust_recv_, robust_slice_;
   int64_t last_heal_try_ms_ = 0;
+  // What observers see (records.h's version 5 fields): the training thread
+  // sets them, the background thread publishes them.
+  void note_loss();  // training thread: adds the host's loss of this window (ABI 1.10)
+  mutable std::mutex report_mutex_;
+  float last_loss_ = std::numeric_limits<float>::quiet_NaN();
+  int64_t loss_epoch_ = -1;
+  float epoch_loss_ = std::numeric_limits<float>::quiet_NaN();
+  uint32_t loss_windows_ = 0;
+  ProgressRecord::Round last_round_;
+  // Training thread only: the epoch whose windows' losses are summed, and
+  // the averaged round waiting for its optimizer step to be reported.
+  int64_t summing_epoch_ = -1;
+  double loss_sum_ = 0;
+  uint32_t loss_count_ = 0;
+  ProgressRecord::Round round_report_;
   bool alone_until_target_ = false;  // an early round found nobody: this epoch waits for a whole target
   bool set_up_ = false;
 

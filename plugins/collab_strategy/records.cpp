@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// Wire format of the swarm's records (version 4; since 3 every record is
+// Wire format of the swarm's records (version 5; since 3 every record is
 // signed by the peer that made it, identity.h; 4 added a progress record's
-// earlier sync points):
+// earlier sync points, 5 what observers show: its target, loss and last
+// round):
 //
 //   magic "LMSW" | version u8 | kind u8 | run u64 | payload length u32 | payload |
 //   signer's Ed25519 public key (32) | signature (64) | crc32 u32
@@ -29,7 +30,7 @@ namespace loom_collab {
 namespace {
 
 constexpr uint8_t kMagic[4] = {'L', 'M', 'S', 'W'};
-constexpr uint8_t kVersion = 4;
+constexpr uint8_t kVersion = 5;
 constexpr size_t kHeaderSize = 4 + 1 + 1 + 8 + 4;  // up to and including the payload length
 constexpr size_t kTrailer = kPublicKeyBytes + kSignatureBytes + 4;  // signer, signature, CRC
 constexpr size_t kFrameSize = kHeaderSize + kTrailer;
@@ -88,6 +89,11 @@ class Writer {
     uint64_t bits;
     std::memcpy(&bits, &v, sizeof bits);  // the IEEE-754 bit pattern, not a struct layout
     u64(bits);
+  }
+  void f32(float v) {
+    uint32_t bits;
+    std::memcpy(&bits, &v, sizeof bits);
+    u32(bits);
   }
   void str(const std::string &s) {
     out_.push_back(static_cast<uint8_t>(s.size()));
@@ -153,6 +159,12 @@ class Reader {
   bool f64(double *v) {
     uint64_t bits;
     if (!u64(&bits)) return false;
+    std::memcpy(v, &bits, sizeof bits);
+    return true;
+  }
+  bool f32(float *v) {
+    uint32_t bits;
+    if (!u32(&bits)) return false;
     std::memcpy(v, &bits, sizeof bits);
     return true;
   }
@@ -369,6 +381,26 @@ Bytes encode(uint64_t run, const ProgressRecord &r, const Identity &signer) {
     w.i64(s.epoch);
     w.u64(s.hash);
   }
+  require(r.target_batch_size >= 1, "target_batch_size is 0");
+  require(r.loss_epoch >= -1 && r.loss_epoch <= r.epoch, "loss_epoch outside -1..epoch");
+  const auto &round = r.last_round;
+  require(round.epoch >= -1 && round.epoch <= r.epoch, "the last round's epoch is outside -1..epoch");
+  require(round.members <= kMaxMembers && (round.epoch < 0 || round.members >= 1),
+          "the last round has " + std::to_string(round.members) + " members (1.." + std::to_string(kMaxMembers) + ")");
+  require(std::isfinite(round.matchmaking_ms) && round.matchmaking_ms >= 0 && std::isfinite(round.round_ms) &&
+              round.round_ms >= 0,
+          "the last round's times are not finite durations >= 0");
+  w.u64(r.target_batch_size);
+  w.f32(r.last_loss);
+  w.i64(r.loss_epoch);
+  w.f32(r.epoch_loss);
+  w.u32(r.loss_windows);
+  w.i64(round.epoch);
+  w.u64(round.group);
+  w.u32(round.members);
+  w.u64(round.samples);
+  w.f32(round.matchmaking_ms);
+  w.f32(round.round_ms);
   return w.finish(signer);
 }
 
@@ -447,6 +479,24 @@ std::optional<ProgressRecord> decode_progress(uint64_t run, const uint8_t *data,
         after = s.epoch;
         p.earlier_syncs.push_back(s);
       }
+    }
+    auto &round = p.last_round;
+    if (r.error().empty() && r.u64(&p.target_batch_size) && r.f32(&p.last_loss) && r.i64(&p.loss_epoch) &&
+        r.f32(&p.epoch_loss) && r.u32(&p.loss_windows) && r.i64(&round.epoch) && r.u64(&round.group) &&
+        r.u32(&round.members) && r.u64(&round.samples) && r.f32(&round.matchmaking_ms) && r.f32(&round.round_ms)) {
+      if (p.target_batch_size == 0) r.fail("target_batch_size is 0");
+      if (p.loss_epoch < -1 || p.loss_epoch > p.epoch)
+        r.fail("loss_epoch " + std::to_string(p.loss_epoch) + " is outside -1.." + std::to_string(p.epoch) +
+               " (its epoch)");
+      if (round.epoch < -1 || round.epoch > p.epoch)
+        r.fail("the last round's epoch " + std::to_string(round.epoch) + " is outside -1.." + std::to_string(p.epoch) +
+               " (its epoch)");
+      if (round.members > kMaxMembers || (round.epoch >= 0 && round.members == 0))
+        r.fail("the last round has " + std::to_string(round.members) + " members (1.." + std::to_string(kMaxMembers) +
+               ")");
+      if (!std::isfinite(round.matchmaking_ms) || round.matchmaking_ms < 0 || !std::isfinite(round.round_ms) ||
+          round.round_ms < 0)
+        r.fail("the last round's times are not finite durations >= 0");
     }
     if (!std::isfinite(p.samples_per_second) || p.samples_per_second < 0) {
       r.fail("samples_per_second " + std::to_string(p.samples_per_second) + " is not a finite rate >= 0");

@@ -10,6 +10,7 @@
 #define LOOM_COLLAB_RECORDS_H
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -66,6 +67,30 @@ struct ProgressRecord {
   };
   static constexpr size_t kMaxEarlierSyncs = 3;
   std::vector<SyncPoint> earlier_syncs;
+
+  // For observers (`loom swarm status`); no peer decides anything on these.
+  uint64_t target_batch_size = 1;  // the sender's target (>= 1)
+  // Its training loss as the host reported it (ABI 1.10): the mean of its
+  // latest window, and the mean over its windows of epoch loss_epoch (its
+  // last finished one; -1: none yet). NaN when unknown, infinite or NaN
+  // too when the loss was: observers show what the peer saw.
+  float last_loss = std::numeric_limits<float>::quiet_NaN();
+  int64_t loss_epoch = -1;
+  float epoch_loss = std::numeric_limits<float>::quiet_NaN();
+  uint32_t loss_windows = 0;  // windows epoch_loss is the mean of
+  // Its last averaged round (round_epoch -1: none yet): the group's hash
+  // (members of one round publish the same), its size, the samples it
+  // averaged, how long this peer waited for the group (matchmaking) and
+  // how long the round took from the group's meeting to the next window.
+  struct Round {
+    int64_t epoch = -1;
+    uint64_t group = 0;
+    uint32_t members = 0;
+    uint64_t samples = 0;
+    float matchmaking_ms = 0;
+    float round_ms = 0;
+  };
+  Round last_round;
 };
 
 // "I am ready to average at (epoch, attempt)": matchmaking's declaration.

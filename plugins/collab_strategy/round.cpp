@@ -26,6 +26,7 @@ constexpr double kEnterFraction = 0.75;
 loom_status Peer::after_backward(uint64_t local_samples, loom_step_decision *decision, std::string *why) {
   *decision = LOOM_STEP_ACCUMULATE;
   if (misfit(why)) return LOOM_ERR_INVALID_ARGUMENT;
+  note_loss();
   if (stopping()) {
     // Leaving: a group formed ahead, or one whose round fell short, waits
     // for this peer until averaging_timeout, so its round is finished;
@@ -235,6 +236,11 @@ loom_status Peer::after_optimizer_step(std::string *why) {
     // all met before it): what a front end's speed changes, and what the
     // benchmarks compare.
     const auto end = Clock::now();
+    round_report_.round_ms = float(std::chrono::duration<double, std::milli>(end - *round_met_).count());
+    {
+      std::lock_guard<std::mutex> lock(report_mutex_);
+      last_round_ = round_report_;
+    }
     detail("epoch " + std::to_string(done - 1) + ": round " + milliseconds_text(end - *round_met_) +
            " ms from the group's meeting to the next window: gradients " +
            milliseconds_text(round_averaged_ - *round_met_) + " ms, the host's optimizer step " +

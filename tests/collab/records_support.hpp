@@ -44,9 +44,14 @@ struct Frame {
     std::memcpy(&bits, &d, 8);
     u64(bits);
   }
+  void f32(float v) {
+    uint32_t bits;
+    std::memcpy(&bits, &v, 4);
+    u32(bits);
+  }
 };
 
-inline Bytes frame(uint8_t kind, const Bytes &payload, uint64_t run = kRun, uint8_t version = 4,
+inline Bytes frame(uint8_t kind, const Bytes &payload, uint64_t run = kRun, uint8_t version = 5,
             const Identity &signer = me()) {
   Frame f;
   for (char c : std::string("LMSW")) f.u8(static_cast<uint8_t>(c));
@@ -87,6 +92,12 @@ inline ProgressRecord sample_progress() {
   p.sync_epoch = 40;
   p.sync_hash = 0x5eed5eed5eed5eedULL;
   p.earlier_syncs = {{35, 0x35}, {30, 0x30}, {25, 0x25}};
+  p.target_batch_size = 4096;
+  p.last_loss = 0.25f;
+  p.loss_epoch = 41;
+  p.epoch_loss = 0.5f;
+  p.loss_windows = 17;
+  p.last_round = {41, 0x600d600d600dULL, 4, 4100, 12.5f, 33.25f};
   return p;
 }
 
@@ -142,8 +153,29 @@ inline std::string rejection(const Kind &k, const Bytes &b) {
   return why;
 }
 
+constexpr size_t kObserverBytes = 64;  // their size on the wire
+
+// The fields format version 5 added to a progress record (what observers
+// show), valid by default for a record of epoch 1.
+struct ObserverFields {
+  uint64_t target = 64;
+  float last_loss = 1.5f;
+  int64_t loss_epoch = 0;
+  float epoch_loss = 2.0f;
+  uint32_t loss_windows = 3;
+  int64_t round_epoch = 0;
+  uint64_t round_group = 7;
+  uint32_t round_members = 2;
+  uint64_t round_samples = 64;
+  float matchmaking_ms = 1.0f;
+  float round_ms = 2.0f;
+};
+
+// sync_count and sync_points: the earlier sync points' count byte and what
+// follows it; extra: bytes after the whole payload.
 inline Bytes progress_payload(const std::string &host, double rate, int64_t epoch = 1, size_t extra = 0,
-                       uint64_t peer = me().id()) {
+                              uint64_t peer = me().id(), uint8_t sync_count = 0, const Bytes &sync_points = {},
+                              const ObserverFields &o = {}) {
   Frame f;
   f.u64(peer);
   f.u64(static_cast<uint64_t>(epoch));
@@ -158,7 +190,19 @@ inline Bytes progress_payload(const std::string &host, double rate, int64_t epoc
   f.u64(0);  // since_ms
   f.u64(0);  // sync_epoch
   f.u64(0);  // sync_hash
-  f.b.push_back(0);  // no earlier sync points
+  f.u8(sync_count);
+  f.b.insert(f.b.end(), sync_points.begin(), sync_points.end());
+  f.u64(o.target);
+  f.f32(o.last_loss);
+  f.u64(static_cast<uint64_t>(o.loss_epoch));
+  f.f32(o.epoch_loss);
+  f.u32(o.loss_windows);
+  f.u64(static_cast<uint64_t>(o.round_epoch));
+  f.u64(o.round_group);
+  f.u32(o.round_members);
+  f.u64(o.round_samples);
+  f.f32(o.matchmaking_ms);
+  f.f32(o.round_ms);
   f.b.resize(f.b.size() + extra);
   return f.b;
 }

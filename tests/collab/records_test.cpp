@@ -48,6 +48,83 @@ TEST(Records, ProgressRoundTrip) {
   EXPECT_EQ(back->sync_epoch, p.sync_epoch);
   EXPECT_EQ(back->sync_hash, p.sync_hash);
   EXPECT_EQ(back->earlier_syncs, p.earlier_syncs);
+  EXPECT_EQ(back->target_batch_size, p.target_batch_size);
+  EXPECT_EQ(back->last_loss, p.last_loss);
+  EXPECT_EQ(back->loss_epoch, p.loss_epoch);
+  EXPECT_EQ(back->epoch_loss, p.epoch_loss);
+  EXPECT_EQ(back->loss_windows, p.loss_windows);
+  EXPECT_EQ(back->last_round.epoch, p.last_round.epoch);
+  EXPECT_EQ(back->last_round.group, p.last_round.group);
+  EXPECT_EQ(back->last_round.members, p.last_round.members);
+  EXPECT_EQ(back->last_round.samples, p.last_round.samples);
+  EXPECT_EQ(back->last_round.matchmaking_ms, p.last_round.matchmaking_ms);
+  EXPECT_EQ(back->last_round.round_ms, p.last_round.round_ms);
+}
+
+TEST(Records, ProgressCarriesWhatALossWasEvenWhenItWasNotFinite) {
+  // A diverging peer's loss is what an observer most needs to see.
+  for (float loss : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(), -2.5f}) {
+    ProgressRecord p = sample_progress();
+    p.last_loss = loss;
+    p.epoch_loss = loss;
+    const Bytes b = encode(kRun, p, me());
+    std::string why;
+    auto back = decode_progress(kRun, b.data(), b.size(), &why);
+    ASSERT_TRUE(back) << why;
+    EXPECT_EQ(std::isnan(back->last_loss), std::isnan(loss));
+    if (!std::isnan(loss)) {
+      EXPECT_EQ(back->epoch_loss, loss);
+    }
+  }
+  ProgressRecord fresh;  // a peer that has not trained yet
+  fresh.peer_id = me().id();
+  const Bytes b = encode(kRun, fresh, me());
+  std::string why;
+  auto back = decode_progress(kRun, b.data(), b.size(), &why);
+  ASSERT_TRUE(back) << why;
+  EXPECT_EQ(back->loss_epoch, -1);
+  EXPECT_EQ(back->last_round.epoch, -1);
+  EXPECT_TRUE(std::isnan(back->last_loss));
+}
+
+TEST(Records, RejectsOutOfRangeObserverFields) {
+  std::string why;
+  auto bad = [&](const ObserverFields &o) {
+    const Bytes b = frame(1, progress_payload("h", 1.0, 1, 0, me().id(), 0, {}, o));
+    EXPECT_FALSE(decode_progress(kRun, b.data(), b.size(), &why));
+    return why;
+  };
+  const Bytes ok = frame(1, progress_payload("h", 1.0));
+  EXPECT_TRUE(decode_progress(kRun, ok.data(), ok.size(), &why)) << why;
+  ObserverFields o;
+  o.target = 0;
+  EXPECT_EQ(bad(o), "target_batch_size is 0");
+  o = {};
+  o.loss_epoch = 2;  // the record's epoch is 1
+  EXPECT_EQ(bad(o), "loss_epoch 2 is outside -1..1 (its epoch)");
+  o.loss_epoch = -2;
+  EXPECT_EQ(bad(o), "loss_epoch -2 is outside -1..1 (its epoch)");
+  o = {};
+  o.round_epoch = 5;
+  EXPECT_EQ(bad(o), "the last round's epoch 5 is outside -1..1 (its epoch)");
+  o = {};
+  o.round_members = 0;
+  EXPECT_EQ(bad(o), "the last round has 0 members (1..4096)");
+  o.round_members = 4097;
+  EXPECT_EQ(bad(o), "the last round has 4097 members (1..4096)");
+  for (float t : {-1.0f, std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
+    o = {};
+    o.round_ms = t;
+    EXPECT_EQ(bad(o), "the last round's times are not finite durations >= 0");
+    o = {};
+    o.matchmaking_ms = t;
+    EXPECT_EQ(bad(o), "the last round's times are not finite durations >= 0");
+  }
+  o = {};
+  o.round_epoch = -1;  // no round yet: no members needed
+  o.round_members = 0;
+  const Bytes none = frame(1, progress_payload("h", 1.0, 1, 0, me().id(), 0, {}, o));
+  EXPECT_TRUE(decode_progress(kRun, none.data(), none.size(), &why)) << why;
 }
 
 TEST(Records, ProgressIsLittleEndianOnTheWire) {
@@ -57,7 +134,7 @@ TEST(Records, ProgressIsLittleEndianOnTheWire) {
   const Bytes b = encode(kRun, p, me());
   ASSERT_GE(b.size(), 34u);
   EXPECT_EQ(std::string(b.begin(), b.begin() + 4), "LMSW");
-  EXPECT_EQ(b[4], 4);  // format version
+  EXPECT_EQ(b[4], 5);  // format version
   for (int i = 0; i < 8; ++i) EXPECT_EQ(b[18 + i], uint8_t(me().id() >> (8 * i)));
   for (int i = 0; i < 8; ++i) EXPECT_EQ(b[26 + i], i + 1);
   // The trailer: the signer's public key, then its signature.
@@ -190,7 +267,7 @@ TEST(Records, RejectsBadMagicVersionAndChecksum) {
   EXPECT_NE(rejection(k, Bytes{'{', '"'}).find("bad magic"), std::string::npos);
 
   const Bytes payload = payload_of(k.valid);
-  EXPECT_NE(rejection(k, frame(1, payload, kRun, 1)).find("unknown record format version 1 (this build reads 4)"),
+  EXPECT_NE(rejection(k, frame(1, payload, kRun, 1)).find("unknown record format version 1 (this build reads 5)"),
             std::string::npos);
 
   b = k.valid;
@@ -232,7 +309,7 @@ TEST(Records, RejectsAnotherRun) {
 TEST(Records, RejectsAnOversizedPayloadLengthBeforeReadingIt) {
   Frame f;
   for (char c : std::string("LMSW")) f.u8(static_cast<uint8_t>(c));
-  f.u8(4);
+  f.u8(5);
   f.u8(1);
   f.u64(kRun);
   f.u32(0xffffffffu);
@@ -259,22 +336,21 @@ TEST(Records, RejectsOutOfRangeProgressFields) {
   EXPECT_EQ(bad(progress_payload("h", 1.0, 1, 3)), "3 unread bytes at the end of the payload");
   // Earlier sync points: at most three, epochs decreasing below sync_epoch (0 here), hashes non-zero.
   auto with_syncs = [](uint8_t n, std::vector<std::pair<int64_t, uint64_t>> points) {
-    Bytes b = progress_payload("h", 1.0);
-    b.back() = n;
     Frame f;
     for (const auto &[epoch, hash] : points) {
       f.u64(uint64_t(epoch));
       f.u64(hash);
     }
-    b.insert(b.end(), f.b.begin(), f.b.end());
-    return b;
+    return progress_payload("h", 1.0, 1, 0, me().id(), n, f.b);
   };
   EXPECT_EQ(bad(with_syncs(4, {})), "4 earlier sync points (at most 3)");
   EXPECT_EQ(bad(with_syncs(1, {{0, 5}})), "earlier sync point 0 (epoch 0) is not below the one before it (0), or has no hash");
   EXPECT_NE(bad(with_syncs(2, {{-1, 5}})).find("earlier sync point 0 (epoch -1)"), std::string::npos);
-  EXPECT_NE(bad(with_syncs(2, {})).find("payload ends inside a 64-bit field"), std::string::npos);
+  Bytes no_points = with_syncs(2, {});
+  no_points.resize(no_points.size() - kObserverBytes);  // the count promises two points, the payload ends
+  EXPECT_NE(bad(no_points).find("payload ends inside a 64-bit field"), std::string::npos);
   Bytes short_host = progress_payload("hostname", 1.0);
-  short_host.resize(short_host.size() - 37);  // the string's length runs past the payload
+  short_host.resize(short_host.size() - 37 - kObserverBytes);  // the string's length runs past the payload
   EXPECT_NE(bad(short_host).find("payload ends inside data"), std::string::npos);
 }
 
@@ -383,6 +459,18 @@ TEST(Records, EncodeRefusesWhatDecodeWouldReject) {
   EXPECT_THROW(encode(kRun, p, me()), std::invalid_argument);
   p = sample_progress();
   p.earlier_syncs[0].hash = 0;
+  EXPECT_THROW(encode(kRun, p, me()), std::invalid_argument);
+  p = sample_progress();
+  p.target_batch_size = 0;
+  EXPECT_THROW(encode(kRun, p, me()), std::invalid_argument);
+  p = sample_progress();
+  p.loss_epoch = p.epoch + 1;
+  EXPECT_THROW(encode(kRun, p, me()), std::invalid_argument);
+  p = sample_progress();
+  p.last_round.members = 0;
+  EXPECT_THROW(encode(kRun, p, me()), std::invalid_argument);
+  p = sample_progress();
+  p.last_round.round_ms = -1;
   EXPECT_THROW(encode(kRun, p, me()), std::invalid_argument);
 
   GroupRecord g = sample_group();
