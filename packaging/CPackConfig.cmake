@@ -190,7 +190,9 @@ set(plugin_collab_strategy_description
   "machines that join and leave at will (spot instances, volunteers)."
   "Peers find each other and their progress over OpenDHT, average in"
   "groups formed each round through the `ucx` collective, and a joining"
-  "peer downloads the swarm's state. A swarm key admits only its holders.")
+  "peer downloads the swarm's state. A swarm key admits only its holders."
+  "It also holds the observer behind `loom swarm status`, which shows a"
+  "running swarm's peers, rate, loss and rounds without training.")
 
 # Every plugin target loom_add_plugin() made and installs (cmake/LoomPlugin.cmake).
 set(loom_suggests python3-sklearn)

@@ -1,7 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
 // `loom swarm keygen FILE`: a new swarm key for the collab strategy's
 // `swarm_key` option (plugins/common/swarm_key.h holds the format).
+// `loom swarm status ...`: runs the collab plugin's observer,
+// loom-swarm-status (it links OpenDHT, so loom itself does not).
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <iostream>
+#include <vector>
+
+#include <filesystem>
 
 #include "commands.hpp"
 #include "swarm_key.h"
@@ -30,6 +39,48 @@ void add_swarm_command(CLI::App& app, Runner* run) {
       return 0;
     };
   });
+
+  // Listed for --help only: main() hands `loom swarm status ...` to
+  // run_swarm_status before parsing, because every argument after it is
+  // the observer's own (it parses and explains them).
+  swarm->add_subcommand(
+      "status",
+      "Show a running swarm live as an observer that never trains: peers, epochs, samples/s, loss, rounds "
+      "(--initial-peers HOST:PORT --run-id ID [--json] [--csv FILE] [--once]; `loom swarm status --help` lists all)");
+}
+
+int run_swarm_status(const std::vector<std::string>& args) {
+  // Where the conformance kit is (check_kit.cpp): beside loom in a build
+  // tree, <libexecdir>/loom when installed.
+  namespace fs = std::filesystem;
+  std::vector<fs::path> tried;
+  std::error_code ec;
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    tried.push_back(self.parent_path() / "loom-swarm-status");
+    tried.push_back((self.parent_path() / LOOM_BINDIR_TO_KIT / "loom-swarm-status").lexically_normal());
+  }
+  std::string tool;
+  for (const auto& p : tried)
+    if (::access(p.c_str(), X_OK) == 0) {
+      tool = p.string();
+      break;
+    }
+  if (tool.empty()) {
+    std::string where;
+    for (const auto& p : tried) where += (where.empty() ? "" : ", ") + p.string();
+    std::cerr << "loom swarm status: the collab plugin's observer (loom-swarm-status) is not installed (looked for "
+              << where << "); install the loom-plugin-collab package, or build the collab plugin\n";
+    return 2;
+  }
+  std::vector<char*> argv;
+  argv.push_back(const_cast<char*>(tool.c_str()));
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  std::cout.flush();
+  ::execv(tool.c_str(), argv.data());
+  std::cerr << "loom swarm status: cannot run " << tool << ": " << std::strerror(errno) << "\n";
+  return 1;
 }
 
 }  // namespace loom::cli

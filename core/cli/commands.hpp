@@ -36,5 +36,8 @@ void add_bench_command(CLI::App& app, const GlobalOptions& global, Runner* run);
 void add_launch_command(CLI::App& app, Runner* run);
 void add_train_command(CLI::App& app, const GlobalOptions& global, Runner* run);
 void add_swarm_command(CLI::App& app, Runner* run);
+// `loom swarm status ARGS...`: runs the collab plugin's observer with ARGS
+// (exec; returns only when it cannot: 2 when it is not installed).
+int run_swarm_status(const std::vector<std::string>& args);
 
 }  // namespace loom::cli

@@ -31,6 +31,8 @@ int main(int argc, char** argv) {
   using namespace loom::cli;
   spdlog::set_default_logger(spdlog::stderr_color_mt("loom"));
   spdlog::set_pattern("[%l] %v");
+  if (argc >= 3 && std::string(argv[1]) == "swarm" && std::string(argv[2]) == "status")
+    return run_swarm_status(std::vector<std::string>(argv + 3, argv + argc));
 
   CLI::App app("Loom: a training runtime for LibTorch with plugin strategies and collectives", "loom");
   app.set_version_flag("--version", std::string("loom ") + LOOM_VERSION_STRING + " (plugin ABI " +

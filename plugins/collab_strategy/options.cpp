@@ -132,6 +132,8 @@ struct Reader {
   }
 };
 
+}  // namespace
+
 bool valid_run_id(const std::string &id) {
   if (id.empty() || id.size() > 64) return false;
   for (char c : id) {
@@ -152,8 +154,6 @@ std::vector<std::string> split_list(const std::string &text) {
   }
   return out;
 }
-
-}  // namespace
 
 bool valid_peer_address(const std::string &text, std::string *why) {
   size_t colon = text.rfind(':');

@@ -78,6 +78,11 @@ struct Options {
 // returns false with *why naming the option, the value and what is valid.
 bool read_options(const loom_host_v1 *host, Options *out, std::string *why);
 
+// A run_id: 1 to 64 of [A-Za-z0-9_.-].
+bool valid_run_id(const std::string &id);
+// "a, b,c" -> {"a", "b", "c"}: comma-separated, blanks trimmed, empties dropped.
+std::vector<std::string> split_list(const std::string &text);
+
 // Checks "host:port" (IPv4 literal or a name, port 1..65535); on failure
 // *why says what is wrong.
 bool valid_peer_address(const std::string &text, std::string *why);

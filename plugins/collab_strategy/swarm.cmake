@@ -10,12 +10,13 @@ pkg_check_modules(SODIUM REQUIRED IMPORTED_TARGET libsodium)
 pkg_check_modules(GNUTLS REQUIRED IMPORTED_TARGET gnutls)
 find_package(ZLIB REQUIRED)
 find_package(Threads REQUIRED)
+find_package(nlohmann_json REQUIRED)
 
 set(_loom_swarm_dir ${CMAKE_CURRENT_LIST_DIR})
 set(_loom_swarm_sources ${_loom_swarm_dir}/records.cpp ${_loom_swarm_dir}/dht.cpp ${_loom_swarm_dir}/tracker.cpp
     ${_loom_swarm_dir}/fingerprint.cpp ${_loom_swarm_dir}/health.cpp
     ${_loom_swarm_dir}/state_wire.cpp ${_loom_swarm_dir}/state_server.cpp ${_loom_swarm_dir}/state_serve.cpp ${_loom_swarm_dir}/state_server_auth.cpp ${_loom_swarm_dir}/state_secret.cpp ${_loom_swarm_dir}/serve_guard.cpp
-    ${_loom_swarm_dir}/state_download.cpp ${_loom_swarm_dir}/seal.cpp ${_loom_swarm_dir}/identity.cpp ${_loom_swarm_dir}/robust.cpp ${_loom_swarm_dir}/state_check.cpp)
+    ${_loom_swarm_dir}/state_download.cpp ${_loom_swarm_dir}/seal.cpp ${_loom_swarm_dir}/identity.cpp ${_loom_swarm_dir}/robust.cpp ${_loom_swarm_dir}/state_check.cpp ${_loom_swarm_dir}/observer.cpp)
 
 add_library(loom_collab_swarm STATIC ${_loom_swarm_sources})
 set_target_properties(loom_collab_swarm PROPERTIES POSITION_INDEPENDENT_CODE ON CXX_STANDARD 17
@@ -25,4 +26,4 @@ target_include_directories(loom_collab_swarm PUBLIC ${_loom_swarm_dir})
 target_compile_options(loom_collab_swarm PRIVATE -Wall -Wextra)
 # OpenDHT, libsodium and GnuTLS stay PRIVATE to the sources, but a static library's consumers must
 # still link it: CMake carries PRIVATE link dependencies of static libraries.
-target_link_libraries(loom_collab_swarm PRIVATE PkgConfig::OPENDHT PkgConfig::SODIUM PkgConfig::GNUTLS PUBLIC ZLIB::ZLIB Threads::Threads loom_sdk)
+target_link_libraries(loom_collab_swarm PRIVATE PkgConfig::OPENDHT PkgConfig::SODIUM PkgConfig::GNUTLS nlohmann_json::nlohmann_json PUBLIC ZLIB::ZLIB Threads::Threads loom_sdk)

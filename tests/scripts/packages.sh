@@ -93,6 +93,23 @@ check=$(cd "$tmp" && env -u LD_LIBRARY_PATH -u LOOM_PLUGIN_PATH -u RANK -u WORLD
 grep -q "passed: collective 'ucx'" <<<"$check" || fail "the unpacked 'loom plugins check ucx' said: $check"
 echo "ok   the unpacked loom ran its conformance kit: $(tail -n 1 <<<"$check")"
 
+# 4b'. The swarm observer ships with the collab plugin, and loom runs it.
+observer=$root/usr/libexec/loom/loom-swarm-status
+[[ -x "$observer" ]] || fail "no swarm observer at /usr/libexec/loom/loom-swarm-status"
+collab_deb=$(printf '%s\n' "${debs[@]}" | grep '/loom-plugin-collab_' || true)
+collab_files=$([[ -n "$collab_deb" ]] && dpkg-deb -c "$collab_deb" || true)
+grep -q './usr/libexec/loom/loom-swarm-status$' <<<"$collab_files" ||
+  fail "loom-swarm-status is not in the loom-plugin-collab package"
+help=$(cd "$tmp" && env -u LD_LIBRARY_PATH "$loom" swarm status --help 2>&1) || fail "the unpacked 'loom swarm status --help' failed: $help"
+grep -q -- '--run-id' <<<"$help" || fail "the unpacked 'loom swarm status --help' said: $help"
+if (cd "$tmp" && env -u LD_LIBRARY_PATH "$loom" swarm status --run-id x --initial-peers nowhere >/dev/null 2>&1); then
+  fail "the unpacked 'loom swarm status' accepted a bad address"
+else
+  code=$?
+  [[ $code -eq 2 ]] || fail "the unpacked 'loom swarm status' exited $code on a bad address, not 2"
+fi
+echo "ok   the unpacked loom runs the collab package's swarm observer"
+
 # 4c. The Python package, unpacked, imports and finds the unpacked libloom
 # and plugins (its RUNPATH is relative).
 if compgen -G "$root/usr/lib/python3/dist-packages/loom/_native*.so" >/dev/null; then
