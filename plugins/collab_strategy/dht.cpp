@@ -356,6 +356,17 @@ void SwarmDht::introduce(const std::vector<std::pair<std::string, uint16_t>> &pe
 
 size_t SwarmDht::stored_values() const { return impl_->runner.getStoreSize().second; }
 
+std::vector<std::pair<std::string, uint16_t>> SwarmDht::observed_addresses() const {
+  std::vector<std::pair<std::string, uint16_t>> out;
+  for (const auto &a : impl_->runner.getPublicAddress(AF_INET)) {
+    char text[INET_ADDRSTRLEN] = {0};
+    const auto *in = reinterpret_cast<const sockaddr_in *>(a.get());
+    if (a.getFamily() == AF_INET && ::inet_ntop(AF_INET, &in->sin_addr, text, sizeof text))
+      out.emplace_back(text, a.getPort());
+  }
+  return out;
+}
+
 bool SwarmDht::wait_connected(std::chrono::milliseconds timeout) {
   if (!impl_->has_bootstrap) return true;
   const auto deadline = steady_clock::now() + timeout;

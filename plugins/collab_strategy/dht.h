@@ -52,6 +52,10 @@ class SwarmDht {
   // Values this node stores for the swarm (its own and others'): for tests
   // and diagnostics.
   size_t stored_values() const;
+  // This node's address as the nodes it talked to saw it (the source of
+  // its packets), most reported first: behind NAT, the router's, not the
+  // address it bound. Empty until some node has answered.
+  std::vector<std::pair<std::string, uint16_t>> observed_addresses() const;
 
   // Pings each other peer's DHT node (host, port) that the routing table
   // does not hold. Peers learn each other's addresses from progress records;

@@ -432,10 +432,46 @@ void Peer::background() {
       publish(forced);
       publish_fingerprint();
       refresh();
+      check_announced_address();
     } catch (const std::exception &e) {
       log(Level::warn, std::string("swarm background update failed: ") + e.what());
     }
   }
+}
+
+void Peer::check_announced_address() {
+  const int64_t now = wall_ms();
+  // Until a first verdict every few seconds, then once a minute: nodes
+  // report what they saw in their answers, so it comes with the traffic.
+  if (now - last_address_check_ms_ < (address_verdict_.empty() ? 3000 : 60000)) return;
+  last_address_check_ms_ = now;
+  in_addr numeric{};
+  if (::inet_pton(AF_INET, announce_host_.c_str(), &numeric) != 1) return;  // a name: nothing to compare
+  const auto seen = dht_->observed_addresses();
+  if (seen.empty()) return;
+  const std::string announced = announce_host_ + ":" + std::to_string(port_);
+  std::string verdict;
+  // OpenDHT reports the address without its port (0) when it has none.
+  for (const auto &[host, port] : seen)
+    if (host == announce_host_ && (port == port_ || port == 0)) verdict = "ok";
+  const std::string observed =
+      seen.front().first + (seen.front().second ? ":" + std::to_string(seen.front().second) : "");
+  if (verdict.empty()) verdict = "differs " + observed;
+  if (verdict == address_verdict_) return;
+  address_verdict_ = verdict;
+  if (verdict == "ok") {
+    detail("other peers see this peer at " + announced + ", the address it announces");
+    return;
+  }
+  const bool same_host = seen.front().first == announce_host_;
+  log(Level::warn,
+      "other peers see this peer's packets come from " + observed + ", but it announces " + announced + " (" +
+          (opt_.announce.empty() ? "its own address" : "option announce") + "): " +
+          (same_host ? "a NAT or firewall rewrites its port" : "it is likely behind NAT") +
+          ", so other peers cannot connect to the address it announces, and rounds with it and state downloads "
+          "from it will fail or wait out their timeouts. Run it where peers can reach it, or forward TCP and UDP port " +
+          std::to_string(port_) + " on its router to this machine and set announce = \"" + seen.front().first +
+          "\"");
 }
 
 // ---- State ------------------------------------------------------------------

@@ -208,6 +208,12 @@ class Peer {
   FingerprintRecord fingerprint_record(uint32_t peers) const;
 
   std::string join_hint() const;
+  // Background thread: compares the address this peer announces with the
+  // one the DHT nodes it talked to saw its packets come from, and warns
+  // when they differ (behind NAT: nobody can connect to what it announces).
+  void check_announced_address();
+  int64_t last_address_check_ms_ = 0;
+  std::string address_verdict_;  // the last one logged (background thread only)
 
   const loom_host_v1 *host_;
   Options opt_;

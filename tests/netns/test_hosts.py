@@ -229,9 +229,8 @@ def averaged_rounds(log):
     return [int(n) for n in re.findall(r"averaged gradients of \d+ samples with (\d+) peers", log)]
 
 
-class LoomSwarmTest(unittest.TestCase):
-    """Three collab peers on three public hosts, each listening on its own
-    address, train digits to the end, averaging with all three."""
+class _Peers(unittest.TestCase):
+    """Starts `loom train` digits peers on hosts (LOOM_BIN)."""
 
     epochs = 50
 
@@ -244,10 +243,10 @@ class LoomSwarmTest(unittest.TestCase):
     def tearDown(self):
         shutil.rmtree(self.scratch, ignore_errors=True)
 
-    def peer(self, host, join):
+    def peer(self, host, join, min_peers=3):
         sets = {"trainer.output_dir": os.path.join(self.scratch, host.name), "trainer.max_steps": self.epochs,
                 "strategy.options.listen": host.address, "strategy.options.port": 7000,
-                "strategy.options.run_id": f"netns-{os.getpid()}", "strategy.options.min_peers": 3,
+                "strategy.options.run_id": f"netns-{os.getpid()}", "strategy.options.min_peers": min_peers,
                 "strategy.options.verbose": "true"}
         argv = [self.loom, "train", DIGITS_CONFIG]
         for key, value in sets.items():
@@ -255,6 +254,12 @@ class LoomSwarmTest(unittest.TestCase):
         log = os.path.join(self.scratch, host.name + ".log")
         env = {"LOOM_INITIAL_PEERS": join, "OMP_NUM_THREADS": "1"}
         return host.popen(argv, env=env, log_path=log), log
+
+
+
+class LoomSwarmTest(_Peers):
+    """Three collab peers on three public hosts, each listening on its own
+    address, train digits to the end, averaging with all three."""
 
     def test_three_peers_on_three_hosts_train_digits(self):
         with Hosts() as hosts:
@@ -286,6 +291,41 @@ class LoomSwarmTest(unittest.TestCase):
         print(f"\n  3 peers, {self.epochs} epochs in {elapsed:.1f} s; rounds with 3 peers "
               f"{[averaged_rounds(log).count(3) for log in logs]}; final accuracy {accuracy}; "
               f"eth0 tx bytes {counters}", file=sys.stderr)
+
+
+class NatDetectionTest(_Peers):
+    """A peer behind NAT announces its private address, which nobody can
+    reach: it is told so, naming what the others saw; a public peer is told
+    that the others see it where it says it is."""
+
+    epochs = 100000  # they run until the test has read their logs (closing the hosts ends them)
+
+    def test_a_natted_peer_learns_that_nobody_sees_it_where_it_announces(self):
+        with Hosts() as hosts:
+            pub, nat = hosts.add_host("pub"), hosts.add_host("nat", nat=True)
+            began = time.monotonic()
+            first = self.peer(pub, "", min_peers=1)
+            while f"listening on {pub.address}:7000" not in text(first[1]):
+                self.assertIsNone(first[0].poll(), text(first[1]))
+                self.assertLess(time.monotonic() - began, 30, "the first peer never listened")
+                time.sleep(0.1)
+            behind = self.peer(nat, f"{pub.address}:7000", min_peers=1)
+            warned, confirmed = "", f"other peers see this peer at {pub.address}:7000, the address it announces"
+            while time.monotonic() - began < 60 and behind[0].poll() is None:
+                warned = next((line for line in text(behind[1]).splitlines() if "but it announces" in line), "")
+                if warned and confirmed in text(first[1]):
+                    break
+                time.sleep(0.2)
+            told_s = time.monotonic() - began
+            logs = {name: text(path) for name, (_, path) in (("pub", first), ("nat", behind))}
+        tail = "\n".join(logs["nat"].splitlines()[-25:])
+        self.assertTrue(warned, f"the NAT'd peer was not warned:\n{tail}")
+        self.assertIn(f"come from {nat.public_address}", warned)
+        self.assertIn(f"announces {nat.address}:7000", warned)
+        self.assertIn("likely behind NAT", warned)
+        self.assertIn(confirmed, logs["pub"], "\n".join(logs["pub"].splitlines()[-25:]))
+        self.assertNotIn("but it announces", logs["pub"])
+        print(f"\n  both peers were told within {told_s:.1f} s; the NAT'd one: {warned}", file=sys.stderr)
 
 
 def main():
