@@ -16,6 +16,7 @@ constexpr size_t kMaxRoundsKept = 64;
 constexpr size_t kMaxLossEpochsKept = 4096;
 
 std::string state_of(const ProgressRecord &r) {
+  if (r.flags & ProgressRecord::kCheckpointer) return "checkpointer";
   if (r.flags & ProgressRecord::kLoading) return "loading";
   if (r.flags & ProgressRecord::kUnhealthy) return "unhealthy";
   if (r.flags & ProgressRecord::kServing) return "serving";
@@ -34,7 +35,6 @@ std::string loss_text(double v) { return std::isfinite(v) ? fixed(v, 4) : (std::
 
 void SwarmObserver::merge(const ProgressRecord &r) {
   if (!tracker_.merge(r)) return;  // older than what it holds
-  latest_[r.peer_id] = r;
   if (r.last_round.epoch >= 0) {
     auto &round = rounds_[{r.last_round.epoch, r.last_round.group}];
     round.epoch = r.last_round.epoch;
@@ -57,11 +57,11 @@ SwarmSnapshot SwarmObserver::snapshot(int64_t now_ms, size_t max_rounds) const {
   s.time_ms = now_ms;
   // The observer is no peer: id 0 at epoch 0 with nothing of its own.
   const SwarmView v = tracker_.view(0, 0, 0, 0, now_ms);
-  s.peers = v.others;
-  std::sort(s.peers.begin(), s.peers.end(),
-            [](const ProgressRecord &a, const ProgressRecord &b) { return a.peer_id < b.peer_id; });
+  s.peers = tracker_.live_records(now_ms);  // by id; checkpointers too
   if (s.peers.empty()) return s;
   s.epoch = v.global_epoch;
+  if (v.others.empty())  // checkpointers only: the epoch they hold
+    for (const auto &p : s.peers) s.epoch = std::max(s.epoch, p.epoch);
   s.samples = v.samples;
   s.samples_per_second = v.rate;
   std::map<uint64_t, size_t> targets, fingerprints;

@@ -75,7 +75,6 @@ class SwarmObserver {
 
  private:
   Tracker tracker_;
-  std::map<uint64_t, ProgressRecord> latest_;  // what the tracker holds, for listing
   std::map<std::pair<int64_t, uint64_t>, ObservedRound> rounds_;
   struct PeerLoss {
     double loss = 0;

@@ -79,6 +79,14 @@ const loom_option_decl kOptions[kNumOptions] = {
      "median (so it follows the gradients' scale): smaller resists more, larger is closer to the mean."},
     {sizeof(loom_option_decl), LOOM_OPTION_INT, "clip_iterations", "5",
      "centered_clip's iterations per slice (1 to 100)."},
+    {sizeof(loom_option_decl), LOOM_OPTION_STRING, "role", "trainer",
+     "\"trainer\", or \"checkpointer\": a peer that never trains; it loads the swarm's state like a joiner every "
+     "checkpoint_every epochs, keeps the latest in checkpoint_dir/checkpoint.pt (loom train --resume takes it) "
+     "and serves it to joiners, so a run can go on after every trainer has left."},
+    {sizeof(loom_option_decl), LOOM_OPTION_STRING, "checkpoint_dir", "",
+     "Folder where a checkpointer keeps the swarm's latest state (required with role = \"checkpointer\")."},
+    {sizeof(loom_option_decl), LOOM_OPTION_INT, "checkpoint_every", "0",
+     "Epochs between a checkpointer's loads of the swarm's state; 0: average_state_every (10 when that is 0)."},
 };
 
 namespace {
@@ -246,6 +254,20 @@ bool read_options(const loom_host_v1 *host, Options *o, std::string *why) {
   o->centered_clip = t == "centered_clip";
   if (!r.number(kOptClipRadius, 0.01, 1e6, &o->clip_radius)) return false;
   if (!r.integer(kOptClipIterations, 1, 100, &o->clip_iterations)) return false;
+  if (!r.text(kOptRole, &t)) return false;
+  if (t != "trainer" && t != "checkpointer") {
+    *why = "option role = '" + t + "' is not valid; use \"trainer\" or \"checkpointer\"";
+    return false;
+  }
+  o->checkpointer = t == "checkpointer";
+  if (!r.text(kOptCheckpointDir, &o->checkpoint_dir)) return false;
+  if (o->checkpointer && o->checkpoint_dir.empty()) {
+    *why = "option checkpoint_dir is required with role = \"checkpointer\": the folder where it keeps the swarm's "
+           "state";
+    return false;
+  }
+  if (!r.integer(kOptCheckpointEvery, 0, int64_t(1) << 40, &o->checkpoint_every)) return false;
+  if (o->checkpoint_every == 0) o->checkpoint_every = o->average_state_every > 0 ? o->average_state_every : 10;
   if (!r.text(kOptSwarmKey, &o->swarm_key_path)) return false;
   if (!o->swarm_key_path.empty()) {
     loom_key::SwarmKey key;

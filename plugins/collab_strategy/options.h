@@ -42,6 +42,9 @@ enum OptionIndex {
   kOptAggregation,
   kOptClipRadius,
   kOptClipIterations,
+  kOptRole,
+  kOptCheckpointDir,
+  kOptCheckpointEvery,
   kNumOptions
 };
 
@@ -72,6 +75,12 @@ struct Options {
   bool centered_clip = false;   // aggregation = "centered_clip" (robust.h); false: "mean"
   double clip_radius = 0.5;     // CenteredClip's radius, in medians of the members' distances
   int64_t clip_iterations = 5;  // CenteredClip's iterations
+  // role = "checkpointer": a peer that never trains; it loads the swarm's
+  // state every checkpoint_every epochs, keeps it in checkpoint_dir and
+  // serves it to joiners (peer_checkpointer.cpp).
+  bool checkpointer = false;
+  std::string checkpoint_dir;
+  int64_t checkpoint_every = 0;  // resolved: average_state_every, or 10 without state averaging
 };
 
 // Reads and validates every option through host->get_option. On a bad value

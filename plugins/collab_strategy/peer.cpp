@@ -40,6 +40,7 @@ namespace {
 constexpr auto kRecordTtl = std::chrono::seconds(10);  // DHT expiry of a progress record
 constexpr int64_t kRecordTtlMs = std::chrono::milliseconds(kRecordTtl).count();  // a peer's, unrefreshed
 constexpr int64_t kRepublishMs = 1000;                 // refresh even when nothing changed
+constexpr int64_t kSampleRefreshMs = 50;               // sample counts alone: at most twenty puts a second
 constexpr int64_t kIntroduceMs = 2000;                 // how often known peers are checked in the DHT's table
 constexpr int64_t kForgetAddressMs = 5 * 60 * 1000;    // a peer unseen this long is not introduced again
 
@@ -235,13 +236,14 @@ loom_status Peer::setup(const loom_training_state_v1 &state, std::string *why) {
     // second) and for this peer to be sure whether it trains the swarm's
     // model (model_check.cpp).
     const auto until = Clock::now() + std::chrono::milliseconds(4 * kRepublishMs);
-    while (Clock::now() < until && !misfit(why) && (view().others.empty() || !checked_model_ || suspect_misfit_))
+    while (Clock::now() < until && !misfit(why) && (newest_epoch() < 0 || !checked_model_ || suspect_misfit_))
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     if (misfit(why)) return LOOM_ERR_INVALID_ARGUMENT;
-    SwarmView v = view();
-    if (v.global_epoch > epoch_) {
+    // The swarm's epoch, or a checkpointer's when no trainer is left.
+    const int64_t newest = std::max(view().global_epoch, newest_epoch());
+    if (newest > epoch_) {
       std::string reason;
-      if (!load_state(v.global_epoch, &reason))
+      if (!load_state(newest, &reason))
         log(Level::warn, "could not load the swarm's state (" + reason + "); training from this peer's own state");
     }
   }
@@ -289,6 +291,7 @@ ProgressRecord Peer::own_record() const {
   r.samples_per_second = rate_.load();
   r.time_ms = wall_ms();
   r.flags = flags_.load() | (server_ && server_->active() > 0 ? ProgressRecord::kServing : 0) |
+            (opt_.checkpointer ? ProgressRecord::kCheckpointer : 0) |
             (unhealthy_ ? ProgressRecord::kUnhealthy : 0);
   r.state_host = announce_host_;
   r.state_port = server_ ? server_->port() : 0;
@@ -312,6 +315,14 @@ ProgressRecord Peer::own_record() const {
     r.earlier_syncs = earlier_syncs_;
   }
   return r;
+}
+
+int64_t Peer::newest_epoch() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  int64_t newest = -1;
+  for (const auto &r : tracker_.live_records(wall_ms()))
+    if (r.peer_id != id_ && !(r.flags & ProgressRecord::kAway)) newest = std::max(newest, r.epoch);
+  return newest;
 }
 
 SwarmView Peer::view() const {
@@ -403,35 +414,47 @@ void Peer::refresh() {
   serve_model();
 }
 
-void Peer::publish(bool force) {
+void Peer::publish() {
   ProgressRecord r = own_record();
   const int64_t now = r.time_ms;
-  if (!force && r.epoch == last_published_epoch_ && r.samples == last_published_samples_ &&
-      r.flags == last_published_flags_ && now - last_publish_ms_ < kRepublishMs)
-    return;
-  if (!force && now - last_publish_ms_ < 50 && r.epoch == last_published_epoch_ && r.flags == last_published_flags_)
-    return;  // sample counts alone refresh at most twenty times a second
+  // What others decide on goes out at once: an epoch, a flag (loading,
+  // unhealthy, serving, leaving), a sync point. Sample counts alone go at
+  // most every kSampleRefreshMs: readers extrapolate them at the published
+  // rate meanwhile (tracker.cpp).
+  const bool event = r.epoch != last_published_epoch_ || r.flags != last_published_flags_ ||
+                     r.sync_epoch != last_published_sync_epoch_;
+  const bool samples = r.samples != last_published_samples_ && now - last_publish_ms_ >= kSampleRefreshMs;
+  if (!event && !samples && now - last_publish_ms_ < kRepublishMs) return;
   dht_->put(progress_key(opt_.run_id), id_, encode(run_, r, identity_), kRecordTtl, std::chrono::milliseconds(1000));
   last_published_epoch_ = r.epoch;
   last_published_samples_ = r.samples;
   last_published_flags_ = r.flags;
+  last_published_sync_epoch_ = r.sync_epoch;
   last_publish_ms_ = now;
 }
 
+int64_t Peer::read_interval_ms() const { return loom_collab::read_interval_ms(view(), opt_.target_batch_size); }
+
 void Peer::background() {
+  int64_t last_read_ms = 0, read_epoch = -1;
   while (!stop_) {
-    bool forced = false;
     {
       std::unique_lock<std::mutex> lock(mutex_);
       wake_.wait_for(lock, std::chrono::milliseconds(50), [this] { return wake_now_ || stop_.load(); });
-      forced = wake_now_;
       wake_now_ = false;
     }
     if (stop_) break;
     try {
-      publish(forced);
+      publish();
       publish_fingerprint();
-      refresh();
+      const int64_t now = wall_ms();
+      // A new epoch of this peer's (a round, a load) reads at once: what it
+      // decides next depends on where the others are.
+      if (epoch_.load() != read_epoch || now - last_read_ms >= read_interval_ms()) {
+        read_epoch = epoch_.load();
+        last_read_ms = now;
+        refresh();
+      }
       check_announced_address();
     } catch (const std::exception &e) {
       log(Level::warn, std::string("swarm background update failed: ") + e.what());

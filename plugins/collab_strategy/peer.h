@@ -105,9 +105,15 @@ class Peer {
   // Background thread: reads the swarm's progress, publishes this peer's.
   void background();
   void refresh();
-  void publish(bool force);
+  void publish();
+  // How long the background may go without reading the swarm's records
+  // (tracker.h).
+  int64_t read_interval_ms() const;
   ProgressRecord own_record() const;
   SwarmView view() const;
+  // The highest epoch of another live peer that is not away, checkpointers
+  // included (view() leaves them out); -1 when none.
+  int64_t newest_epoch() const;
   void wake_background();
 
   // State: serving a snapshot to others, loading one from them.
@@ -208,6 +214,12 @@ class Peer {
   FingerprintRecord fingerprint_record(uint32_t peers) const;
 
   std::string join_hint() const;
+  // role = "checkpointer" (peer_checkpointer.cpp): each host window waits
+  // up to a second for the swarm to move checkpoint_every epochs on, then
+  // loads its state and keeps it on disk.
+  loom_status checkpointer_window();
+  void keep_checkpoint();
+  int64_t kept_epoch_ = -1;  // the epoch of the last checkpoint written (-1: none)
   // Background thread: compares the address this peer announces with the
   // one the DHT nodes it talked to saw its packets come from, and warns
   // when they differ (behind NAT: nobody can connect to what it announces).
@@ -263,6 +275,7 @@ class Peer {
   int64_t last_published_epoch_ = -1;
   uint64_t last_published_samples_ = 0;
   uint32_t last_published_flags_ = 0;
+  int64_t last_published_sync_epoch_ = -1;
   int64_t last_publish_ms_ = 0;
   std::map<std::string, int> rejected_;  // reasons already logged (background thread only)
   struct Address {

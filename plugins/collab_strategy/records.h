@@ -39,6 +39,9 @@ struct ProgressRecord {
   static constexpr uint32_t kUnhealthy = 8;
   // Neither counted, awaited in a round nor a donor.
   static constexpr uint32_t kAway = kLoading | kUnhealthy;
+  // role = "checkpointer": never trains (not counted, never in a round, no
+  // vote on a sync point's hash: its state is a copy), but a donor.
+  static constexpr uint32_t kCheckpointer = 16;
 
   uint64_t peer_id = 0;
   int64_t epoch = 0;

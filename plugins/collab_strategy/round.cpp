@@ -26,6 +26,7 @@ constexpr double kEnterFraction = 0.75;
 loom_status Peer::after_backward(uint64_t local_samples, loom_step_decision *decision, std::string *why) {
   *decision = LOOM_STEP_ACCUMULATE;
   if (misfit(why)) return LOOM_ERR_INVALID_ARGUMENT;
+  if (opt_.checkpointer) return checkpointer_window();
   note_loss();
   if (stopping()) {
     // Leaving: a group formed ahead, or one whose round fell short, waits

@@ -32,7 +32,9 @@ loom_status Peer::load_newest(std::string *why) {
 bool Peer::load_state(int64_t min_epoch, std::string *why) {
   const auto start = Clock::now();
   const auto deadline = start + std::chrono::milliseconds(int64_t(opt_.load_state_timeout * 1000));
-  flags_ |= ProgressRecord::kLoading;
+  // A checkpointer keeps serving what it holds while it loads a newer state
+  // (its state server sends the bytes it was given, not the live state).
+  if (!opt_.checkpointer) flags_ |= ProgressRecord::kLoading;
   wake_background();
   std::optional<DownloadedState> got;
   std::string reasons;

@@ -21,6 +21,15 @@ std::vector<uint64_t> SwarmView::accumulating_at(int64_t epoch) const {
   return out;
 }
 
+int64_t read_interval_ms(const SwarmView &v, uint64_t target) {
+  if (!(v.rate > 0)) return kMinReadIntervalMs;
+  // Reached: this peer enters a round at its next step and decides nothing
+  // more on the others' records until its epoch changes (which reads at once).
+  if (v.samples >= target) return kReachedReadIntervalMs;
+  const double eta_ms = 1000.0 * double(target - v.samples) / v.rate;
+  return std::clamp<int64_t>(int64_t(eta_ms / 8), kMinReadIntervalMs, kMaxReadIntervalMs);
+}
+
 bool Tracker::merge(const ProgressRecord &r) {
   auto it = peers_.find(r.peer_id);
   if (it != peers_.end() && it->second.time_ms > r.time_ms) return false;
@@ -60,7 +69,7 @@ std::optional<uint64_t> SyncVotes::leader() const {
 SyncVotes Tracker::sync_votes(int64_t epoch, uint64_t donor, int64_t now_ms) const {
   SyncVotes v;
   for (const auto &[id, r] : peers_) {
-    if (!live(r, now_ms) || (r.flags & ProgressRecord::kAway)) continue;
+    if (!live(r, now_ms) || (r.flags & (ProgressRecord::kAway | ProgressRecord::kCheckpointer))) continue;
     auto h = syncs_.find(id);
     if (h == syncs_.end() || h->second.empty()) continue;
     if (id == donor) continue;
@@ -86,7 +95,8 @@ SwarmView Tracker::view(uint64_t me, int64_t my_epoch, uint64_t my_samples, doub
   SwarmView v;
   v.global_epoch = my_epoch;
   for (const auto &[id, r] : peers_) {
-    if (id == me || !live(r, now_ms)) continue;
+    // A checkpointer is no part of the training swarm: a donor only (donors()).
+    if (id == me || !live(r, now_ms) || (r.flags & ProgressRecord::kCheckpointer)) continue;
     v.others.push_back(r);
     if (!(r.flags & ProgressRecord::kLoading)) v.global_epoch = std::max(v.global_epoch, r.epoch);
   }
@@ -116,6 +126,13 @@ SwarmView Tracker::view(uint64_t me, int64_t my_epoch, uint64_t my_samples, doub
     v.rate += r.samples_per_second;
   }
   return v;
+}
+
+std::vector<ProgressRecord> Tracker::live_records(int64_t now_ms) const {
+  std::vector<ProgressRecord> out;
+  for (const auto &[id, r] : peers_)
+    if (live(r, now_ms)) out.push_back(r);
+  return out;
 }
 
 std::vector<Donor> Tracker::donors(uint64_t me, int64_t min_epoch, int64_t now_ms, int64_t period) const {

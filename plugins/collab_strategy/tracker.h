@@ -28,7 +28,7 @@ struct SwarmView {
   // trains (stuck, or broken) must not hold the others up for a whole
   // averaging_timeout.
   std::vector<uint64_t> accumulating_at(int64_t epoch) const;
-  std::vector<ProgressRecord> others;  // live, not this one
+  std::vector<ProgressRecord> others;  // live, not this one, not a checkpointer
 };
 
 // What the live peers other than a donor published of their parameters
@@ -50,6 +50,20 @@ struct SyncVotes {
   }
 };
 
+// How long a peer may go without reading the swarm's records again, in ms:
+// an eighth of the time the swarm needs to reach target at its rate, from
+// kMinReadIntervalMs (also while no rate is known) to kMaxReadIntervalMs;
+// kReachedReadIntervalMs once the target is reached (the peer then enters a
+// round, and its next epoch reads at once). Far from the target the estimate
+// extrapolates the peers' rates between reads; near it reads are as close
+// as the floor (hivemind's progress tracker refreshes by its ETA likewise).
+// Each read is a DHT get of every peer's record; the training thread wakes
+// the reader on every step, which on a small model is thousands a second.
+constexpr int64_t kMinReadIntervalMs = 10;
+constexpr int64_t kMaxReadIntervalMs = 250;
+constexpr int64_t kReachedReadIntervalMs = 50;
+int64_t read_interval_ms(const SwarmView &v, uint64_t target);
+
 class Tracker {
  public:
   // ttl_ms: a record older than this (by its sender's clock) is a dead peer.
@@ -64,6 +78,9 @@ class Tracker {
   bool merge(const ProgressRecord &r);
   // The newest time_ms merged from peer (0: none).
   int64_t newest(uint64_t peer) const;
+  // Every live peer's record, checkpointers included (view() leaves them
+  // out: they do not train), by peer id.
+  std::vector<ProgressRecord> live_records(int64_t now_ms) const;
 
   // The swarm as seen at now_ms, with this peer's own numbers; this peer
   // entered my_epoch at epoch_start_ms.

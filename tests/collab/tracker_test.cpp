@@ -205,5 +205,23 @@ TEST(Tracker, DonorsAreTheHighestEpochFirstThenIdleOnesAndNeverBehindMinEpoch) {
   EXPECT_EQ(d[1].port, 1003);
 }
 
+TEST(Tracker, ReadsAreAsFrequentAsTheTargetIsNear) {
+  SwarmView v;
+  v.rate = 1000;  // samples a second
+  v.samples = 0;
+  EXPECT_EQ(read_interval_ms(v, 10000), kMaxReadIntervalMs);  // 10 s away: at the cap
+  v.samples = 9200;                                            // 0.8 s away: an eighth of it
+  EXPECT_EQ(read_interval_ms(v, 10000), 100);
+  v.samples = 9990;  // 10 ms away: at the floor
+  EXPECT_EQ(read_interval_ms(v, 10000), kMinReadIntervalMs);
+  v.samples = 10000;  // reached, or passed: the peer enters a round; its next epoch reads at once
+  EXPECT_EQ(read_interval_ms(v, 10000), kReachedReadIntervalMs);
+  v.samples = 20000;
+  EXPECT_EQ(read_interval_ms(v, 10000), kReachedReadIntervalMs);
+  v.samples = 0;
+  v.rate = 0;  // no rate known yet: nothing to extrapolate with
+  EXPECT_EQ(read_interval_ms(v, 10000), kMinReadIntervalMs);
+}
+
 }  // namespace
 }  // namespace loom_collab

@@ -298,7 +298,7 @@ std::string TrainingState::snapshot() const {
   torch::serialize::OutputArchive archive;
   archive.write("format", c10::IValue(std::string("loom-state-1")));
   archive.write("task", c10::IValue(task_.name()));
-  archive.write("step", c10::IValue(step));
+  archive.write("step", c10::IValue(step_source_ ? step_source_() : step));
   archive.write("count", c10::IValue(static_cast<int64_t>(params_.size())));
   for (size_t i = 0; i < params_.size(); ++i) archive.write("p" + std::to_string(i), params_[i].detach());
   archive.write("buffers", c10::IValue(static_cast<int64_t>(buffers_.size())));

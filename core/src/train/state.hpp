@@ -9,6 +9,7 @@
 #include <dlpack/dlpack.h>
 #include <torch/torch.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -73,6 +74,11 @@ class TrainingState {
   void share_step_counters(std::vector<torch::Tensor> counters) { step_counters_ = std::move(counters); }
 
   int64_t step = 0;  // global optimizer steps, as saved in snapshots
+  // Where snapshots read the step from, when set (the strategy's global
+  // step: a swarm peer's moves when it loads a state, between the trainer's
+  // own updates of `step`, and a checkpointer keeps snapshots it takes
+  // itself). Unset: `step`.
+  void set_step_source(std::function<int64_t()> source) { step_source_ = std::move(source); }
 
   // The mean loss of the window about to be handed to the strategy (ABI
   // 1.10's window_loss); forget_window_loss() when none is known.
@@ -107,6 +113,7 @@ class TrainingState {
   mutable std::string last_snapshot_;
   std::string description_;  // what view_.description points to (ABI 1.5)
   DeviceMemory memory_;      // view_'s device services (ABI 1.6)
+  std::function<int64_t()> step_source_;
   double window_loss_ = 0;
   bool has_window_loss_ = false;
 };

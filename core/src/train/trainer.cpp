@@ -180,6 +180,9 @@ TrainResult run_training(const TrainConfig& config, const TrainRequest& request)
                          config.trainer.device + "\"): " + s.to_string());
     check_status(s);
   }
+  // Snapshots (a donor's, a checkpointer's) carry the step the strategy
+  // is at, which a swarm peer moves when it loads a state.
+  state.set_step_source([&strategy] { return strategy->global_step(); });
   // From here the strategy holds views of `state`: tear it down before the
   // state goes, on every path out (strategy.h's lifecycle).
   struct TeardownGuard {
