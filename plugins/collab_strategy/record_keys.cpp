@@ -1,0 +1,45 @@
+// SPDX-License-Identifier: Apache-2.0
+// The swarm's DHT keys (records.h): namespaced by run id, rounds by run id
+// and fingerprint, round keys reused over kRoundBuckets buckets.
+#include <cinttypes>
+#include <cstdio>
+
+#include "records.h"
+
+namespace loom_collab {
+
+std::string hex64(uint64_t v) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "0x%016" PRIx64, v);
+  return buf;
+}
+
+std::string progress_key(const std::string &run_id) { return "loom/" + run_id + "/progress"; }
+
+uint32_t round_bucket(int64_t epoch, uint32_t attempt) {
+  // A retry (attempt + 1) lands 13 buckets away from its epoch's first try,
+  // so a retry never shares a key with the round it replaces.
+  return static_cast<uint32_t>((static_cast<uint64_t>(epoch) + 13ull * attempt) % kRoundBuckets);
+}
+
+std::string join_key(const std::string &run_id, int64_t epoch, uint32_t attempt) {
+  return "loom/" + run_id + "/join/" + std::to_string(round_bucket(epoch, attempt));
+}
+
+std::string group_key(const std::string &run_id, int64_t epoch, uint32_t attempt) {
+  return "loom/" + run_id + "/group/" + std::to_string(round_bucket(epoch, attempt));
+}
+
+std::string oob_key(const std::string &run_id, int64_t epoch, uint32_t attempt) {
+  return "loom/" + run_id + "/oob/" + std::to_string(round_bucket(epoch, attempt));
+}
+
+std::string fingerprint_key(const std::string &run_id, uint64_t fingerprint) {
+  return "loom/" + run_id + "/fingerprint/" + hex64(fingerprint).substr(2);
+}
+
+std::string round_space(const std::string &run_id, uint64_t fingerprint) {
+  return run_id + "/model-" + hex64(fingerprint).substr(2);
+}
+
+}  // namespace loom_collab
