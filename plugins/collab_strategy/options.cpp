@@ -87,6 +87,10 @@ const loom_option_decl kOptions[kNumOptions] = {
      "Folder where a checkpointer keeps the swarm's latest state (required with role = \"checkpointer\")."},
     {sizeof(loom_option_decl), LOOM_OPTION_INT, "checkpoint_every", "0",
      "Epochs between a checkpointer's loads of the swarm's state; 0: average_state_every (10 when that is 0)."},
+    {sizeof(loom_option_decl), LOOM_OPTION_STRING, "progress_reads", "every_step",
+     "How often a peer puts its progress record and reads everyone's: \"every_step\" (each training step), or "
+     "\"eta\" (sample counts every 50 ms, reads an eighth of the estimated time to the target apart, 10 to 250 ms; "
+     "20x fewer DHT datagrams with 2 peers, 3x with 4, in bench/swarm_scale.py; experimental)."},
 };
 
 namespace {
@@ -268,6 +272,12 @@ bool read_options(const loom_host_v1 *host, Options *o, std::string *why) {
   }
   if (!r.integer(kOptCheckpointEvery, 0, int64_t(1) << 40, &o->checkpoint_every)) return false;
   if (o->checkpoint_every == 0) o->checkpoint_every = o->average_state_every > 0 ? o->average_state_every : 10;
+  if (!r.text(kOptProgressReads, &t)) return false;
+  if (t != "every_step" && t != "eta") {
+    *why = "option progress_reads = '" + t + "' is not valid; use \"every_step\" or \"eta\"";
+    return false;
+  }
+  o->progress_reads_eta = t == "eta";
   if (!r.text(kOptSwarmKey, &o->swarm_key_path)) return false;
   if (!o->swarm_key_path.empty()) {
     loom_key::SwarmKey key;

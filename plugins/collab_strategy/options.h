@@ -45,6 +45,7 @@ enum OptionIndex {
   kOptRole,
   kOptCheckpointDir,
   kOptCheckpointEvery,
+  kOptProgressReads,
   kNumOptions
 };
 
@@ -78,6 +79,9 @@ struct Options {
   // role = "checkpointer": a peer that never trains; it loads the swarm's
   // state every checkpoint_every epochs, keeps it in checkpoint_dir and
   // serves it to joiners (peer_checkpointer.cpp).
+  // progress_reads = "eta": reads and puts of progress records by the time
+  // to the target (tracker.h); false ("every_step"): on every step.
+  bool progress_reads_eta = false;
   bool checkpointer = false;
   std::string checkpoint_dir;
   int64_t checkpoint_every = 0;  // resolved: average_state_every, or 10 without state averaging

@@ -414,7 +414,7 @@ void Peer::refresh() {
   serve_model();
 }
 
-void Peer::publish() {
+void Peer::publish(bool force) {
   ProgressRecord r = own_record();
   const int64_t now = r.time_ms;
   // What others decide on goes out at once: an epoch, a flag (loading,
@@ -424,7 +424,7 @@ void Peer::publish() {
   const bool event = r.epoch != last_published_epoch_ || r.flags != last_published_flags_ ||
                      r.sync_epoch != last_published_sync_epoch_;
   const bool samples = r.samples != last_published_samples_ && now - last_publish_ms_ >= kSampleRefreshMs;
-  if (!event && !samples && now - last_publish_ms_ < kRepublishMs) return;
+  if (!force && !event && !samples && now - last_publish_ms_ < kRepublishMs) return;
   dht_->put(progress_key(opt_.run_id), id_, encode(run_, r, identity_), kRecordTtl, std::chrono::milliseconds(1000));
   last_published_epoch_ = r.epoch;
   last_published_samples_ = r.samples;
@@ -438,19 +438,26 @@ int64_t Peer::read_interval_ms() const { return loom_collab::read_interval_ms(vi
 void Peer::background() {
   int64_t last_read_ms = 0, read_epoch = -1;
   while (!stop_) {
+    bool woken = false;
     {
       std::unique_lock<std::mutex> lock(mutex_);
       wake_.wait_for(lock, std::chrono::milliseconds(50), [this] { return wake_now_ || stop_.load(); });
+      woken = wake_now_;
       wake_now_ = false;
     }
     if (stop_) break;
     try {
-      publish();
+      // progress_reads = "every_step" (the default): every wake (the
+      // training thread wakes it each step) puts this peer's record and
+      // reads everyone's. "eta": puts for events, sample counts every 50
+      // ms, reads by the time to the target (tracker.h's read_interval_ms).
+      const bool by_eta = opt_.progress_reads_eta;
+      publish(woken && !by_eta);
       publish_fingerprint();
       const int64_t now = wall_ms();
       // A new epoch of this peer's (a round, a load) reads at once: what it
       // decides next depends on where the others are.
-      if (epoch_.load() != read_epoch || now - last_read_ms >= read_interval_ms()) {
+      if (!by_eta || epoch_.load() != read_epoch || now - last_read_ms >= read_interval_ms()) {
         read_epoch = epoch_.load();
         last_read_ms = now;
         refresh();

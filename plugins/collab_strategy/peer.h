@@ -105,7 +105,7 @@ class Peer {
   // Background thread: reads the swarm's progress, publishes this peer's.
   void background();
   void refresh();
-  void publish();
+  void publish(bool force);  // force: put now, whatever changed
   // How long the background may go without reading the swarm's records
   // (tracker.h).
   int64_t read_interval_ms() const;
