@@ -8,11 +8,9 @@ schedule through a torch LR scheduler). They reach the accuracy of that
 demo run by `loom train`, and of one Python process training on the swarm's
 batch, within 1%. One peer is SIGKILLed midway and restarted, loads the
 swarm's state and goes on."""
-import json
 import os
 import re
 import signal
-import subprocess
 import unittest
 
 import torch
@@ -49,15 +47,6 @@ class PythonSwarm(pyswarm.ScratchTest):
         b, c = (self.peer(name, common + ["--peer", str(i)], env=peers_env) for i, name in ((1, "b"), (2, "c")))
         # c is killed once the swarm is a third of the way, then restarted.
         self.assertTrue(pyswarm.wait_for(lambda: re.search(rf"epoch {EPOCHS // 3} ", c.log()), 200), c.tail())
-        # An observer sees the three, each with the loss its step() was given.
-        status = subprocess.run([LOOM, "swarm", "status", "--json", "--once", "--initial-peers", f"127.0.0.1:{port}",
-                                 "--run-id", rid], capture_output=True, text=True, timeout=60)
-        self.assertEqual(status.returncode, 0, status.stderr)
-        seen = json.loads(status.stdout)
-        self.assertEqual(len(seen["peers"]), 3, status.stdout)
-        for p in seen["peers"]:
-            self.assertIsInstance(p["loss"], float, f"a Python peer publishes the loss it passes to step(): {p}")
-            self.assertGreater(p["loss"], 0)
         c.kill()
         c2 = self.peer("c2", common + ["--peer", "3"], env=peers_env)
         for p in (first, b, c2):
