@@ -58,22 +58,28 @@ Target resolve_target(const std::string& target, const std::string& kind) {
   return t;
 }
 
-std::string find_kit() {
+std::string find_beside_loom(const std::string& name, std::string* looked) {
   std::vector<fs::path> tried;
+  std::error_code ec;
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    tried.push_back(self.parent_path() / name);  // a build tree: bin/
+    tried.push_back(self.parent_path() / LOOM_BINDIR_TO_KIT / name);
+  }
+  for (const auto& p : tried)
+    if (access(p.c_str(), X_OK) == 0) return fs::weakly_canonical(p).string();
+  looked->clear();
+  for (const auto& p : tried) *looked += (looked->empty() ? "" : ", ") + p.lexically_normal().string();
+  return "";
+}
+
+std::string find_kit() {
   if (const char* env = std::getenv("LOOM_CONFORMANCE"); env && *env) {
     if (access(env, X_OK) == 0) return env;
     throw Error::usage(std::string("LOOM_CONFORMANCE=") + env + " is not an executable file");
   }
-  std::error_code ec;
-  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    tried.push_back(self.parent_path() / "loom_conformance");  // a build tree: bin/
-    tried.push_back(self.parent_path() / LOOM_BINDIR_TO_KIT / "loom_conformance");
-  }
-  for (const auto& p : tried)
-    if (access(p.c_str(), X_OK) == 0) return fs::weakly_canonical(p).string();
   std::string where;
-  for (const auto& p : tried) where += (where.empty() ? "" : ", ") + p.lexically_normal().string();
+  if (std::string kit = find_beside_loom("loom_conformance", &where); !kit.empty()) return kit;
   throw Error::runtime("the conformance kit (loom_conformance) is not installed here (looked for " + where +
                        "); it ships with the Loom SDK package, or set LOOM_CONFORMANCE to its path");
 }

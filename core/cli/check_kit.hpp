@@ -43,6 +43,10 @@ Target resolve_target(const std::string& target, const std::string& kind);
 // this loom (a build tree), else <libexecdir>/loom/loom_conformance as
 // installed. Error::runtime naming where it looked when there is none.
 std::string find_kit();
+// A helper program installed beside loom: loom's own folder (a build tree's
+// bin/), then <libexecdir>/loom. Its path, or empty with *looked listing
+// where it was looked for.
+std::string find_beside_loom(const std::string& name, std::string* looked);
 // "Suite.test" for every case the kit has (--gtest_list_tests).
 std::vector<std::string> list_cases(const std::string& kit);
 

@@ -10,7 +10,7 @@
 #include <iostream>
 #include <vector>
 
-#include <filesystem>
+#include "check_kit.hpp"
 
 #include "commands.hpp"
 #include "swarm_key.h"
@@ -50,25 +50,9 @@ void add_swarm_command(CLI::App& app, Runner* run) {
 }
 
 int run_swarm_status(const std::vector<std::string>& args) {
-  // Where the conformance kit is (check_kit.cpp): beside loom in a build
-  // tree, <libexecdir>/loom when installed.
-  namespace fs = std::filesystem;
-  std::vector<fs::path> tried;
-  std::error_code ec;
-  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    tried.push_back(self.parent_path() / "loom-swarm-status");
-    tried.push_back((self.parent_path() / LOOM_BINDIR_TO_KIT / "loom-swarm-status").lexically_normal());
-  }
-  std::string tool;
-  for (const auto& p : tried)
-    if (::access(p.c_str(), X_OK) == 0) {
-      tool = p.string();
-      break;
-    }
+  std::string where;
+  const std::string tool = find_beside_loom("loom-swarm-status", &where);
   if (tool.empty()) {
-    std::string where;
-    for (const auto& p : tried) where += (where.empty() ? "" : ", ") + p.string();
     std::cerr << "loom swarm status: the collab plugin's observer (loom-swarm-status) is not installed (looked for "
               << where << "); install the loom-plugin-collab package, or build the collab plugin\n";
     return 2;

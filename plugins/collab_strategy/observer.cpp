@@ -73,14 +73,12 @@ SwarmSnapshot SwarmObserver::snapshot(int64_t now_ms, size_t max_rounds) const {
     if (std::isfinite(p.last_loss)) {
       loss_sum += p.last_loss;
       ++finite;
-    } else if (!std::isnan(p.last_loss)) {
+    } else if (!std::isnan(p.last_loss) || p.loss_windows > 0) {
+      // NaN is both "no loss yet" and a diverged peer's loss: a peer that
+      // has trained an epoch and still reports NaN diverged.
       ++s.nonfinite_losses;
     }
   }
-  // NaN is both "no loss yet" and a diverged peer's loss: a peer that has
-  // trained an epoch and still reports NaN diverged.
-  for (const auto &p : s.peers)
-    if (std::isnan(p.last_loss) && p.loss_windows > 0) ++s.nonfinite_losses;
   if (finite > 0) s.mean_loss = loss_sum / double(finite);
   s.models = fingerprints.size();
   s.target_batch_size = std::max_element(targets.begin(), targets.end(), [](const auto &a, const auto &b) {
@@ -103,6 +101,7 @@ std::vector<SwarmObserver::EpochLoss> SwarmObserver::take_losses(int64_t before)
     EpochLoss e;
     e.epoch = it->first;
     double sum = 0;
+    uint64_t finite_windows = 0;
     for (const auto &[peer, l] : it->second) {
       ++e.peers;
       e.windows += l.windows;
@@ -111,10 +110,8 @@ std::vector<SwarmObserver::EpochLoss> SwarmObserver::take_losses(int64_t before)
         continue;
       }
       sum += l.loss * l.windows;
+      finite_windows += l.windows;
     }
-    uint64_t finite_windows = 0;
-    for (const auto &[peer, l] : it->second)
-      if (std::isfinite(l.loss)) finite_windows += l.windows;
     if (finite_windows > 0) e.mean = sum / double(finite_windows);
     losses_taken_through_ = it->first;
     out.push_back(e);
