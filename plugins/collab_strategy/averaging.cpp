@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "group_split.h"
 #include "peer.h"
 
 namespace loom_collab {
@@ -34,7 +35,7 @@ void divide_into(float *__restrict out, const float *__restrict in, uint64_t n, 
 
 std::string group_text(const GroupRecord &g) {
   return std::to_string(g.members.size()) + " peers (epoch " + std::to_string(g.epoch) + ", attempt " +
-         std::to_string(g.attempt) + ")";
+         std::to_string(g.attempt) + (g.of ? ", a bounded group of the " + std::to_string(g.of) + " that met" : "") + ")";
 }
 
 std::string number(double v) {
@@ -133,17 +134,20 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
     // allreduce's time is its own.
     MemberWeights members;
     uint64_t share = 0;
+    // A bounded group (target_group_size) brings its share of the target;
+    // the swarm's groups together bring all of it.
+    const uint64_t target = part_target(opt_.target_batch_size, group);
     // A member that drew no batch of a short round's deficit meets the
     // others again at once (another batch would overshoot).
     for (bool waits = true; waits;) {
       if (!exchange_weights(*comm, weight, norm, deadline, &members, &why)) return failed();
-      const bool short_round = members.total > 0 && members.total < double(opt_.target_batch_size);
+      const bool short_round = members.total > 0 && members.total < double(target);
       const uint64_t batch = std::max<uint64_t>(1, opt_.batch_size ? opt_.batch_size : state_.batch_size);
-      share = short_round ? top_up_shares(opt_.target_batch_size, members.weight, batch)[size_t(comm->rank())] : 0;
+      share = short_round ? top_up_shares(target, members.weight, batch)[size_t(comm->rank())] : 0;
       waits = short_round && share == 0 && members.weight[size_t(comm->rank())] > 0;
       if (waits)
         detail("epoch " + std::to_string(epoch) + ": " + group_text(group) + " brought " +
-               std::to_string(uint64_t(members.total)) + " of " + std::to_string(opt_.target_batch_size) +
+               std::to_string(uint64_t(members.total)) + " of " + std::to_string(target) +
                " samples; this peer adds none and waits for the others");
     }
     round_met_ = Clock::now();
@@ -155,7 +159,7 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
                                                   " brought finite gradients; the round is discarded on every member");
       return RoundEnd::discarded;
     }
-    if (total < double(opt_.target_batch_size)) {
+    if (total < double(target)) {
       // The estimate that sent us here counted more than the members had: an
       // epoch steps only on what is averaged. Each member accumulates its
       // share of the deficit and the group meets again.
@@ -167,10 +171,10 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
       // others need; one that counts but drew no batch of the deficit waits
       // for them in the exchange: about one batch's time.
       const double seconds = std::max(0.0, double(wall_ms() - epoch_start_ms_.load()) / 1000.0) *
-                             (double(opt_.target_batch_size) - total) / total;
+                             (double(target) - total) / total;
       p->until_time = mine > 0 ? Clock::now() : Clock::now() + std::chrono::milliseconds(int64_t(seconds * 1000));
       detail("epoch " + std::to_string(epoch) + ": " + group_text(group) + " brought " + std::to_string(uint64_t(total)) +
-             " of " + std::to_string(opt_.target_batch_size) + " samples; this peer adds " + std::to_string(share) +
+             " of " + std::to_string(target) + " samples; this peer adds " + std::to_string(share) +
              " before the group meets again");
       pending_ = std::move(p);
       return RoundEnd::short_of_target;

@@ -54,6 +54,9 @@ std::string fingerprint_text(const loom_training_state_v1 &state, const Options 
   out += "collab collective: " + o.collective + "\n";
   out += std::string("collab gradients: ") + (direct ? "scaled into one flat vector" : "averaged through a copy") + "\n";
   out += "collab average_state_every: " + std::to_string(o.average_state_every) + "\n";
+  // Listed only when set, like aggregation: every member must split a
+  // matchmaking's peers alike.
+  if (o.target_group_size > 0) out += "collab target_group_size: " + std::to_string(o.target_group_size) + "\n";
   if (o.centered_clip) {
     // Listed only when set, so that "mean" swarms keep their fingerprints.
     char radius[32];

@@ -34,6 +34,11 @@ const loom_option_decl kOptions[kNumOptions] = {
      "Seconds one averaging round (retries among survivors included) may take before the peer steps alone."},
     {sizeof(loom_option_decl), LOOM_OPTION_INT, "min_group_size", "2",
      "Fewest peers that form an averaging group; with fewer a peer steps on its local gradients."},
+    {sizeof(loom_option_decl), LOOM_OPTION_INT, "target_group_size", "0",
+     "Peers per averaging group (Moshpit SGD): a swarm with more peers ready at an epoch averages in several "
+     "groups of about this size, split afresh every epoch so that what one group learns reaches the others; "
+     "together they bring target_batch_size. 0: one group of every ready peer. Every peer of a run must use "
+     "the same value."},
     {sizeof(loom_option_decl), LOOM_OPTION_INT, "average_state_every", "5",
      "Average the parameters every this many epochs (and at the last one) so drifted peers converge; 0: only at the end."},
     {sizeof(loom_option_decl), LOOM_OPTION_BOOL, "average_optimizer_state", "false",
@@ -231,6 +236,13 @@ bool read_options(const loom_host_v1 *host, Options *o, std::string *why) {
   if (!r.number(kOptMatchmakingTime, 0.05, 3600, &o->matchmaking_time)) return false;
   if (!r.number(kOptAveragingTimeout, 0.1, 86400, &o->averaging_timeout)) return false;
   if (!r.integer(kOptMinGroupSize, 1, 4096, &o->min_group_size)) return false;
+  if (!r.integer(kOptTargetGroupSize, 0, 4096, &i)) return false;
+  if (i == 1) {
+    *why = "option target_group_size = 1 is not valid: a group of one peer averages nothing; use 0 (one group "
+           "of every ready peer) or a whole number from 2 to 4096";
+    return false;
+  }
+  o->target_group_size = uint32_t(i);
   if (!r.integer(kOptAverageStateEvery, 0, int64_t(1) << 40, &o->average_state_every)) return false;
   if (!r.number(kOptLoadStateTimeout, 0.1, 86400, &o->load_state_timeout)) return false;
   if (!r.number(kOptBootstrapTimeout, 0.1, 86400, &o->bootstrap_timeout)) return false;

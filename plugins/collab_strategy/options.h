@@ -26,6 +26,7 @@ enum OptionIndex {
   kOptMatchmakingTime,
   kOptAveragingTimeout,
   kOptMinGroupSize,
+  kOptTargetGroupSize,
   kOptAverageStateEvery,
   kOptAverageOptimizerState,
   kOptLoadStateTimeout,
@@ -62,6 +63,9 @@ struct Options {
   double matchmaking_time = 0;  // seconds
   double averaging_timeout = 0;
   int64_t min_group_size = 2;
+  // Peers per averaging group (group_split.h); 0: every peer ready at an
+  // epoch averages in one group.
+  uint32_t target_group_size = 0;
   int64_t average_state_every = 0;
   bool average_optimizer_state = false;
   double load_state_timeout = 0;

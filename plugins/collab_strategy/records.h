@@ -111,6 +111,9 @@ struct GroupRecord {
   int64_t epoch = 0;
   uint32_t attempt = 0;
   std::vector<uint64_t> members;
+  // Not on the wire: when this group is one part of a split one
+  // (group_split.h), how many peers the whole held; 0 when it is whole.
+  uint32_t of = 0;
   // Hash of (fingerprint, epoch, attempt, members): equal on every member that agrees.
   uint64_t group_hash() const;
 };

@@ -7,6 +7,7 @@
 #include <set>
 #include <thread>
 
+#include "group_split.h"
 #include "peer.h"
 
 namespace loom_collab {
@@ -270,6 +271,9 @@ std::optional<GroupRecord> Peer::matchmake(int64_t epoch, uint32_t attempt, Cloc
   const Bytes join_bytes = encode(run_, join, identity_);
   bool joined = false;
   std::set<uint64_t> joiners{id_};
+  // With target_group_size, the leader's record lists every peer that joined
+  // and each member averages with its own part of it (group_split.h).
+  auto mine = [&](const GroupRecord &whole) { return part_of(whole, id_, uint32_t(opt_.target_group_size)); };
 
   // The group record with the smallest leader that lists this peer.
   auto find_group = [&](bool *excluded) -> std::optional<GroupRecord> {
@@ -307,7 +311,7 @@ std::optional<GroupRecord> Peer::matchmake(int64_t epoch, uint32_t attempt, Cloc
     bool all = std::all_of(expected.begin(), expected.end(), [&](uint64_t p) { return joiners.count(p) > 0; });
     if (all || Clock::now() >= close_at) break;
     if (*joiners.begin() != id_) {
-      if (auto g = find_group(nullptr)) return g;  // our leader already closed
+      if (auto g = find_group(nullptr)) return mine(*g);  // our leader already closed
     }
     std::this_thread::sleep_for(kPoll);
   }
@@ -321,13 +325,13 @@ std::optional<GroupRecord> Peer::matchmake(int64_t epoch, uint32_t attempt, Cloc
     g.members.assign(joiners.begin(), joiners.end());
     if (g.members.size() > 1)
       dht_->put(gkey, id_, encode(run_, g, identity_), std::chrono::seconds(60), std::chrono::milliseconds(500));
-    return g;
+    return mine(g);
   }
   // A follower waits for its leader's record, at most one more window.
   const auto wait_until = std::min(Clock::now() + window + std::chrono::seconds(1), round_deadline);
   while (Clock::now() < wait_until && !cancelled()) {
     bool excluded = false;
-    if (auto g = find_group(&excluded)) return g;
+    if (auto g = find_group(&excluded)) return mine(*g);
     if (excluded) break;
     std::this_thread::sleep_for(kPoll);
   }

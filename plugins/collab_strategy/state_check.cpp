@@ -17,6 +17,18 @@ Judgement judge(const StateCheck &c) {
                                           " published for that epoch (" + hex64(c.digest) + ", not " + hex64(theirs) +
                                           "): a poisoned or damaged state"};
   };
+  if (c.bounded) {
+    if (v.count(c.digest) > 0)
+      return {Verdict::keep, of + " matches the parameters' hash that " + tally(c.digest) +
+                                 " published (the donor's group; groups are bounded by target_group_size)"};
+    if (v.others_reached < v.others && !c.out_of_time) return {Verdict::wait, ""};
+    if (v.others == 0)
+      return {Verdict::trust, of + " could not be checked: no other healthy peer publishes parameters' hashes; it "
+                                   "is taken on trust"};
+    return {Verdict::refuse, of + " does not match any parameters' hash the other peers published for that epoch (" +
+                                 hex64(c.digest) + "; no member of the donor's group vouches for it): a poisoned "
+                                 "or damaged state"};
+  }
   if (auto m = v.majority()) {
     if (*m != c.digest) return mismatch(*m);
     return {Verdict::keep, of + " matches the parameters' hash that " + tally(*m) + " published"};

@@ -28,6 +28,9 @@ struct StateCheck {
   int64_t others_top = -1;  // the furthest epoch of the other healthy peers (-1: none)
   int64_t every = 0;        // average_state_every
   bool out_of_time = false; // the load's deadline passed
+  // target_group_size: peers average their state in bounded groups, so the
+  // swarm publishes one hash per group, and no hash has a majority.
+  bool bounded = false;
 };
 
 struct Judgement {
@@ -43,6 +46,10 @@ struct Judgement {
 // hashes it trusts; with none of them having published for that epoch it
 // refuses; the hash most of them published decides; a digest none of them
 // published is refused; a tie that includes it is trusted.
+// With bounded groups, a digest that another peer published (a member of
+// the donor's group, which averaged with it) is kept at once; one nobody
+// else published is refused once every other peer has published or time
+// is out. Two members of one group lying together are believed.
 Judgement judge(const StateCheck &c);
 
 }  // namespace loom_collab

@@ -78,6 +78,7 @@ Verdict Peer::check_loaded(int64_t epoch, uint64_t donor, Clock::time_point dead
   c.digest = state_digest();
   *digest = c.digest;
   c.every = opt_.average_state_every;
+  c.bounded = opt_.target_group_size > 0;
   for (const auto &r : view().others)
     if (r.peer_id != donor && !(r.flags & ProgressRecord::kAway)) c.others_top = std::max(c.others_top, r.epoch);
   for (;;) {

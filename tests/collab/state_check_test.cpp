@@ -83,5 +83,32 @@ TEST(StateCheck, WithNobodyToVouchOrAnEvenSplitTheStateIsTakenOnTrust) {
   EXPECT_NE(split.why.find("split"), std::string::npos) << split.why;
 }
 
+TEST(StateCheck, WithBoundedGroupsAMemberOfTheDonorsGroupVouches) {
+  // Three groups of two averaged apart: the donor's group-mate published its
+  // hash, the four others two other hashes, and no hash has a majority.
+  StateCheck c = check(kHonest, {{kHonest, 1}, {0xCCC, 2}, {0xDDD, 2}}, 5, 5);
+  c.bounded = true;
+  Judgement j = judge(c);
+  EXPECT_EQ(j.verdict, Verdict::keep) << j.why;
+  EXPECT_NE(j.why.find("the donor's group"), std::string::npos) << j.why;
+  // A group of four and the donor's of two: without bounded groups the
+  // four outvote the donor's group-mate.
+  c = check(kHonest, {{kHonest, 1}, {0xCCC, 4}}, 5, 5);
+  EXPECT_EQ(judge(c).verdict, Verdict::refuse);
+  c.bounded = true;
+  EXPECT_EQ(judge(c).verdict, Verdict::keep);
+  // A hash no other peer published is waited on, then refused.
+  c = check(kPoisoned, {{kHonest, 1}}, 5, 1);
+  c.bounded = true;
+  EXPECT_EQ(judge(c).verdict, Verdict::wait);
+  c.out_of_time = true;
+  j = judge(c);
+  EXPECT_EQ(j.verdict, Verdict::refuse);
+  EXPECT_NE(j.why.find("no member of the donor's group vouches for it"), std::string::npos) << j.why;
+  c = check(kHonest, {}, 0, 0, 20, -1);
+  c.bounded = true;
+  EXPECT_EQ(judge(c).verdict, Verdict::trust);
+}
+
 }  // namespace
 }  // namespace loom_collab

@@ -1,0 +1,47 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+// Bounded groups (target_group_size), after Moshpit SGD (Ryabinin et al.
+// 2021): a matchmaking that gathered more peers than the target splits
+// them into several groups that average apart, and the split changes from
+// round to round so that what one group learnt reaches the others.
+//
+// The leader still closes one record listing every peer that joined
+// (GroupRecord); each member then computes the same split from it, with
+// no further message. The split is a fresh pseudo-random permutation per
+// (epoch, attempt), seeded by the members themselves, cut into balanced
+// parts: Moshpit's grid averages exactly in d rounds only when the swarm
+// fills the grid, which a swarm with churn rarely does, while random
+// regrouping mixes at a geometric rate whatever the swarm's size.
+#ifndef LOOM_COLLAB_GROUP_SPLIT_H
+#define LOOM_COLLAB_GROUP_SPLIT_H
+
+#include <cstdint>
+#include <vector>
+
+#include "records.h"
+
+namespace loom_collab {
+
+// How many parts n peers split into for target size t (t 0: no bound, one
+// part): ceil(n / t), fewer when that would leave a part of one peer (only
+// t = 2 and n odd), so a part never averages alone.
+uint32_t group_parts(uint32_t n, uint32_t target);
+
+// Every part of `whole` for target size t: the members of each ascending,
+// sizes differing by at most one, every member in exactly one part. Each
+// part is a GroupRecord of its own (its members, the whole's leader, epoch
+// and attempt; `of` the whole's size), so its group_hash differs from the
+// others' and from the whole's: parts never meet by mistake.
+std::vector<GroupRecord> split_group(const GroupRecord &whole, uint32_t target);
+
+// The part that holds `member` (the whole itself when it is not split);
+// nullopt-like: an empty member list when `member` is not in the whole.
+GroupRecord part_of(const GroupRecord &whole, uint64_t member, uint32_t target);
+
+// The samples a part must bring: target_batch_size times its share of the
+// whole (rounded up, at least 1), so that the parts together average
+// target_batch_size, as one group would.
+uint64_t part_target(uint64_t target_batch_size, const GroupRecord &part);
+
+}  // namespace loom_collab
+
+#endif
