@@ -45,6 +45,9 @@ const loom_option_decl kOptions[kNumOptions] = {
      "Also average the optimizer's statistics (momentum, Adam's moments) whenever the parameters are averaged."},
     {sizeof(loom_option_decl), LOOM_OPTION_FLOAT, "load_state_timeout", "60.0",
      "Seconds a joining or lagging peer may spend downloading the state from donors."},
+    {sizeof(loom_option_decl), LOOM_OPTION_INT, "load_donors_at_once", "3",
+     "Donors a joining or lagging peer asks for the state at once; the first ready sends it and the others "
+     "stop. 1 asks one after another, best first (idle donors before busy ones)."},
     {sizeof(loom_option_decl), LOOM_OPTION_FLOAT, "bootstrap_timeout", "20.0",
      "Seconds to wait for a reply from the initial peers (and for min_peers) before giving up."},
     {sizeof(loom_option_decl), LOOM_OPTION_INT, "min_peers", "1",
@@ -245,6 +248,7 @@ bool read_options(const loom_host_v1 *host, Options *o, std::string *why) {
   o->target_group_size = uint32_t(i);
   if (!r.integer(kOptAverageStateEvery, 0, int64_t(1) << 40, &o->average_state_every)) return false;
   if (!r.number(kOptLoadStateTimeout, 0.1, 86400, &o->load_state_timeout)) return false;
+  if (!r.integer(kOptLoadDonorsAtOnce, 1, 16, &o->load_donors_at_once)) return false;
   if (!r.number(kOptBootstrapTimeout, 0.1, 86400, &o->bootstrap_timeout)) return false;
   if (!r.integer(kOptMinPeers, 1, 4096, &o->min_peers)) return false;
   if (!r.text(kOptCollective, &o->collective)) return false;

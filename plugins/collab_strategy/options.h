@@ -30,6 +30,7 @@ enum OptionIndex {
   kOptAverageStateEvery,
   kOptAverageOptimizerState,
   kOptLoadStateTimeout,
+  kOptLoadDonorsAtOnce,
   kOptBootstrapTimeout,
   kOptMinPeers,
   kOptCollective,
@@ -69,6 +70,7 @@ struct Options {
   int64_t average_state_every = 0;
   bool average_optimizer_state = false;
   double load_state_timeout = 0;
+  int64_t load_donors_at_once = 3;  // donors a load asks at once (download_state's racing)
   double bootstrap_timeout = 0;
   int64_t min_peers = 1;
   std::string collective;

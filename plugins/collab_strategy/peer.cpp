@@ -191,7 +191,12 @@ loom_status Peer::setup(const loom_training_state_v1 &state, std::string *why) {
     dht_ = std::make_unique<SwarmDht>(config);
     port_ = dht_->port();
     server_ = std::make_unique<StateServer>(opt_.listen, port_, run_, logfn_, opt_.serve, opt_.swarm_key);
-    server_->set_wait_for_publish(std::chrono::seconds(2));
+    // A joiner that asks waits for this peer's next step boundary and the
+    // snapshot then (a 130 MB charlm state took 2 to 3 s to serialise and
+    // hand over on a loaded machine, so 2 s always answered "not ready"),
+    // below the joiner's 10 s stall timeout. Joiners ask three donors at
+    // once and take the first that is ready.
+    server_->set_wait_for_publish(std::chrono::seconds(6));
   } catch (const std::exception &e) {
     *why = std::string("could not start the swarm node: ") + e.what();
     return LOOM_ERR_INVALID_ARGUMENT;

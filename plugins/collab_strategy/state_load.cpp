@@ -5,6 +5,7 @@
 // the host's load_state (ABI 1.8).
 #include <algorithm>
 #include <chrono>
+#include <future>
 #include <map>
 
 #include "peer.h"
@@ -79,8 +80,19 @@ bool Peer::load_state(int64_t min_epoch, std::string *why) {
     alone_since = Clock::time_point{};
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     std::string reason;
-    got = download_state(donors, run_, min_epoch, left, std::chrono::seconds(10), logfn_, &reason, nullptr,
-                         opt_.swarm_key);
+    // The download runs beside this thread, which meanwhile keeps a copy of
+    // this peer's own state to put back if the donor's is refused: a charlm
+    // state takes about a second to serialise, as long as the transfer.
+    auto download = std::async(std::launch::async, [&] {
+      return download_state(donors, run_, min_epoch, left, std::chrono::seconds(10), logfn_, &reason, nullptr,
+                            opt_.swarm_key, size_t(opt_.load_donors_at_once));
+    });
+    if (!replaced && own.empty()) {
+      const uint8_t *data = nullptr;
+      size_t len = 0;
+      if (state_.snapshot(state_.user, &data, &len) == LOOM_OK) own.assign(data, data + len);
+    }
+    got = download.get();
     if (!got) {
       reasons = reason;
       for (const auto &d : donors) resting[d.peer_id] = Clock::now() + kRest;
@@ -94,15 +106,10 @@ bool Peer::load_state(int64_t min_epoch, std::string *why) {
       got.reset();
       continue;
     }
-    if (!replaced) {
-      const uint8_t *data = nullptr;
-      size_t len = 0;
-      if (state_.snapshot(state_.user, &data, &len) != LOOM_OK) {
-        reasons = "this peer could not keep a copy of its own state to put back if a donor's were refused";
-        got.reset();
-        break;
-      }
-      own.assign(data, data + len);
+    if (!replaced && own.empty()) {
+      reasons = "this peer could not keep a copy of its own state to put back if a donor's were refused";
+      got.reset();
+      break;
     }
     const bool restored = state_.restore(state_.user, got->bytes.data(), got->bytes.size()) == LOOM_OK;
     replaced = replaced || restored;

@@ -186,17 +186,22 @@ struct DownloadedState {
 };
 
 // With key, each donor must prove it holds the swarm key, and the state
-// arrives encrypted. Tries donors in the given order until one sends a complete, checksummed
-// state of epoch >= min_epoch, or timeout passes in total. A donor that is
-// unreachable, refuses, stalls for stall_timeout, sends a malformed reply or a
-// bad checksum, or offers an older epoch is logged (warn) and skipped.
-// Returns nullopt with *why summarising every attempt. cancel (may be null)
-// stops it early from another thread.
+// arrives encrypted. Asks up to `racing` donors at once, in the given order
+// (the next one once one fails), and keeps the first whose reply says ok:
+// the others stop there, and are asked again if that one fails midway.
+// Returns a complete, checksummed state of epoch >= min_epoch, or nullopt
+// once every donor failed or timeout passed in total. A donor that is
+// unreachable, refuses, stalls for stall_timeout, sends a malformed reply or
+// a bad checksum, or offers an older epoch is logged (warn) and skipped; one
+// still asking when another won is not judged. *why summarises every
+// attempt. cancel (may be null) stops it early from another thread.
+// racing 1 asks one donor after another.
 std::optional<DownloadedState> download_state(const std::vector<Donor> &donors, uint64_t run, int64_t min_epoch,
                                               std::chrono::milliseconds timeout,
                                               std::chrono::milliseconds stall_timeout, const LogFn &log,
                                               std::string *why, const std::atomic<bool> *cancel = nullptr,
-                                              const std::optional<loom_key::SwarmKey> &key = std::nullopt);
+                                              const std::optional<loom_key::SwarmKey> &key = std::nullopt,
+                                              size_t racing = 3);
 
 }  // namespace loom_collab
 

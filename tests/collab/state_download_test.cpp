@@ -93,8 +93,10 @@ TEST_P(BadDonor, IsRejectedWithAReasonAndNextDonorIsUsed) {
   Bytes state = pattern(300000, 4);
   good.publish(3, state);
   std::string why;
+  // One donor after another, so the bad one is always judged (asked at
+  // once, the good one may win before the bad one's fault shows).
   auto got = download_state({donor(1, fake.port()), donor(2, good.port())}, kRun, 3, milliseconds(10000),
-                            milliseconds(2000), log.fn(), &why);
+                            milliseconds(2000), log.fn(), &why, nullptr, std::nullopt, 1);
   ASSERT_TRUE(got) << why << "\n" << log.text();
   EXPECT_EQ(got->donor, 2u);
   EXPECT_TRUE(got->bytes == state);
@@ -235,7 +237,7 @@ TEST(StateTransfer, OverallTimeoutBoundsAStallingDonor) {
   std::string why;
   auto t0 = Clock::now();
   auto got = download_state({donor(1, stalls.port()), donor(2, never_tried.port())}, kRun, 0, milliseconds(400),
-                            milliseconds(10000), nullptr, &why);
+                            milliseconds(10000), nullptr, &why, nullptr, std::nullopt, 1);
   EXPECT_FALSE(got);
   EXPECT_LT(seconds_since(t0), 0.8);
   EXPECT_NE(why.find("overall timeout"), std::string::npos) << why;
@@ -259,6 +261,77 @@ TEST(StateTransfer, CancelStopsTheDownloadWithinATick) {
   EXPECT_FALSE(got);
   EXPECT_LT(took, 0.5);
   EXPECT_NE(why.find("cancelled"), std::string::npos) << why;
+}
+
+}  // namespace
+}  // namespace loom_collab
+
+namespace loom_collab {
+namespace {
+
+using namespace transfer_test;
+
+// Checks pred every 10 ms until it holds or timeout passes.
+bool wait_until(const std::function<bool()> &pred, milliseconds timeout) {
+  const auto end = Clock::now() + timeout;
+  while (!pred()) {
+    if (Clock::now() >= end) return false;
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  return true;
+}
+
+// Donors asked at once: the joiner gets the state of the first donor ready
+// to serve, not after waiting out the others' "not ready" one by one.
+TEST(StateTransfer, DonorsAskedAtOnceTheFirstReadyServes) {
+  LogSink log;
+  StateServer slow1("127.0.0.1", 0, kRun, log.fn()), slow2("127.0.0.1", 0, kRun, log.fn()),
+      quick("127.0.0.1", 0, kRun, log.fn());
+  for (StateServer *s : {&slow1, &slow2, &quick}) s->set_wait_for_publish(milliseconds(1500));
+  const Bytes state = pattern(4 * MiB, 21);
+  // Each publishes once asked (as a peer does at its next step boundary):
+  // the quick one after 200 ms, the slow ones not within their wait.
+  std::thread publisher([&] {
+    ASSERT_TRUE(wait_until([&] { return quick.wanted(); }, milliseconds(5000)));
+    std::this_thread::sleep_for(milliseconds(200));
+    quick.publish(9, state);
+  });
+  std::string why;
+  const auto t0 = Clock::now();
+  auto got = download_state({donor(1, slow1.port()), donor(2, slow2.port()), donor(3, quick.port())}, kRun, 9,
+                            milliseconds(10000), milliseconds(3000), log.fn(), &why);
+  const double took = seconds_since(t0);
+  publisher.join();
+  ASSERT_TRUE(got) << why << "\n" << log.text();
+  EXPECT_EQ(got->donor, 3u);
+  EXPECT_TRUE(got->bytes == state);
+  // One after another: two "not ready" waits of 1.5 s before the third.
+  EXPECT_LT(took, 1.2) << log.text();
+  EXPECT_TRUE(slow1.wanted() && slow2.wanted());  // all were asked at once
+}
+
+// Only one donor sends: those that answered too lose the race at once.
+TEST(StateTransfer, DonorsAskedAtOnceOnlyTheWinnerSendsItsState) {
+  LogSink log;
+  std::vector<std::unique_ptr<StateServer>> servers;
+  std::vector<Donor> donors;
+  const Bytes state = pattern(8 * MiB, 22);
+  for (uint64_t i = 1; i <= 3; ++i) {
+    servers.push_back(std::make_unique<StateServer>("127.0.0.1", 0, kRun, log.fn()));
+    servers.back()->publish(4, state);
+    donors.push_back(donor(i, servers.back()->port()));
+  }
+  std::string why;
+  auto got = download_state(donors, kRun, 4, milliseconds(10000), milliseconds(3000), log.fn(), &why);
+  ASSERT_TRUE(got) << why;
+  EXPECT_TRUE(got->bytes == state);
+  // The losers' transfers end early; only the winner's sent every byte.
+  ASSERT_TRUE(wait_until([&] { return log.count({"state server", "sent epoch 4"}) +
+                                          log.count({"state server", "transfer of epoch 4"}) >= 3; },
+                         milliseconds(5000)))
+      << log.text();
+  EXPECT_EQ(log.count({"state server: sent epoch 4 (8388608 bytes)"}), 1) << log.text();
+  EXPECT_FALSE(log.has(Level::warn, {"state download from", "failed"})) << log.text();
 }
 
 }  // namespace

@@ -57,6 +57,17 @@ class LogSink {
     }
     return false;
   }
+  // Lines at any level that contain every one of `parts`.
+  size_t count(std::initializer_list<const char *> parts) {
+    std::lock_guard<std::mutex> g(m_);
+    size_t n = 0;
+    for (auto &[l, m] : lines_) {
+      bool all = true;
+      for (auto *p : parts) all = all && m.find(p) != std::string::npos;
+      n += all;
+    }
+    return n;
+  }
   std::string text() {
     std::lock_guard<std::mutex> g(m_);
     std::string s;

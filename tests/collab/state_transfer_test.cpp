@@ -67,8 +67,10 @@ TEST(StateTransfer, DonorBehindAnswersBehindAndClientMovesOn) {
   new_donor.publish(5, fresh);
   std::string why;
   auto t0 = Clock::now();
+  // One donor after another (racing 1), so that the first one's answer is
+  // always heard; asked at once, a winner would stop it unheard.
   auto got = download_state({donor(1, old_donor.port()), donor(2, new_donor.port())}, kRun, 4, milliseconds(10000),
-                            milliseconds(3000), log.fn(), &why);
+                            milliseconds(3000), log.fn(), &why, nullptr, std::nullopt, 1);
   ASSERT_TRUE(got) << why << "\n" << log.text();
   EXPECT_EQ(got->donor, 2u);
   EXPECT_EQ(got->epoch, 5);

@@ -47,11 +47,15 @@ TEST(Swarm, APoisonedDonorIsRefusedAndTheJoinerLoadsAnHonestState) {
     readers.push_back(std::make_unique<loom::test::Child>(
         std::vector<std::string>{rogue_binary(), "--run", run_id, "--slow-readers", "2", state_address(*p), "200"},
         std::map<std::string, std::string>{}, scratch.path("readers-" + p->name() + ".log")));
+  // One donor after another (load_donors_at_once = 1), best first: asked
+  // at once, an honest donor may win the race and the rogue go unasked.
+  auto joining = common;
+  joining.push_back("strategy.options.load_donors_at_once=1");
   std::unique_ptr<Peer> joiner;
   bool refused = false;
   int joiners = 0;
   while (!refused && joiners < 10 && a.running()) {
-    joiner = std::make_unique<Peer>(scratch, "joiner" + std::to_string(++joiners), digits_config(), common,
+    joiner = std::make_unique<Peer>(scratch, "joiner" + std::to_string(++joiners), digits_config(), joining,
                                     std::map<std::string, std::string>{{"LOOM_INITIAL_PEERS", a.address()}});
     wait_until(
         [&] {
