@@ -60,8 +60,10 @@ TEST(StateTransfer, DonorKilledMidTransferNextDonorServes) {
   std::optional<DownloadedState> got;
   std::string why;
   std::thread client([&] {
+    // One donor after another: the child is always the one sending when
+    // it is killed (asked at once, the backup may win the race first).
     got = download_state({donor(1, child_port), donor(2, backup.port())}, kRun, 7, milliseconds(30000),
-                         milliseconds(5000), log.fn(), &why);
+                         milliseconds(5000), log.fn(), &why, nullptr, std::nullopt, 1);
   });
   pollfd pe{events[0], POLLIN, 0};
   bool sending = ::poll(&pe, 1, 20000) == 1;
@@ -310,6 +312,41 @@ TEST(StateTransfer, DonorsAskedAtOnceTheFirstReadyServes) {
   EXPECT_TRUE(slow1.wanted() && slow2.wanted());  // all were asked at once
 }
 
+// The winner fails midway (a bad chunk after a pause): a donor that lost
+// the race to it is asked again and serves.
+TEST(StateTransfer, DonorsAskedAtOnceALoserServesWhenTheWinnerFails) {
+  LogSink log;
+  Reply bad;
+  bad.epoch = 6;
+  bad.bad_chunk_crc = 1;
+  const Bytes reply = reply_bytes(bad, kPayload);
+  const size_t header = reply_header(bad, kPayload).size();
+  // Its header at once (it takes the claim), the rest 600 ms later.
+  FakeDonor first([&](int fd, int) {
+    send_bytes(fd, Bytes(reply.begin(), reply.begin() + header));
+    std::this_thread::sleep_for(milliseconds(600));
+    send_bytes(fd, Bytes(reply.begin() + header, reply.end()));
+  });
+  StateServer good("127.0.0.1", 0, kRun, log.fn());
+  good.set_wait_for_publish(milliseconds(3000));
+  const Bytes state = pattern(300000, 23);
+  std::thread publisher([&] {  // answers ok 150 ms after it is asked: after the first took the claim
+    ASSERT_TRUE(wait_until([&] { return good.wanted(); }, milliseconds(5000)));
+    std::this_thread::sleep_for(milliseconds(150));
+    good.publish(6, state);
+  });
+  std::string why;
+  auto got = download_state({donor(1, first.port()), donor(2, good.port())}, kRun, 6, milliseconds(10000),
+                            milliseconds(3000), log.fn(), &why);
+  publisher.join();
+  ASSERT_TRUE(got) << why << "\n" << log.text();
+  EXPECT_EQ(got->donor, 2u);
+  EXPECT_TRUE(got->bytes == state);
+  // Judged, so it held the claim: donor 2, ready 450 ms before it failed,
+  // had lost the race and was asked again.
+  EXPECT_TRUE(log.has(Level::warn, {"donor 1", "CRC mismatch"})) << log.text();
+}
+
 // Only one donor sends: those that answered too lose the race at once.
 TEST(StateTransfer, DonorsAskedAtOnceOnlyTheWinnerSendsItsState) {
   LogSink log;
@@ -330,7 +367,7 @@ TEST(StateTransfer, DonorsAskedAtOnceOnlyTheWinnerSendsItsState) {
                                           log.count({"state server", "transfer of epoch 4"}) >= 3; },
                          milliseconds(5000)))
       << log.text();
-  EXPECT_EQ(log.count({"state server: sent epoch 4 (8388608 bytes)"}), 1) << log.text();
+  EXPECT_EQ(log.count({"state server: sent epoch 4 (8388608 bytes)"}), 1u) << log.text();
   EXPECT_FALSE(log.has(Level::warn, {"state download from", "failed"})) << log.text();
 }
 
