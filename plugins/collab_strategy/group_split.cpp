@@ -5,18 +5,6 @@
 #include <utility>
 
 namespace loom_collab {
-namespace {
-
-uint64_t mix64(uint64_t x) {  // SplitMix64's finaliser
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ULL;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebULL;
-  x ^= x >> 31;
-  return x;
-}
-
-}  // namespace
 
 uint32_t group_parts(uint32_t n, uint32_t target) {
   if (target == 0 || n <= target) return 1;

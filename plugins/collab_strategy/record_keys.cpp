@@ -14,6 +14,15 @@ std::string hex64(uint64_t v) {
   return buf;
 }
 
+uint64_t mix64(uint64_t x) {
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ULL;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebULL;
+  x ^= x >> 31;
+  return x;
+}
+
 std::string progress_key(const std::string &run_id) { return "loom/" + run_id + "/progress"; }
 
 uint32_t round_bucket(int64_t epoch, uint32_t attempt) {

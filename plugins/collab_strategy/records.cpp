@@ -336,12 +336,7 @@ uint64_t GroupRecord::group_hash() const {
   mix_in(attempt, 4);
   mix_in(members.size(), 4);
   for (uint64_t m : members) mix_in(m, 8);
-  h ^= h >> 30;
-  h *= 0xbf58476d1ce4e5b9ULL;
-  h ^= h >> 27;
-  h *= 0x94d049bb133111ebULL;
-  h ^= h >> 31;
-  return h;
+  return mix64(h);
 }
 
 Bytes encode(uint64_t run, const ProgressRecord &r, const Identity &signer) {

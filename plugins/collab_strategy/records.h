@@ -28,6 +28,10 @@ uint64_t run_hash(const std::string &run_id);
 // "0x" and 16 hex digits: how records, hashes and digests are named in messages.
 std::string hex64(uint64_t v);
 
+// SplitMix64's finaliser: spreads nearby inputs far apart (group hashes,
+// group_split.h's permutation).
+uint64_t mix64(uint64_t x);
+
 // A peer's progress at its current collaborative epoch (hivemind's
 // progress_tracker record). One per peer; the latest time_ms wins.
 struct ProgressRecord {

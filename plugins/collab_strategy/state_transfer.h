@@ -3,7 +3,8 @@
 // fetches the whole state (a snapshot's bytes) from a donor, in chunks, each
 // with a CRC-32, plus a CRC-32 of the whole, and moves on to the next donor
 // if one dies, stalls, sends a bad checksum or is behind min_epoch.
-// state_server.cpp holds the donor's side, state_download.cpp the joiner's,
+// state_server.cpp holds the donor's side, state_download.cpp one attempt of
+// the joiner's and state_download_race.cpp its race among donors,
 // state_wire.{h,cpp} what both share.
 #ifndef LOOM_COLLAB_STATE_TRANSFER_H
 #define LOOM_COLLAB_STATE_TRANSFER_H
