@@ -140,7 +140,9 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
     // A member that drew no batch of a short round's deficit meets the
     // others again at once (another batch would overshoot).
     for (bool waits = true; waits;) {
-      if (!exchange_weights(*comm, weight, norm, deadline, &members, &why)) return failed();
+      // Contributions relayed for client-mode peers count as this member's.
+      const double relayed = weight > 0 ? take_relayed(epoch, norm) : 0.0;
+      if (!exchange_weights(*comm, weight + relayed, norm, deadline, &members, &why)) return failed();
       const bool short_round = members.total > 0 && members.total < double(target);
       const uint64_t batch = std::max<uint64_t>(1, opt_.batch_size ? opt_.batch_size : state_.batch_size);
       share = short_round ? top_up_shares(target, members.weight, batch)[size_t(comm->rank())] : 0;
@@ -188,6 +190,12 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
       // written only once it is done, so a retry starts from them again.
       gather(float(1.0 / windows));
       filled = false;
+      if (relayed_weight_ > 0) {
+        // This member's value: the weighted mean of its own and its clients'.
+        const double all = weight + relayed_weight_;
+        for (uint64_t i = 0; i < numel_; ++i)
+          buffer_[i] = float((double(buffer_[i]) * weight + double(relayed_sum_[i])) / all);
+      }
       if (!robust_average(*comm, buffer_.data(), numel_, members.weight, buffer_.data(), deadline, &why))
         return failed();
     } else {
@@ -195,6 +203,15 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
       const float *send = buffer_.data();
       if (mine > 0) {
         fill();
+        if (relayed_weight_ > 0 && direct) {
+          // buffer_ stays this peer's own (a failed round restores from it).
+          relay_send_.resize(numel_);
+          for (uint64_t i = 0; i < numel_; ++i) relay_send_[i] = buffer_[i] + relayed_sum_[i];
+          send = relay_send_.data();
+        } else if (relayed_weight_ > 0) {
+          for (uint64_t i = 0; i < numel_; ++i) buffer_[i] += relayed_sum_[i];
+          filled = false;
+        }
       } else if (direct) {
         zeros_.assign(numel_, 0.0f);
         send = zeros_.data();
@@ -246,6 +263,7 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
       }
     }
     round_averaged_ = Clock::now();
+    relay_total_ = total;
     const auto reduced = round_averaged_ - posted;
     round_report_ = {epoch, group.group_hash(), uint32_t(group.members.size()), uint64_t(total),
                      float(std::chrono::duration<double, std::milli>(waited).count()), 0.0f};

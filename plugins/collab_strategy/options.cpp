@@ -99,6 +99,14 @@ const loom_option_decl kOptions[kNumOptions] = {
      "How often a peer puts its progress record and reads everyone's: \"every_step\" (each training step), or "
      "\"eta\" (sample counts every 50 ms, reads an eighth of the estimated time to the target apart, 10 to 250 ms; "
      "20x fewer DHT datagrams with 2 peers, 3x with 4, in bench/swarm_scale.py; experimental)."},
+    {sizeof(loom_option_decl), LOOM_OPTION_BOOL, "client_mode", "false",
+     "For a peer that cannot accept connections (behind NAT, or a firewall that drops inbound): it opens every "
+     "connection itself. It trains and counts as any peer, but never joins a group's communicator: each round "
+     "its contribution goes to a full peer (its relay) over one TCP connection it opened, and the group's result "
+     "comes back on it. It never serves state (others never wait for it) and loads state as a joiner."},
+    {sizeof(loom_option_decl), LOOM_OPTION_INT, "relay_clients", "8",
+     "Client-mode peers this peer relays for at once (0 to 64; 0: none). Each costs its vector in and the "
+     "result out per round, and a thread."},
 };
 
 namespace {
@@ -294,6 +302,14 @@ bool read_options(const loom_host_v1 *host, Options *o, std::string *why) {
     return false;
   }
   o->progress_reads_eta = t == "eta";
+  if (!r.text(kOptClientMode, &t)) return false;
+  o->client_mode = t == "true";
+  if (!r.integer(kOptRelayClients, 0, 64, &o->relay_clients)) return false;
+  if (o->client_mode && o->checkpointer) {
+    *why = "option client_mode = true is not valid with role = \"checkpointer\": a checkpointer serves the state to "
+           "joiners, which needs connections in; run it where peers can reach it";
+    return false;
+  }
   if (!r.text(kOptSwarmKey, &o->swarm_key_path)) return false;
   if (!o->swarm_key_path.empty()) {
     loom_key::SwarmKey key;

@@ -48,6 +48,8 @@ enum OptionIndex {
   kOptCheckpointDir,
   kOptCheckpointEvery,
   kOptProgressReads,
+  kOptClientMode,
+  kOptRelayClients,
   kNumOptions
 };
 
@@ -91,6 +93,11 @@ struct Options {
   bool checkpointer = false;
   std::string checkpoint_dir;
   int64_t checkpoint_every = 0;  // resolved: average_state_every, or 10 without state averaging
+  // client_mode: this peer accepts no connection (behind NAT or a
+  // firewall): it never serves state nor joins a group's communicator, and
+  // its contributions go through a full peer, its relay (relay.h).
+  bool client_mode = false;
+  int64_t relay_clients = 8;  // client-mode peers this (full) peer relays for at once; 0: none
 };
 
 // Reads and validates every option through host->get_option. On a bad value

@@ -190,23 +190,36 @@ loom_status Peer::setup(const loom_training_state_v1 &state, std::string *why) {
     config.log = logfn_;
     dht_ = std::make_unique<SwarmDht>(config);
     port_ = dht_->port();
-    server_ = std::make_unique<StateServer>(opt_.listen, port_, run_, logfn_, opt_.serve, opt_.swarm_key);
-    // A joiner that asks waits for this peer's next step boundary and the
-    // snapshot then (a 130 MB charlm state took 2 to 3 s to serialise and
-    // hand over on a loaded machine, so 2 s always answered "not ready"),
-    // below the joiner's 10 s stall timeout. Joiners ask three donors at
-    // once and take the first that is ready.
-    server_->set_wait_for_publish(std::chrono::seconds(6));
+    // A client-mode peer accepts no connection: no state server.
+    if (!opt_.client_mode) {
+      server_ = std::make_unique<StateServer>(opt_.listen, port_, run_, logfn_, opt_.serve, opt_.swarm_key);
+      // A joiner that asks waits for this peer's next step boundary and the
+      // snapshot then (a 130 MB charlm state took 2 to 3 s to serialise and
+      // hand over on a loaded machine, so 2 s always answered "not ready"),
+      // below the joiner's 10 s stall timeout. Joiners ask three donors at
+      // once and take the first that is ready.
+      server_->set_wait_for_publish(std::chrono::seconds(6));
+      if (opt_.relay_clients > 0 && !opt_.checkpointer)
+        server_->set_relay([this](const std::string &client, RelayMessage &m,
+                                  const std::function<bool()> &stop) { relay_contribution(client, m, stop); },
+                           int(opt_.relay_clients), numel_);
+    }
   } catch (const std::exception &e) {
     *why = std::string("could not start the swarm node: ") + e.what();
     return LOOM_ERR_INVALID_ARGUMENT;
   }
   announce_host_ = !opt_.announce.empty() ? opt_.announce
                    : (opt_.listen != "0.0.0.0" ? opt_.listen : outward_address());
-  log(Level::info, "peer " + std::to_string(id_) + " of run '" + opt_.run_id + "' listening on " + announce_host_ + ":" +
-                       std::to_string(port_) + " (DHT over UDP, state over TCP" +
-                       (server_->port() != port_ ? " port " + std::to_string(server_->port()) : "") + ")");
-  log(Level::info, join_hint());
+  if (opt_.client_mode) {
+    log(Level::info, "peer " + std::to_string(id_) + " of run '" + opt_.run_id +
+                         "' in client mode: it accepts no connection (its DHT node on UDP port " + std::to_string(port_) +
+                         " answers only what it asked), serves no state, and averages through a full peer");
+  } else {
+    log(Level::info, "peer " + std::to_string(id_) + " of run '" + opt_.run_id + "' listening on " + announce_host_ + ":" +
+                         std::to_string(port_) + " (DHT over UDP, state over TCP" +
+                         (server_->port() != port_ ? " port " + std::to_string(server_->port()) : "") + ")");
+    log(Level::info, join_hint());
+  }
   if (!opt_.initial_peers.empty()) {
     std::string list;
     for (const auto &p : opt_.initial_peers) list += (list.empty() ? "" : ", ") + p;
@@ -297,6 +310,7 @@ ProgressRecord Peer::own_record() const {
   r.time_ms = wall_ms();
   r.flags = flags_.load() | (server_ && server_->active() > 0 ? ProgressRecord::kServing : 0) |
             (opt_.checkpointer ? ProgressRecord::kCheckpointer : 0) |
+            (opt_.client_mode ? ProgressRecord::kClient : 0) |
             (unhealthy_ ? ProgressRecord::kUnhealthy : 0);
   r.state_host = announce_host_;
   r.state_port = server_ ? server_->port() : 0;
@@ -475,6 +489,7 @@ void Peer::background() {
 }
 
 void Peer::check_announced_address() {
+  if (opt_.client_mode) return;  // it announces nothing anyone connects to
   const int64_t now = wall_ms();
   // Until a first verdict every few seconds, then once a minute: nodes
   // report what they saw in their answers, so it comes with the traffic.

@@ -26,6 +26,7 @@
 #include "loom/strategy.h"
 #include "options.h"
 #include "records.h"
+#include "relay.h"
 #include "state_check.h"
 #include "state_transfer.h"
 #include "../common/huge_pages.h"
@@ -214,6 +215,40 @@ class Peer {
   FingerprintRecord fingerprint_record(uint32_t peers) const;
 
   std::string join_hint() const;
+
+  // Relaying (relay_round.cpp, relay.h). A full peer: each client-mode
+  // peer's contribution waits in relay_inbox_ (on its session thread, in
+  // relay_contribution) until this peer's round takes it (take_relayed:
+  // added into relayed_sum_ before the group exchanges weights) and answers
+  // it (answer_relayed, with the group's mean or a miss).
+  struct RelayEntry {
+    std::string client;
+    int64_t epoch = 0;
+    double weight = 0, norm = -1;
+    std::vector<float> values;
+    bool taken = false, answered = false;  // under relay_mutex_
+    RelayMessage result;
+  };
+  void relay_contribution(const std::string &client, RelayMessage &m, const std::function<bool()> &stop);
+  double take_relayed(int64_t epoch, double own_norm);  // the relayed weight taken so far this round
+  void answer_relayed(RoundEnd end);
+  std::mutex relay_mutex_;
+  std::condition_variable relay_cv_;
+  std::vector<std::shared_ptr<RelayEntry>> relay_inbox_;  // guarded by relay_mutex_
+  std::vector<std::shared_ptr<RelayEntry>> relay_taken_;  // training thread
+  std::vector<float> relayed_sum_, relay_send_;          // training thread
+  double relayed_weight_ = 0;                            // training thread
+  double relay_total_ = 0;  // the last averaged round's summed weights, for the clients' results
+  // A client-mode peer: its round through its relay; false with *why when
+  // no full peer took it.
+  RoundEnd relay_gradients(double weight, double norm);
+  bool open_relay(Clock::time_point deadline, std::string *why);
+  std::unique_ptr<RelayLink> relay_link_;
+  uint64_t relay_peer_ = 0;
+  // A round since the last sync point did not average: the parameters may
+  // have drifted from the swarm's, and a client takes no part in state
+  // averaging, so it loads the state at the next sync point.
+  bool client_missed_ = false;
   // role = "checkpointer" (peer_checkpointer.cpp): each host window waits
   // up to a second for the swarm to move checkpoint_every epochs on, then
   // loads its state and keeps it on disk.

@@ -46,6 +46,9 @@ struct ProgressRecord {
   // role = "checkpointer": never trains (not counted, never in a round, no
   // vote on a sync point's hash: its state is a copy), but a donor.
   static constexpr uint32_t kCheckpointer = 16;
+  // client_mode: trains and counts, but accepts no connection: never in a
+  // group (a relay brings its contribution, relay.h), never a donor.
+  static constexpr uint32_t kClient = 32;
 
   uint64_t peer_id = 0;
   int64_t epoch = 0;

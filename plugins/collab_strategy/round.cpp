@@ -164,7 +164,10 @@ loom_status Peer::finish_window(loom_step_decision *decision) {
   // gradients were taken at parameters that are not the swarm's.
   const double weight = unhealthy_ ? 0.0 : double(samples_.load());
   const double norm = finite ? std::sqrt(squares) / windows : -1.0;
-  const RoundEnd end = average_gradients(weight, norm);
+  const RoundEnd end = opt_.client_mode ? relay_gradients(weight, norm) : average_gradients(weight, norm);
+  // Contributions relayed through this peer get the round's mean or a miss,
+  // unless its group meets again (they stay counted).
+  if (end != RoundEnd::short_of_target) answer_relayed(end);
   auto restart_window = [&] {
     zero_grads();
     samples_ = 0;
@@ -232,6 +235,15 @@ loom_status Peer::after_optimizer_step(std::string *why) {
   const bool parameters = comm_ && sync;
   if (parameters) average_parameters(last ? "the last epoch" : "state averaging");
   comm_.reset();
+  if (opt_.client_mode && sync && client_missed_ && !last && view().peers > 1) {
+    // It takes no part in state averaging: after a round it missed, it
+    // takes the swarm's state at the sync point instead.
+    std::string reason;
+    client_missed_ = false;
+    detail("client mode: a round since the last sync point went without this peer; loading the swarm's state of epoch " +
+           std::to_string(done));
+    if (!load_state(done, &reason)) log_limited(Level::warn, "client resync", "client mode: loading the swarm's state failed (" + reason + "); training on");
+  }
   if (opt_.average_state_every > 0 && sync) record_sync(done);
   if (round_met_) {
     // The part of the round no member spends waiting for a slower one (they
@@ -355,7 +367,7 @@ uint32_t Peer::first_open_attempt(int64_t epoch, uint32_t from) {
 void Peer::maybe_prematch(const SwarmView &v) {
   const int64_t epoch = epoch_.load();
   if (prematch_ && prematch_->epoch == epoch) return;
-  if (pending_ || opt_.matchmaking_time <= 0 || v.rate <= 0 || v.peers < 2) return;
+  if (opt_.client_mode || pending_ || opt_.matchmaking_time <= 0 || v.rate <= 0 || v.peers < 2) return;
   const double eta = (kEnterFraction * double(opt_.target_batch_size) - double(v.samples)) / v.rate;
   if (eta > opt_.matchmaking_time) return;
   drop_prematch();

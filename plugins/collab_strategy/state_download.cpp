@@ -17,6 +17,7 @@
 #include <system_error>
 #include <thread>
 
+#include "state_client.h"
 #include "state_donor.h"
 #include "state_secret.h"
 #include "state_transfer.h"
@@ -207,11 +208,11 @@ bool read_sealed_header(int fd, StreamOpener &opener, const IoLimits &lim, uint8
   return true;
 }
 
-// With a key, after the request: the challenge, this peer's proof, the
-// donor's proof and the stream's header. False with *why.
+}  // namespace
+
 bool prove_key(int fd, const StateKeys &keys, const uint8_t *req, const IoLimits &lim,
-               std::unique_ptr<StreamOpener> *stream, std::string *why,
-               const std::function<std::string(Io, int, const std::string &)> &io_text, KeyRefusal *refusal) {
+               std::unique_ptr<StreamOpener> *stream, std::string *why, const IoText &io_text, KeyRefusal *refusal,
+               std::pair<StateKeys::Nonce, StateKeys::Nonce> *nonces) {
   uint8_t ch[kStateChallengeSize];
   size_t got = 0;
   int err = 0;
@@ -277,10 +278,10 @@ bool prove_key(int fd, const StateKeys &keys, const uint8_t *req, const IoLimits
     return false;
   }
   *stream = std::move(opener);
+  if (nonces) *nonces = {server, client};
   return true;
 }
 
-}  // namespace
 
 std::optional<DownloadedState> try_donor(const Donor &d, uint64_t run, int64_t min_epoch, Clock::time_point deadline,
                                          std::chrono::milliseconds stall, const std::atomic<bool> *cancel,
@@ -289,17 +290,8 @@ std::optional<DownloadedState> try_donor(const Donor &d, uint64_t run, int64_t m
   if (keys) flags |= kStateFlagKeyed;
   KeyRefusal ignored = KeyRefusal::none;
   if (refusal == nullptr) refusal = &ignored;
-  auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
-  sockaddr_storage addr{};
-  socklen_t len = 0;
-  if (!resolve(d.host, d.port, false, std::min(left, stall), &addr, &len, why)) return std::nullopt;
-  Fd fd(::socket(addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
-  if (fd.get() < 0) {
-    *why = "socket: " + errno_text(errno);
-    return std::nullopt;
-  }
-  set_int_opt(fd.get(), IPPROTO_TCP, TCP_NODELAY, 1);
   IoLimits lim{stall, deadline, cancel, -1};
+  Fd fd;
   std::function<std::string(Io, int, const std::string &)> io_text = [&](Io r, int err,
                                                                           const std::string &during) -> std::string {
     switch (r) {
@@ -318,25 +310,7 @@ std::optional<DownloadedState> try_donor(const Donor &d, uint64_t run, int64_t m
     return "ok";
   };
 
-  // Connect: non-blocking, bounded by the stall timeout.
-  if (::connect(fd.get(), reinterpret_cast<sockaddr *>(&addr), len) != 0) {
-    if (errno != EINPROGRESS) {
-      *why = "cannot connect: " + errno_text(errno);
-      return std::nullopt;
-    }
-    Io r = wait_ready(fd.get(), POLLOUT, lim, Clock::now());
-    if (r != Io::ok) {
-      *why = io_text(r, 0, "while connecting");
-      return std::nullopt;
-    }
-    int err = 0;
-    socklen_t el = sizeof err;
-    ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &el);
-    if (err != 0) {
-      *why = "cannot connect: " + errno_text(err);
-      return std::nullopt;
-    }
-  }
+  if (!connect_to(d.host, d.port, lim, &fd, why)) return std::nullopt;
 
   uint8_t req[kStateRequestSize];
   encode_request(req, run, min_epoch, flags);

@@ -12,6 +12,7 @@
 #include <stdexcept>
 #include <system_error>
 
+#include "relay.h"
 #include "state_server_impl.h"
 
 namespace loom_collab {
@@ -125,6 +126,15 @@ bool StateServer::wanted() const { return impl_->wanted.load(); }
 int StateServer::active() const { return impl_->active.load(); }
 int StateServer::pending() const { return impl_->pending_count.load(); }
 void StateServer::set_wait_for_publish(std::chrono::milliseconds ms) { impl_->wait_ms = ms.count(); }
+
+void StateServer::set_relay(RelayHandler handler, int max_clients, uint64_t max_values) {
+  std::lock_guard<std::mutex> g(impl_->m);
+  impl_->relay_handler = std::move(handler);
+  impl_->max_relayed = impl_->relay_handler != nullptr ? max_clients : 0;
+  impl_->max_relay_values = max_values;
+}
+
+int StateServer::relaying() const { return impl_->relaying.load(); }
 
 void StateServer::Impl::sum_loop() {
   uint64_t done_gen = 0;
@@ -273,10 +283,12 @@ bool StateServer::Impl::check_request(Pending &p, Clock::time_point now) {
     return false;
   }
   const uint16_t flags = get16(req + 6);
-  if ((flags & ~(kStateFlagModel | kStateFlagKeyed)) != 0) {
+  if ((flags & ~(kStateFlagModel | kStateFlagKeyed | kStateFlagRelay)) != 0 ||
+      ((flags & kStateFlagModel) && (flags & kStateFlagRelay))) {
     guard.reject(addr, Rejection::wrong_request,
                  peer + " sent request flags " + std::to_string(flags) + "; this server knows 0 (state), " +
-                     std::to_string(kStateFlagModel) + " (model) and " + std::to_string(kStateFlagKeyed) + " (keyed)",
+                     std::to_string(kStateFlagModel) + " (model), " + std::to_string(kStateFlagRelay) +
+                     " (relay, not with model) and " + std::to_string(kStateFlagKeyed) + " (keyed)",
                  now);
     answer(fd, StateStatus::bad_request);
     return false;
@@ -302,6 +314,34 @@ bool StateServer::Impl::check_request(Pending &p, Clock::time_point now) {
 void StateServer::Impl::admit(Pending &p, Clock::time_point now) {
   const std::string &peer = p.peer, &addr = p.addr;
   const uint8_t *req = p.buf;
+  const bool relay = (get16(req + 6) & kStateFlagRelay) != 0;
+  RelayHandler handler;
+  uint64_t max_values = 0;
+  if (relay) {
+    // A session lasts as long as its client trains: it takes no transfer
+    // slot, only one of max_relayed (and a request token, kept: a client
+    // connects again only when its link broke).
+    int most = 0;
+    {
+      std::lock_guard<std::mutex> g(m);
+      handler = relay_handler;
+      most = max_relayed;
+      max_values = max_relay_values;
+    }
+    if (!handler || most <= 0) {
+      guard.reject(addr, Rejection::wrong_request, peer + " asked to relay through this peer, which relays for nobody", now);
+      answer(p.fd.get(), StateStatus::bad_request);
+      return;
+    }
+    if (relaying.load() >= most) {
+      guard.reject(addr, Rejection::busy,
+                   peer + " asked to relay through this peer, which relays for " + std::to_string(most) +
+                       " client-mode peers already (relay_clients)",
+                   now);
+      answer(p.fd.get(), StateStatus::busy);
+      return;
+    }
+  }
   if (!guard.take(addr, now)) {
     guard.reject(addr, Rejection::rate,
                  peer + " is over " + std::to_string(limits.requests_per_minute) + " requests per minute from " +
@@ -312,11 +352,14 @@ void StateServer::Impl::admit(Pending &p, Clock::time_point now) {
   }
   // A slot: a free one, or one a stalled or slow transfer gives up. Threads
   // stay within 2 * max_transfers: those serving plus those being ended.
-  size_t serving = 0;
-  for (const auto &t : transfers) serving += !t.cancel && !t.done;
-  const bool room = transfers.size() < 2 * size_t(limits.max_transfers);
-  Transfer *v = room && serving >= size_t(limits.max_transfers) ? victim(now) : nullptr;
-  if (!room || (serving >= size_t(limits.max_transfers) && v == nullptr)) {
+  size_t serving = 0, sessions = 0;
+  for (const auto &t : transfers) {
+    serving += !t.cancel && !t.done && !t.relay;
+    sessions += t.relay;
+  }
+  const bool room = transfers.size() - sessions < 2 * size_t(limits.max_transfers);
+  Transfer *v = !relay && room && serving >= size_t(limits.max_transfers) ? victim(now) : nullptr;
+  if (!relay && (!room || (serving >= size_t(limits.max_transfers) && v == nullptr))) {
     guard.give_back(addr, 0, now);
     guard.reject(addr, Rejection::busy,
                  peer + " was answered busy: " + std::to_string(serving) + " transfers under way, none stalled", now);
@@ -337,6 +380,7 @@ void StateServer::Impl::admit(Pending &p, Clock::time_point now) {
   t.addr = addr;
   t.min_epoch = int64_t(get64(req + 16));
   t.model = (get16(req + 6) & kStateFlagModel) != 0;
+  t.relay = relay;
   t.keyed = p.challenged;
   std::copy(req, req + kStateRequestSize, t.request);
   if (t.keyed) {
@@ -345,11 +389,21 @@ void StateServer::Impl::admit(Pending &p, Clock::time_point now) {
   }
   t.started = t.moved = now;
   try {
-    t.thread = std::thread([this, &t] {
-      serve(t);
-      t.done = true;
-    });
+    if (relay) {
+      relaying.fetch_add(1);
+      t.thread = std::thread([this, &t, handler, max_values] {
+        relay_session(t, handler, max_values);
+        relaying.fetch_sub(1);
+        t.done = true;
+      });
+    } else {
+      t.thread = std::thread([this, &t] {
+        serve(t);
+        t.done = true;
+      });
+    }
   } catch (const std::system_error &) {  // no thread to be had: turn the client away
+    if (relay) relaying.fetch_sub(1);
     answer(t.fd.get(), StateStatus::busy);  // plain even when keyed: a refusal carries nothing secret
     guard.give_back(addr, 0, now);
     transfers.pop_back();
@@ -362,7 +416,7 @@ void StateServer::Impl::admit(Pending &p, Clock::time_point now) {
 StateServer::Impl::Transfer *StateServer::Impl::victim(Clock::time_point now) {
   Transfer *worst = nullptr;
   for (auto &t : transfers) {
-    if (t.cancel || t.done || now - t.started < kPreemptAfter) continue;
+    if (t.relay || t.cancel || t.done || now - t.started < kPreemptAfter) continue;
     const double age = std::chrono::duration<double>(now - t.started).count();
     const bool slow = now - t.moved >= kPreemptAfter || double(t.sent.load()) / age < kSlowBytesPerSecond;
     if (slow && (worst == nullptr || t.moved < worst->moved)) worst = &t;
@@ -387,7 +441,8 @@ void StateServer::Impl::watch_transfers(bool all, Clock::time_point now) {
     if (t.thread.joinable()) t.thread.join();
     const uint64_t total = t.total.load();
     const End end = t.end.load();
-    guard.give_back(t.addr, total ? std::min(1.0, double(sent) / double(total)) : 0, now);  // a stream's frames add a little
+    if (!t.relay)  // a session keeps its token
+      guard.give_back(t.addr, total ? std::min(1.0, double(sent) / double(total)) : 0, now);  // a stream's frames add a little
     if (end == End::stalled)
       guard.reject(t.addr, Rejection::stalled,
                    "transfer to " + t.peer + " ended after " + std::to_string(sent) + " of " + std::to_string(total) +

@@ -117,6 +117,7 @@ struct StateServer::Impl {
     std::string peer, addr;
     int64_t min_epoch = 0;
     bool model = false;  // a model request (kStateFlagModel), not the state
+    bool relay = false;  // a client-mode peer's relay session (kStateFlagRelay): outside max_transfers
     bool keyed = false;  // proven: the reply goes as an encrypted stream
     uint8_t request[kStateRequestSize];
     StateKeys::Nonce server_nonce{}, client_nonce{};
@@ -128,6 +129,12 @@ struct StateServer::Impl {
     std::thread thread;
   };
   std::list<Transfer> transfers;  // the front thread's (and the destructor's) alone
+
+  // Relaying (relay.h): set by set_relay, read by the front thread under m.
+  RelayHandler relay_handler;
+  int max_relayed = 0;
+  uint64_t max_relay_values = 0;
+  std::atomic<int> relaying{0};
 
   ServeGuard guard;
   std::unique_ptr<StateKeys> keys;  // a swarm key: every client must prove it
@@ -154,6 +161,9 @@ struct StateServer::Impl {
   void watch_transfers(bool all, Clock::time_point now);
   void answer(int fd, StateStatus status);
   void serve(Transfer &t);
+  // relay_serve.cpp: a client-mode peer's session, contribution after
+  // contribution, until it leaves, idles past kRelayIdle or the server stops.
+  void relay_session(Transfer &t, RelayHandler handler, uint64_t max_values);
 };
 
 }  // namespace loom_collab

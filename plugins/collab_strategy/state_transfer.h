@@ -12,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -115,6 +116,14 @@ struct ServeLimits {
   std::chrono::milliseconds idle_timeout{5000};
 };
 
+struct RelayMessage;  // relay.h
+// A relay's side of relaying (relay.h), called on a client's connection
+// thread for each of its contributions (its size checked already):
+// replaces msg by the result, waiting for the round; stop() says when to
+// give up (the server is shutting down, or the client went away).
+using RelayHandler =
+    std::function<void(const std::string &client, RelayMessage &msg, const std::function<bool()> &stop)>;
+
 // Serves the latest published snapshot from background threads, so serving
 // never runs on (or waits for) the training thread. Thread-safe.
 class StateServer {
@@ -146,6 +155,14 @@ class StateServer {
   int pending() const;
 
   void set_wait_for_publish(std::chrono::milliseconds ms);
+
+  // Takes up to max_clients client-mode peers at once (relay.h), each with
+  // a connection and a thread of its own, outside max_transfers; a
+  // contribution's values are at most max_values. Without it (or with 0),
+  // relay requests are answered bad_request.
+  void set_relay(RelayHandler handler, int max_clients, uint64_t max_values);
+  // Client-mode peers connected now.
+  int relaying() const;
 
   // What model requests receive: an encoded FingerprintRecord of the model
   // the swarm trains, as this peer sees it (at most kMaxModelBytes), or

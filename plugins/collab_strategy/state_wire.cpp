@@ -5,6 +5,7 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/tcp.h>
 #include <netdb.h>
 #include <poll.h>
 #include <zlib.h>
@@ -91,6 +92,42 @@ std::string address_text(const sockaddr *sa) {
   }
   return "?";
 }
+bool connect_to(const std::string &host, uint16_t port, const IoLimits &lim, Fd *out, std::string *why) {
+  const auto left = std::chrono::duration_cast<milliseconds>(lim.deadline - Clock::now());
+  sockaddr_storage addr{};
+  socklen_t len = 0;
+  if (!resolve(host, port, false, std::max(milliseconds(1), std::min(left, lim.stall)), &addr, &len, why)) return false;
+  Fd fd(::socket(addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (fd.get() < 0) {
+    *why = "socket: " + errno_text(errno);
+    return false;
+  }
+  set_int_opt(fd.get(), IPPROTO_TCP, TCP_NODELAY, 1);
+  if (::connect(fd.get(), reinterpret_cast<sockaddr *>(&addr), len) != 0) {
+    if (errno != EINPROGRESS) {
+      *why = "cannot connect: " + errno_text(errno);
+      return false;
+    }
+    const Io r = wait_ready(fd.get(), POLLOUT, lim, Clock::now());
+    if (r != Io::ok) {
+      *why = r == Io::cancelled ? "cancelled while connecting"
+             : Clock::now() >= lim.deadline
+                 ? "overall timeout while connecting"
+                 : "stalled: nothing for " + std::to_string(lim.stall.count()) + " ms while connecting";
+      return false;
+    }
+    int err = 0;
+    socklen_t el = sizeof err;
+    ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &el);
+    if (err != 0) {
+      *why = "cannot connect: " + errno_text(err);
+      return false;
+    }
+  }
+  *out = std::move(fd);
+  return true;
+}
+
 Io wait_ready(int fd, short events, const IoLimits &lim, Clock::time_point last_progress) {
   for (;;) {
     if (lim.cancel && lim.cancel->load()) return Io::cancelled;

@@ -8,14 +8,14 @@ namespace loom_collab {
 std::vector<uint64_t> SwarmView::training_at(int64_t epoch) const {
   std::vector<uint64_t> out;
   for (const auto &r : others)
-    if (r.epoch == epoch && !(r.flags & ProgressRecord::kAway)) out.push_back(r.peer_id);
+    if (r.epoch == epoch && !(r.flags & (ProgressRecord::kAway | ProgressRecord::kClient))) out.push_back(r.peer_id);
   return out;
 }
 
 std::vector<uint64_t> SwarmView::accumulating_at(int64_t epoch) const {
   std::vector<uint64_t> out;
   for (const auto &r : others)
-    if (r.epoch == epoch && !(r.flags & ProgressRecord::kAway) &&
+    if (r.epoch == epoch && !(r.flags & (ProgressRecord::kAway | ProgressRecord::kClient)) &&
         (r.samples > 0 || r.samples_per_second > 0))
       out.push_back(r.peer_id);
   return out;

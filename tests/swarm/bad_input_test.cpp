@@ -36,6 +36,8 @@ TEST(Swarm, BadOptionsExitWithCode2AndTheReason) {
       {"strategy.options.target_group_size=1", {"target_group_size", "= 1", "averages nothing", "from 2 to 4096"}},
       {"strategy.options.target_group_size=-2", {"target_group_size", "= -2", "from 0 to 4096"}},
       {"strategy.options.load_donors_at_once=0", {"load_donors_at_once", "= 0", "from 1 to 16"}},
+      {"strategy.options.relay_clients=65", {"relay_clients", "= 65", "from 0 to 64"}},
+      {"strategy.options.client_mode=sometimes", {"client_mode", "sometimes"}},
       {"strategy.options.initial_peers=nonsense", {"initial_peers", "'nonsense'", "host:port"}},
       {"strategy.options.initial_peers=127.0.0.1:70000", {"initial_peers", "70000", "1 to 65535"}},
       {"strategy.options.averaging_timeout=0", {"averaging_timeout", "= 0", "from 0.1 to 86400"}},

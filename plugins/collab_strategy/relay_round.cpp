@@ -1,0 +1,250 @@
+// SPDX-License-Identifier: Apache-2.0
+// Rounds through a relay (relay.h). A client-mode peer sends its weighted
+// gradients to a full peer and takes back the mean its group averaged; the
+// full peer folds every contribution that arrived for the epoch into its
+// own before its group exchanges weights, so the group's targets, top-ups
+// and means count the clients' samples exactly as its members'.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "peer.h"
+
+namespace loom_collab {
+namespace {
+
+std::string number(double v) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.3g", v);
+  return text;
+}
+
+}  // namespace
+
+// ---- The relay's side ---------------------------------------------------------
+
+void Peer::relay_contribution(const std::string &client, RelayMessage &m, const std::function<bool()> &stop) {
+  auto answer = [&](RelayStatus status, const std::string &why) {
+    m.status = status;
+    m.values.clear();
+    m.weight = 0;
+    m.why = why;
+    if (status == RelayStatus::refused)
+      log_limited(Level::warn, "relay refused " + client, "client-mode peer " + client + "'s contribution at epoch " +
+                                                               std::to_string(m.epoch) + " was refused: " + why);
+    else
+      detail("client-mode peer " + client + "'s contribution at epoch " + std::to_string(m.epoch) + " missed: " + why);
+  };
+  if (m.kind != RelayKind::gradients)
+    return answer(RelayStatus::refused, "this peer relays gradients only (parameters come from state averaging)");
+  if (m.values.size() != numel_)
+    return answer(RelayStatus::refused, "it sent " + std::to_string(m.values.size()) + " values; this model has " +
+                                            std::to_string(numel_));
+  if (!(m.weight > 0) || !std::isfinite(m.weight) || m.weight > 1e15)
+    return answer(RelayStatus::refused, "its weight " + number(m.weight) + " is not a positive sample count");
+  if (!std::isfinite(sum_of_squares(m.values.data(), m.values.size())))
+    return answer(RelayStatus::refused, "its gradients are not finite");
+  auto entry = std::make_shared<RelayEntry>();
+  entry->client = client;
+  entry->epoch = m.epoch;
+  entry->weight = m.weight;
+  entry->norm = m.norm;
+  entry->values = std::move(m.values);
+  // Bounded: a round that took the entry answers within averaging_timeout
+  // of its start, and a round that fell short meets again about as soon.
+  const auto until = Clock::now() + std::chrono::milliseconds(int64_t(
+                                        (2 * opt_.averaging_timeout + opt_.matchmaking_time) * 1000) + 10000);
+  std::unique_lock<std::mutex> lock(relay_mutex_);
+  relay_inbox_.push_back(entry);
+  bool done = false;
+  while (!done) {
+    if (entry->answered) {
+      m = std::move(entry->result);
+      done = true;
+      break;
+    }
+    if (!entry->taken && (epoch_.load() > entry->epoch || stopping())) break;
+    if (stop() || Clock::now() >= until) break;
+    relay_cv_.wait_for(lock, std::chrono::milliseconds(20));
+  }
+  relay_inbox_.erase(std::remove(relay_inbox_.begin(), relay_inbox_.end(), entry), relay_inbox_.end());
+  lock.unlock();
+  if (done) return;
+  m.epoch = entry->epoch;
+  answer(RelayStatus::missed, stop() ? "this peer is shutting down"
+                              : stopping() ? "this peer is leaving"
+                              : entry->taken ? "this peer's round did not end in time"
+                                             : "this peer finished epoch " + std::to_string(entry->epoch) +
+                                                   " before the contribution came");
+}
+
+double Peer::take_relayed(int64_t epoch, double own_norm) {
+  std::lock_guard<std::mutex> lock(relay_mutex_);
+  for (auto &e : relay_inbox_) {
+    if (e->taken || e->answered || e->epoch != epoch) continue;
+    // The group's outlier rule sees this relay's own norm only, so the
+    // relay applies it to its clients itself.
+    if (own_norm > 0 && std::isfinite(own_norm) && e->norm > kOutlierFactor * own_norm) {
+      e->result.status = RelayStatus::refused;
+      e->result.epoch = epoch;
+      e->answered = true;
+      log_limited(Level::warn, "relay outlier " + e->client,
+                  "client-mode peer " + e->client + " brought gradients of norm " + number(e->norm) + ", over " +
+                      number(kOutlierFactor) + " times this relay's " + number(own_norm) + ": not counted");
+      continue;
+    }
+    e->taken = true;
+    if (relayed_sum_.size() != numel_) relayed_sum_.assign(numel_, 0.0f);
+    for (uint64_t i = 0; i < numel_; ++i) relayed_sum_[i] += e->values[i];
+    relayed_weight_ += e->weight;
+    relay_taken_.push_back(e);
+  }
+  relay_cv_.notify_all();
+  return relayed_weight_;
+}
+
+void Peer::answer_relayed(RoundEnd end) {
+  if (relay_taken_.empty()) return;
+  std::vector<float> mean;
+  if (end == RoundEnd::averaged) {
+    mean.resize(numel_);
+    size_t at = 0;
+    for (const auto &g : grads_) {
+      std::memcpy(mean.data() + at, g.data, g.numel * sizeof(float));
+      at += g.numel;
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(relay_mutex_);
+    for (auto &e : relay_taken_) {
+      RelayMessage &r = e->result;
+      r.kind = RelayKind::gradients;
+      r.epoch = e->epoch;
+      if (end == RoundEnd::averaged) {
+        r.status = RelayStatus::averaged;
+        r.weight = relay_total_;
+        r.values = mean;
+      } else {
+        r.status = RelayStatus::missed;
+        r.why = "this relay's round did not average";
+      }
+      e->values.clear();
+      e->values.shrink_to_fit();
+      e->answered = true;
+    }
+  }
+  relay_cv_.notify_all();
+  detail("epoch " + std::to_string(relay_taken_.front()->epoch) + ": answered " + std::to_string(relay_taken_.size()) +
+         " client-mode peer(s) relayed through this peer (" + (end == RoundEnd::averaged ? "averaged" : "missed") + ")");
+  relay_taken_.clear();
+  relayed_sum_.clear();
+  relayed_weight_ = 0;
+}
+
+// ---- The client's side --------------------------------------------------------
+
+bool Peer::open_relay(Clock::time_point deadline, std::string *why) {
+  const SwarmView v = view();
+  std::vector<const ProgressRecord *> picks;
+  for (const auto &r : v.others)
+    if (!(r.flags & (ProgressRecord::kAway | ProgressRecord::kClient)) && r.state_port != 0 && !r.state_host.empty() &&
+        r.epoch >= epoch_.load())
+      picks.push_back(&r);
+  if (picks.empty()) {
+    *why = "no full peer at this epoch to relay through (client_mode needs at least one peer that accepts connections)";
+    return false;
+  }
+  // The last relay first, then a spread of the others (each client its own order).
+  const uint64_t me = id_, last = relay_peer_;
+  std::sort(picks.begin(), picks.end(), [&](const ProgressRecord *a, const ProgressRecord *b) {
+    if ((a->peer_id == last) != (b->peer_id == last)) return a->peer_id == last;
+    return mix64(a->peer_id ^ me) < mix64(b->peer_id ^ me);
+  });
+  std::string tried;
+  for (const auto *r : picks) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    if (left.count() <= 0) break;
+    std::string reason;
+    relay_link_ = RelayLink::open(r->state_host, r->state_port, run_, opt_.swarm_key,
+                                  std::min(left, std::chrono::milliseconds(3000)), &reason);
+    if (relay_link_) {
+      if (r->peer_id != relay_peer_)
+        log(Level::info, "client mode: relaying this peer's rounds through peer " + std::to_string(r->peer_id) +
+                             " at " + relay_link_->peer());
+      relay_peer_ = r->peer_id;
+      return true;
+    }
+    tried += (tried.empty() ? "" : "; ") + reason;
+  }
+  *why = "no full peer took this peer as its client (" + tried + ")";
+  return false;
+}
+
+RoundEnd Peer::relay_gradients(double weight, double norm) {
+  const int64_t epoch = epoch_.load();
+  const double windows = double(std::max<uint64_t>(1, windows_));
+  const auto start = Clock::now();
+  // The relay answers once its round is over: its matchmaking, its
+  // averaging, and a meeting again when its group fell short.
+  const auto deadline = start + std::chrono::milliseconds(int64_t(
+                                    (opt_.averaging_timeout + opt_.matchmaking_time) * 1000) + 5000);
+  auto alone = [&](const std::string &why) {
+    client_missed_ = true;
+    if (why != last_local_reason_)
+      log(Level::info, "epoch " + std::to_string(epoch) + ": " + why + "; proceeding with local gradients (said once until it changes)");
+    last_local_reason_ = why;
+    const float inv = float(1.0 / windows);
+    for (auto &g : grads_)
+      for (uint64_t i = 0; i < g.numel; ++i) g.data[i] *= inv;
+    return RoundEnd::alone;
+  };
+  if (!(weight > 0)) return alone("this peer has nothing to contribute (it diverged)");
+  std::string why;
+  if (!relay_link_ && !open_relay(start + std::chrono::milliseconds(int64_t(opt_.matchmaking_time * 1000) + 3000), &why))
+    return alone(why);
+  RelayMessage m;
+  m.kind = RelayKind::gradients;
+  m.epoch = epoch;
+  m.weight = weight;
+  m.norm = norm;
+  m.values.resize(numel_);
+  const float k = float(weight / windows);
+  size_t at = 0;
+  for (const auto &g : grads_) {
+    for (uint64_t i = 0; i < g.numel; ++i) m.values[at + i] = g.data[i] * k;
+    at += g.numel;
+  }
+  if (!relay_link_->exchange(m, numel_, deadline, &why)) {
+    relay_link_.reset();
+    return alone(why);
+  }
+  switch (m.status) {
+    case RelayStatus::averaged:
+      if (m.values.size() != numel_ || !std::isfinite(sum_of_squares(m.values.data(), m.values.size()))) {
+        relay_link_.reset();
+        return alone("the relay's result has " + std::to_string(m.values.size()) + " values, or values that are not finite");
+      }
+      at = 0;
+      for (auto &g : grads_) {
+        std::memcpy(g.data, m.values.data() + at, g.numel * sizeof(float));
+        at += g.numel;
+      }
+      detail("epoch " + std::to_string(epoch) + ": averaged gradients of " + std::to_string(uint64_t(m.weight)) +
+             " samples through relay peer " + std::to_string(relay_peer_) + " (" +
+             milliseconds_text(Clock::now() - start) + " ms)");
+      last_local_reason_.clear();
+      return RoundEnd::averaged;
+    case RelayStatus::missed:
+      client_missed_ = true;
+      if (view().global_epoch > epoch) {
+        detail("epoch " + std::to_string(epoch) + ": the relay's round went without this peer; its gradients count next epoch");
+        return RoundEnd::moved_on;
+      }
+      return alone("the relay's round went without this peer");
+    default:
+      relay_link_.reset();  // another relay next time
+      return alone("the relay refused this peer's contribution (its log says why)");
+  }
+}
+
+}  // namespace loom_collab

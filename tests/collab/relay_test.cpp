@@ -1,0 +1,158 @@
+// SPDX-License-Identifier: Apache-2.0
+// Relaying for client-mode peers (relay.h): a client's link to a relay's
+// state server carries contributions and results, open or keyed, and the
+// server refuses whoever it must with a reason.
+#include <thread>
+
+#include "relay.h"
+#include "state_transfer_support.hpp"
+#include "state_wire.h"
+
+namespace loom_collab {
+namespace {
+
+using namespace transfer_test;
+
+loom_key::SwarmKey key_of(uint8_t fill) {
+  loom_key::SwarmKey k;
+  k.fill(fill);
+  return k;
+}
+
+// The relay's side for these tests: result = 2 x values + epoch, weight + 10.
+void doubling(const std::string &, RelayMessage &m, const std::function<bool()> &) {
+  for (auto &v : m.values) v = 2 * v + float(m.epoch);
+  m.weight += 10;
+  m.status = RelayStatus::averaged;
+}
+
+bool eventually(const std::function<bool()> &done, milliseconds within = milliseconds(5000)) {
+  const auto until = std::chrono::steady_clock::now() + within;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() >= until) return false;
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  return true;
+}
+
+class RelayRoundTrip : public ::testing::TestWithParam<bool> {};
+
+TEST_P(RelayRoundTrip, ContributionsComeBackAsTheRelaysResultsOnOneConnection) {
+  const bool keyed = GetParam();
+  const std::optional<loom_key::SwarmKey> key = keyed ? std::optional(key_of(3)) : std::nullopt;
+  LogSink log;
+  StateServer server("127.0.0.1", 0, kRun, log.fn(), ServeLimits(), key);
+  server.set_relay(doubling, 4, 1 << 20);
+  std::string why;
+  auto link = RelayLink::open("127.0.0.1", server.port(), kRun, key, milliseconds(5000), &why);
+  ASSERT_TRUE(link) << why << "\n" << log.text();
+  EXPECT_TRUE(eventually([&] { return server.relaying() == 1; }));
+  // Empty, small, and more than one frame (300k floats: 1.2 MB, 5 frames).
+  for (size_t n : {size_t(0), size_t(5), size_t(300000)}) {
+    RelayMessage m;
+    m.kind = RelayKind::gradients;
+    m.epoch = int64_t(n % 7);
+    m.weight = 3;
+    m.norm = 1.5;
+    for (size_t i = 0; i < n; ++i) m.values.push_back(float(i % 1000) * 0.5f);
+    const RelayMessage sent = m;
+    ASSERT_TRUE(link->exchange(m, 1 << 20, std::chrono::steady_clock::now() + milliseconds(5000), &why))
+        << why << "\n" << log.text();
+    EXPECT_EQ(m.status, RelayStatus::averaged);
+    EXPECT_EQ(m.epoch, sent.epoch);
+    EXPECT_DOUBLE_EQ(m.weight, 13);
+    ASSERT_EQ(m.values.size(), n);
+    for (size_t i = 0; i < n; ++i) ASSERT_EQ(m.values[i], 2 * sent.values[i] + float(sent.epoch)) << i;
+  }
+  link.reset();
+  EXPECT_TRUE(eventually([&] { return server.relaying() == 0; }));
+  EXPECT_TRUE(log.has(Level::info, {"relay session of client-mode peer", "ended after 3 rounds"})) << log.text();
+}
+
+INSTANTIATE_TEST_SUITE_P(Swarms, RelayRoundTrip, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool> &info) {
+                           return info.param ? std::string("Keyed") : std::string("Open");
+                         });
+
+TEST(Relay, AServerThatRelaysForNobodyRefusesWithAReason) {
+  LogSink log;
+  StateServer server("127.0.0.1", 0, kRun, log.fn());
+  std::string why;
+  EXPECT_FALSE(RelayLink::open("127.0.0.1", server.port(), kRun, std::nullopt, milliseconds(5000), &why));
+  EXPECT_NE(why.find("relays for nobody"), std::string::npos) << why;
+}
+
+TEST(Relay, ClientsBeyondRelayClientsAreAnsweredBusy) {
+  LogSink log;
+  StateServer server("127.0.0.1", 0, kRun, log.fn());
+  server.set_relay(doubling, 1, 100);
+  std::string why;
+  auto first = RelayLink::open("127.0.0.1", server.port(), kRun, std::nullopt, milliseconds(5000), &why);
+  ASSERT_TRUE(first) << why;
+  ASSERT_TRUE(eventually([&] { return server.relaying() == 1; }));
+  EXPECT_FALSE(RelayLink::open("127.0.0.1", server.port(), kRun, std::nullopt, milliseconds(5000), &why));
+  EXPECT_NE(why.find("busy"), std::string::npos) << why;
+  EXPECT_TRUE(log.has(Level::warn, {"relays for 1 client-mode peers already", "relay_clients"})) << log.text();
+  first.reset();
+  ASSERT_TRUE(eventually([&] { return server.relaying() == 0; }));
+  EXPECT_TRUE(RelayLink::open("127.0.0.1", server.port(), kRun, std::nullopt, milliseconds(5000), &why)) << why;
+}
+
+TEST(Relay, AnotherKeyIsRefusedBeforeAnySession) {
+  LogSink log;
+  StateServer server("127.0.0.1", 0, kRun, log.fn(), ServeLimits(), key_of(1));
+  server.set_relay(doubling, 4, 100);
+  std::string why;
+  EXPECT_FALSE(RelayLink::open("127.0.0.1", server.port(), kRun, key_of(2), milliseconds(5000), &why));
+  EXPECT_NE(why.find("hold different swarm keys"), std::string::npos) << why;
+  EXPECT_FALSE(RelayLink::open("127.0.0.1", server.port(), kRun, std::nullopt, milliseconds(5000), &why));
+  EXPECT_EQ(server.relaying(), 0);
+}
+
+TEST(Relay, AContributionLargerThanTheModelEndsTheSession) {
+  LogSink log;
+  StateServer server("127.0.0.1", 0, kRun, log.fn());
+  server.set_relay(doubling, 4, 10);
+  std::string why;
+  auto link = RelayLink::open("127.0.0.1", server.port(), kRun, std::nullopt, milliseconds(5000), &why);
+  ASSERT_TRUE(link) << why;
+  RelayMessage m;
+  m.values.assign(11, 1.0f);
+  EXPECT_FALSE(link->exchange(m, 100, std::chrono::steady_clock::now() + milliseconds(5000), &why));
+  EXPECT_TRUE(eventually([&] { return log.has(Level::warn, {"bad relay message", "11 values, more than the 10"}); }))
+      << log.text();
+  EXPECT_TRUE(eventually([&] { return server.relaying() == 0; }));
+}
+
+TEST(Relay, ACorruptedFrameEndsTheSessionWithAWarning) {
+  using namespace wire;
+  LogSink log;
+  StateServer server("127.0.0.1", 0, kRun, log.fn());
+  server.set_relay(doubling, 4, 10);
+  IoLimits lim{milliseconds(3000), Clock::now() + milliseconds(5000), nullptr, -1};
+  Fd fd;
+  std::string why;
+  ASSERT_TRUE(connect_to("127.0.0.1", server.port(), lim, &fd, &why)) << why;
+  uint8_t req[kStateRequestSize];
+  encode_request(req, kRun, 0, kStateFlagRelay);
+  iovec iov{req, sizeof req};
+  int err = 0;
+  ASSERT_EQ(write_all(fd.get(), &iov, 1, lim, &err), Io::ok);
+  uint8_t reply[kStateReplySize];
+  size_t got = 0;
+  ASSERT_EQ(read_all(fd.get(), reply, sizeof reply, lim, &got, &err), Io::ok);
+  EXPECT_EQ(get16(reply + 6), uint16_t(StateStatus::ok));
+  // A header frame whose CRC does not match its bytes.
+  uint8_t frame[8 + kRelayHeaderSize] = {};
+  put32(frame, kRelayHeaderSize);
+  put32(frame + 4, 0xdeadbeef);
+  put32(frame + 8, kRelayMagic);
+  iovec f{frame, sizeof frame};
+  ASSERT_EQ(write_all(fd.get(), &f, 1, lim, &err), Io::ok);
+  EXPECT_TRUE(eventually([&] { return log.has(Level::warn, {"bad relay message", "checksum does not match"}); }))
+      << log.text();
+  EXPECT_TRUE(eventually([&] { return server.relaying() == 0; }));
+}
+
+}  // namespace
+}  // namespace loom_collab

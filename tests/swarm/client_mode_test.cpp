@@ -1,0 +1,67 @@
+// SPDX-License-Identifier: Apache-2.0
+// Client mode (client_mode = true, relay.h): a peer that accepts no
+// connection trains with two full peers. It never joins a group's
+// communicator and serves no state; each round its weighted gradients go
+// to one of the full peers over a connection it opened, which averages
+// them with its group and sends the mean back. The swarm converges and the
+// client ends with the full peers' parameters.
+#include <gtest/gtest.h>
+
+#include <regex>
+
+#include "swarm.hpp"
+
+namespace loom::swarm {
+namespace {
+
+size_t count_of(const std::string &text, const std::string &what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+TEST(ClientMode, AClientTrainsThroughARelayAndEndsWithTheSwarmsParameters) {
+  Scratch scratch;
+  const std::string run = unique_run_id("client");
+  const std::vector<std::string> sets = {"trainer.threads=1", "strategy.options.listen=127.0.0.1",
+                                         "strategy.options.verbose=true", "strategy.options.min_peers=3",
+                                         "strategy.options.run_id=" + run};
+  std::vector<std::string> client_sets = sets;
+  client_sets.push_back("strategy.options.client_mode=true");
+  auto p0 = std::make_unique<Peer>(scratch, "p0", digits_config(), sets);
+  ASSERT_TRUE(wait_until([&] { return !p0->address().empty(); }, seconds(30))) << p0->tail();
+  const std::map<std::string, std::string> env{{"LOOM_INITIAL_PEERS", p0->address()}};
+  auto p1 = std::make_unique<Peer>(scratch, "p1", digits_config(), sets, env);
+  auto c0 = std::make_unique<Peer>(scratch, "c0", digits_config(), client_sets, env);
+  const auto deadline = Clock::now() + seconds(240);
+  for (Peer *p : {p0.get(), p1.get(), c0.get()}) {
+    auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
+    ASSERT_EQ(p->wait_exit(std::max(left, milliseconds(1))), 0) << p->tail();
+    auto final = final_result(p->log());
+    ASSERT_TRUE(final) << p->tail();
+    EXPECT_GE(final->accuracy, 0.93) << p->name();
+    EXPECT_EQ(final->steps, 100) << p->name();
+  }
+  const std::string client = c0->log();
+  EXPECT_NE(client.find("in client mode: it accepts no connection"), std::string::npos) << c0->tail();
+  EXPECT_NE(client.find("relaying this peer's rounds through peer"), std::string::npos) << c0->tail();
+  EXPECT_EQ(client.find("state server listening"), std::string::npos) << "a client-mode peer started a state server";
+  const size_t relayed = count_of(client, "through relay peer");
+  const size_t answered = count_of(p0->log(), "client-mode peer(s) relayed through this peer (averaged)") +
+                          count_of(p1->log(), "client-mode peer(s) relayed through this peer (averaged)");
+  std::printf("client: %zu of 100 epochs averaged through a relay; relays answered %zu\n", relayed, answered);
+  EXPECT_GE(relayed, size_t(50)) << "the client averaged through its relay in too few epochs";
+  EXPECT_EQ(relayed, answered);
+  // A relayed round is one its relay's group averaged: on the whole target.
+  static const std::regex totals(R"(averaged gradients of ([0-9]+) samples through relay peer)");
+  for (std::sregex_iterator it(client.begin(), client.end(), totals), end; it != end; ++it)
+    EXPECT_GE(std::stoll((*it)[1]), 256) << (*it)[0];
+  // Every member of the last round gets one mean; the client applies it as
+  // its relay does, and its missed rounds are made up by loading the state.
+  const double d = max_parameter_difference(p0->final_dir(), c0->final_dir());
+  std::printf("largest parameter difference, client against p0: %.3g\n", d);
+  EXPECT_LE(d, 0.01);
+}
+
+}  // namespace
+}  // namespace loom::swarm
