@@ -223,6 +223,7 @@ class Peer {
   // it (answer_relayed, with the group's mean or a miss).
   struct RelayEntry {
     std::string client;
+    uint64_t peer = 0;
     int64_t epoch = 0;
     double weight = 0, norm = -1;
     std::vector<float> values;
@@ -239,6 +240,15 @@ class Peer {
   std::vector<float> relayed_sum_, relay_send_;          // training thread
   double relayed_weight_ = 0;                            // training thread
   double relay_total_ = 0;  // the last averaged round's summed weights, for the clients' results
+  // Clients this peer relayed for (peer id -> the last epoch): a round waits
+  // a moment for those that train at its epoch (take_relayed).
+  std::map<uint64_t, int64_t> relay_clients_;  // training thread
+  // The last averaged round's mean while clients are connected: a
+  // contribution that comes after its round gets that mean (its samples did
+  // not count, but its parameters stay the swarm's). Under relay_mutex_.
+  int64_t relay_last_epoch_ = -1;
+  double relay_last_total_ = 0;
+  std::shared_ptr<const std::vector<float>> relay_last_mean_;
   // A client-mode peer: its round through its relay; false with *why when
   // no full peer took it.
   RoundEnd relay_gradients(double weight, double norm);

@@ -24,8 +24,10 @@
 //   of at most kRelayFrameBytes. A frame: open, length u32, CRC-32 u32 of
 //   the bytes, the bytes; keyed, length u32 and a StreamSealer frame.
 //   header: magic kRelayMagic u32, kind u16, status u16, epoch i64,
-//           weight f64, norm f64, count u64 (values that follow), CRC-32
-//           of the previous 40 bytes u32, 4 zero bytes.
+//           weight f64, norm f64, count u64 (values that follow), the
+//           client's peer id u64 (the relay waits for the clients it
+//           serves that train at its epoch), CRC-32 of the previous 48
+//           bytes u32, 4 zero bytes.
 // A contribution's weight is its samples (gradients) or 1 (parameters),
 // its values the weighted sum weight x mean; norm, that of its mean
 // (gradients; -1 unknown). A result's weight is the whole group's, its
@@ -49,7 +51,7 @@ namespace loom_collab {
 
 constexpr uint16_t kStateFlagRelay = 4;
 constexpr uint32_t kRelayMagic = 0x4d4c524c;  // "LRLM"
-constexpr size_t kRelayHeaderSize = 48;
+constexpr size_t kRelayHeaderSize = 56;
 constexpr size_t kRelayFrameBytes = 256 * 1024;
 
 enum class RelayKind : uint16_t { gradients = 1, parameters = 2 };
@@ -68,6 +70,7 @@ struct RelayMessage {
   int64_t epoch = 0;
   double weight = 0;
   double norm = -1;
+  uint64_t peer = 0;  // the client's peer id (its progress record's)
   std::vector<float> values;
   std::string why;  // a refusal's or miss's reason (not on the wire: the relay logs it)
 };

@@ -82,7 +82,8 @@ bool RelayChannel::send(const RelayMessage &m, const IoLimits &lim, Io *io, std:
   put64(h + 16, bits(m.weight));
   put64(h + 24, bits(m.norm));
   put64(h + 32, m.values.size());
-  put32(h + 40, crc(h, 40));
+  put64(h + 40, m.peer);
+  put32(h + 48, crc(h, 48));
   if (!send_frame(h, sizeof h, lim, io, why)) return false;
   const auto *bytes = reinterpret_cast<const uint8_t *>(m.values.data());
   const size_t total = m.values.size() * sizeof(float);
@@ -150,7 +151,7 @@ bool RelayChannel::recv(RelayMessage *m, uint64_t max_count, const IoLimits &lim
     *why = "not a relay message: bad magic " + hex(get32(h));
     return false;
   }
-  if (get32(h + 40) != crc(h, 40)) {
+  if (get32(h + 48) != crc(h, 48)) {
     *why = "a relay message header's checksum does not match";
     return false;
   }
@@ -174,6 +175,7 @@ bool RelayChannel::recv(RelayMessage *m, uint64_t max_count, const IoLimits &lim
   m->epoch = int64_t(get64(h + 8));
   m->weight = from_bits(get64(h + 16));
   m->norm = from_bits(get64(h + 24));
+  m->peer = get64(h + 40);
   m->values.resize(count);
   m->why.clear();
   auto *bytes = reinterpret_cast<uint8_t *>(m->values.data());

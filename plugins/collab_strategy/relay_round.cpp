@@ -46,6 +46,7 @@ void Peer::relay_contribution(const std::string &client, RelayMessage &m, const 
     return answer(RelayStatus::refused, "its gradients are not finite");
   auto entry = std::make_shared<RelayEntry>();
   entry->client = client;
+  entry->peer = m.peer;
   entry->epoch = m.epoch;
   entry->weight = m.weight;
   entry->norm = m.norm;
@@ -56,10 +57,21 @@ void Peer::relay_contribution(const std::string &client, RelayMessage &m, const 
                                         (2 * opt_.averaging_timeout + opt_.matchmaking_time) * 1000) + 10000);
   std::unique_lock<std::mutex> lock(relay_mutex_);
   relay_inbox_.push_back(entry);
+  relay_cv_.notify_all();  // a round may wait for it
   bool done = false;
   while (!done) {
     if (entry->answered) {
       m = std::move(entry->result);
+      done = true;
+      break;
+    }
+    if (!entry->taken && epoch_.load() > entry->epoch && relay_last_epoch_ == entry->epoch && relay_last_mean_) {
+      // Too late for its round: that round's mean, so it steps as the swarm did.
+      m.status = RelayStatus::averaged;
+      m.epoch = entry->epoch;
+      m.weight = relay_last_total_;
+      m.values = *relay_last_mean_;
+      m.why.clear();
       done = true;
       break;
     }
@@ -69,6 +81,9 @@ void Peer::relay_contribution(const std::string &client, RelayMessage &m, const 
   }
   relay_inbox_.erase(std::remove(relay_inbox_.begin(), relay_inbox_.end(), entry), relay_inbox_.end());
   lock.unlock();
+  if (done && !entry->answered)
+    detail("client-mode peer " + client + "'s contribution at epoch " + std::to_string(entry->epoch) +
+           " came after its round: it gets that round's mean");
   if (done) return;
   m.epoch = entry->epoch;
   answer(RelayStatus::missed, stop() ? "this peer is shutting down"
@@ -79,32 +94,59 @@ void Peer::relay_contribution(const std::string &client, RelayMessage &m, const 
 }
 
 double Peer::take_relayed(int64_t epoch, double own_norm) {
-  std::lock_guard<std::mutex> lock(relay_mutex_);
-  for (auto &e : relay_inbox_) {
-    if (e->taken || e->answered || e->epoch != epoch) continue;
-    // The group's outlier rule sees this relay's own norm only, so the
-    // relay applies it to its clients itself.
-    if (own_norm > 0 && std::isfinite(own_norm) && e->norm > kOutlierFactor * own_norm) {
-      e->result.status = RelayStatus::refused;
-      e->result.epoch = epoch;
-      e->answered = true;
-      log_limited(Level::warn, "relay outlier " + e->client,
-                  "client-mode peer " + e->client + " brought gradients of norm " + number(e->norm) + ", over " +
-                      number(kOutlierFactor) + " times this relay's " + number(own_norm) + ": not counted");
-      continue;
+  // The clients this peer relayed for lately that train at this epoch (by
+  // their records): their contributions are on their way, since a client
+  // sends at its share of the target as a member reaches its own. Without
+  // the wait the members could reach the target among themselves first and
+  // the clients' samples would miss every round. A moment only: a client
+  // that does not come costs its relay this once per round.
+  std::vector<uint64_t> awaited;
+  if (!relay_clients_.empty()) {
+    const SwarmView v = view();
+    for (const auto &r : v.others)
+      if ((r.flags & ProgressRecord::kClient) && !(r.flags & ProgressRecord::kAway) && r.epoch == epoch &&
+          relay_clients_.count(r.peer_id))
+        awaited.push_back(r.peer_id);
+  }
+  const auto until = Clock::now() + std::chrono::milliseconds(int64_t(std::min(1.0, opt_.matchmaking_time) * 1000));
+  std::unique_lock<std::mutex> lock(relay_mutex_);
+  for (;;) {
+    for (auto &e : relay_inbox_) {
+      if (e->taken || e->answered || e->epoch != epoch) continue;
+      // The group's outlier rule sees this relay's own norm only, so the
+      // relay applies it to its clients itself.
+      if (own_norm > 0 && std::isfinite(own_norm) && e->norm > kOutlierFactor * own_norm) {
+        e->result.status = RelayStatus::refused;
+        e->result.epoch = epoch;
+        e->answered = true;
+        log_limited(Level::warn, "relay outlier " + e->client,
+                    "client-mode peer " + e->client + " brought gradients of norm " + number(e->norm) + ", over " +
+                        number(kOutlierFactor) + " times this relay's " + number(own_norm) + ": not counted");
+        continue;
+      }
+      e->taken = true;
+      if (relayed_sum_.size() != numel_) relayed_sum_.assign(numel_, 0.0f);
+      for (uint64_t i = 0; i < numel_; ++i) relayed_sum_[i] += e->values[i];
+      relayed_weight_ += e->weight;
+      relay_taken_.push_back(e);
+      relay_clients_[e->peer] = epoch;
     }
-    e->taken = true;
-    if (relayed_sum_.size() != numel_) relayed_sum_.assign(numel_, 0.0f);
-    for (uint64_t i = 0; i < numel_; ++i) relayed_sum_[i] += e->values[i];
-    relayed_weight_ += e->weight;
-    relay_taken_.push_back(e);
+    const bool all = std::all_of(awaited.begin(), awaited.end(), [&](uint64_t id) {
+      return std::any_of(relay_taken_.begin(), relay_taken_.end(), [&](const auto &e) { return e->peer == id; });
+    });
+    if (all || Clock::now() >= until || stopping()) break;
+    relay_cv_.wait_for(lock, std::chrono::milliseconds(5));
   }
   relay_cv_.notify_all();
+  // Forget clients not seen for a while (they left, or chose another relay).
+  for (auto it = relay_clients_.begin(); it != relay_clients_.end();)
+    it = it->second + 10 < epoch ? relay_clients_.erase(it) : std::next(it);
   return relayed_weight_;
 }
 
 void Peer::answer_relayed(RoundEnd end) {
-  if (relay_taken_.empty()) return;
+  const bool clients = server_ && server_->relaying() > 0;
+  if (relay_taken_.empty() && !(clients && end == RoundEnd::averaged)) return;
   std::vector<float> mean;
   if (end == RoundEnd::averaged) {
     mean.resize(numel_);
@@ -113,7 +155,12 @@ void Peer::answer_relayed(RoundEnd end) {
       std::memcpy(mean.data() + at, g.data, g.numel * sizeof(float));
       at += g.numel;
     }
+    std::lock_guard<std::mutex> lock(relay_mutex_);
+    relay_last_epoch_ = epoch_.load();
+    relay_last_total_ = relay_total_;
+    relay_last_mean_ = std::make_shared<const std::vector<float>>(mean);
   }
+  if (relay_taken_.empty()) return;
   {
     std::lock_guard<std::mutex> lock(relay_mutex_);
     for (auto &e : relay_taken_) {
@@ -207,6 +254,7 @@ RoundEnd Peer::relay_gradients(double weight, double norm) {
   m.epoch = epoch;
   m.weight = weight;
   m.norm = norm;
+  m.peer = id_;
   m.values.resize(numel_);
   const float k = float(weight / windows);
   size_t at = 0;
@@ -235,12 +283,12 @@ RoundEnd Peer::relay_gradients(double weight, double norm) {
       last_local_reason_.clear();
       return RoundEnd::averaged;
     case RelayStatus::missed:
+      // Its relay is past this epoch (or never averaged it): these
+      // gradients count at the next one, and the parameters, one round
+      // behind, are made up at the next sync point.
       client_missed_ = true;
-      if (view().global_epoch > epoch) {
-        detail("epoch " + std::to_string(epoch) + ": the relay's round went without this peer; its gradients count next epoch");
-        return RoundEnd::moved_on;
-      }
-      return alone("the relay's round went without this peer");
+      detail("epoch " + std::to_string(epoch) + ": the relay's round went without this peer; its gradients count next epoch");
+      return RoundEnd::moved_on;
     default:
       relay_link_.reset();  // another relay next time
       return alone("the relay refused this peer's contribution (its log says why)");

@@ -190,7 +190,8 @@ loom_status Peer::finish_window(loom_step_decision *decision) {
       // One epoch on, these gradients still count; further, the next
       // after_backward loads the swarm's state (never a bare jump). A
       // diverged peer's gradients never count: it heals first.
-      epoch_ = std::min(view().global_epoch, epoch_.load() + 1);
+      // (A client's relay said its round is over: the swarm is one on.)
+      epoch_ = opt_.client_mode ? epoch_.load() + 1 : std::min(view().global_epoch, epoch_.load() + 1);
       alone_until_target_ = false;
       if (unhealthy_) {
         restart_window();

@@ -241,13 +241,17 @@ class _Peers(unittest.TestCase):
         self.scratch = tempfile.mkdtemp(prefix="loom-netns-")
 
     def tearDown(self):
-        shutil.rmtree(self.scratch, ignore_errors=True)
+        if os.environ.get("KEEP_LOGS"):  # to read the peers' logs after a failure
+            print(f"\n  logs kept in {self.scratch}", file=sys.stderr)
+        else:
+            shutil.rmtree(self.scratch, ignore_errors=True)
 
-    def peer(self, host, join, min_peers=3):
+    def peer(self, host, join, min_peers=3, **options):
         sets = {"trainer.output_dir": os.path.join(self.scratch, host.name), "trainer.max_steps": self.epochs,
                 "strategy.options.listen": host.address, "strategy.options.port": 7000,
                 "strategy.options.run_id": f"netns-{os.getpid()}", "strategy.options.min_peers": min_peers,
                 "strategy.options.verbose": "true"}
+        sets.update({f"strategy.options.{k}": v for k, v in options.items()})
         argv = [self.loom, "train", DIGITS_CONFIG]
         for key, value in sets.items():
             argv += ["--set", f"{key}={value}"]
@@ -291,6 +295,57 @@ class LoomSwarmTest(_Peers):
         print(f"\n  3 peers, {self.epochs} epochs in {elapsed:.1f} s; rounds with 3 peers "
               f"{[averaged_rounds(log).count(3) for log in logs]}; final accuracy {accuracy}; "
               f"eth0 tx bytes {counters}", file=sys.stderr)
+
+
+class ClientModeNatTest(_Peers):
+    """Two public peers and two peers behind two NAT routers in client mode
+    (nothing can connect to them): the NAT'd peers average every round
+    through the public ones over connections they opened, and all four end
+    where a swarm does."""
+
+    def test_natted_clients_train_through_public_relays(self):
+        with Hosts() as hosts:
+            a, b = hosts.add_host("a"), hosts.add_host("b")
+            n1, n2 = hosts.add_host("n1", nat=True), hosts.add_host("n2", nat=True)
+            began = time.monotonic()
+            first = self.peer(a, "", min_peers=4)
+            while f"listening on {a.address}:7000" not in text(first[1]):
+                self.assertIsNone(first[0].poll(), text(first[1]))
+                self.assertLess(time.monotonic() - began, 30, "the first peer never listened")
+                time.sleep(0.1)
+            join = f"{a.address}:7000"
+            peers = [first, self.peer(b, join, min_peers=4), self.peer(n1, join, min_peers=4, client_mode="true"),
+                     self.peer(n2, join, min_peers=4, client_mode="true")]
+            codes = []
+            for proc, _ in peers:
+                try:
+                    codes.append(proc.wait(timeout=max(1, 200 - (time.monotonic() - began))))
+                except subprocess.TimeoutExpired:
+                    codes.append(None)
+            elapsed = time.monotonic() - began
+        logs = [text(path) for _, path in peers]
+        for host, code, log in zip((a, b, n1, n2), codes, logs):
+            tail = "\n".join(log.splitlines()[-25:])
+            self.assertEqual(code, 0, f"peer on {host.name} (exit {code}):\n{tail}")
+        relayed = [len(re.findall(r"averaged gradients of \d+ samples through relay peer", log)) for log in logs[2:]]
+        # Each relayed round: in a round of its relay's, or after it (that round's mean).
+        answered = [sum(int(n) for n in re.findall(r"answered (\d+) client-mode peer\(s\) relayed through this peer \(averaged\)", log))
+                    + log.count("came after its round: it gets that round's mean") for log in logs[:2]]
+        for host, n, log in zip((n1, n2), relayed, logs[2:]):
+            tail = "\n".join(log.splitlines()[-25:])
+            self.assertGreaterEqual(n, self.epochs // 2, f"{host.name} averaged through a relay in {n} epochs:\n{tail}")
+            self.assertNotIn("but it announces", log)
+        for host, log in zip((a, b), logs[:2]):
+            self.assertGreaterEqual(averaged_rounds(log).count(2), 10, f"{host.name}: {averaged_rounds(log)}")
+        self.assertEqual(sum(answered), sum(relayed))
+        accuracy = [re.findall(r"final accuracy: ([0-9.]+)", log) for log in logs]
+        for host, log in zip((n1, n2), logs[2:]):
+            misses = [line for line in log.splitlines() if re.search("went without|proceeding with local|loading the swarm", line)]
+            self.assertTrue(accuracy[0] and accuracy[2] and accuracy[3])
+            self.assertLessEqual(abs(float(accuracy[0][0]) - float(re.findall(r"final accuracy: ([0-9.]+)", log)[0])), 0.01,
+                                 f"{host.name} ended far from the public peers ({accuracy}); its misses:\n" + "\n".join(misses))
+        print(f"\n  2 public peers and 2 NAT'd clients, {self.epochs} epochs in {elapsed:.1f} s; epochs through a "
+              f"relay {relayed}; relays answered {answered}; final accuracy {accuracy}", file=sys.stderr)
 
 
 class NatDetectionTest(_Peers):
