@@ -16,6 +16,8 @@
 
 #include "peer.h"
 
+#include "dial_back.h"
+
 namespace loom_collab {
 
 int64_t wall_ms() {
@@ -229,6 +231,7 @@ loom_status Peer::setup(const loom_training_state_v1 &state, std::string *why) {
       return LOOM_ERR_UNAVAILABLE;
     }
     log(Level::info, "joined the swarm through " + list);
+    if (!opt_.client_mode && server_ && !opt_.checkpointer) check_reachable();
   }
   thread_ = std::thread([this] { background(); });
   set_up_ = true;
@@ -488,6 +491,43 @@ void Peer::background() {
   }
 }
 
+void Peer::check_reachable() {
+  const uint16_t port = server_->port();
+  std::random_device random;
+  const uint64_t value = ((uint64_t(random()) << 32 | random()) << 16) | port;
+  std::string failures;
+  for (const auto &address : opt_.initial_peers) {
+    const size_t colon = address.rfind(':');
+    if (colon == std::string::npos) continue;
+    const std::string host = address.substr(0, colon);
+    const uint16_t their = uint16_t(std::stoul(address.substr(colon + 1)));
+    std::string why;
+    const auto asked = Clock::now();
+    if (!ask_dial_back(host, their, run_, opt_.swarm_key, value, std::chrono::milliseconds(3000), &why)) {
+      failures += (failures.empty() ? "" : "; ") + address + ": " + why;
+      continue;
+    }
+    // The peer connects within its own 3 s; a little more for the probe to land.
+    while (Clock::now() - asked < std::chrono::milliseconds(4000)) {
+      if (server_->saw_probe(value)) {
+        detail("peer " + address + " connected back to this peer's port " + std::to_string(port) +
+               ": others can reach it");
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    log(Level::warn, "peer " + address + " could not connect back to this peer (TCP port " + std::to_string(port) +
+                         " of the address its packets come from): it is behind NAT or a firewall that drops inbound "
+                         "connections, so no group could reach it. It runs in client mode: it opens every connection "
+                         "itself, averages through a full peer and serves no state. Set client_mode = true to skip "
+                         "this check, or make it reachable (forward or open its ports) to run as a full peer");
+    opt_.client_mode = true;
+    server_.reset();
+    return;
+  }
+  detail("could not ask any initial peer to connect back (" + failures + "); assuming others can reach this peer");
+}
+
 void Peer::check_announced_address() {
   if (opt_.client_mode) return;  // it announces nothing anyone connects to
   const int64_t now = wall_ms();
@@ -519,7 +559,8 @@ void Peer::check_announced_address() {
           (opt_.announce.empty() ? "its own address" : "option announce") + "): " +
           (same_host ? "a NAT or firewall rewrites its port" : "it is likely behind NAT") +
           ", so other peers cannot connect to the address it announces, and rounds with it and state downloads "
-          "from it will fail or wait out their timeouts. Run it where peers can reach it, or forward TCP and UDP port " +
+          "from it will fail or wait out their timeouts. Set client_mode = true (it then opens every connection itself "
+          "and averages through a full peer), run it where peers can reach it, or forward TCP and UDP port " +
           std::to_string(port_) + " on its router to this machine and set announce = \"" + seen.front().first +
           "\"");
 }

@@ -269,6 +269,11 @@ class Peer {
   // one the DHT nodes it talked to saw its packets come from, and warns
   // when they differ (behind NAT: nobody can connect to what it announces).
   void check_announced_address();
+  // Setup, once joined: asks an initial peer to connect back to this one
+  // (dial_back.h). When it cannot, nobody can: this peer is behind NAT or a
+  // firewall that drops inbound, and it runs in client mode (said in a
+  // warning) instead of stalling every group it would join.
+  void check_reachable();
   int64_t last_address_check_ms_ = 0;
   std::string address_verdict_;  // the last one logged (background thread only)
 

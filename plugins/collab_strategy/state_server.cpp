@@ -136,6 +136,11 @@ void StateServer::set_relay(RelayHandler handler, int max_clients, uint64_t max_
 
 int StateServer::relaying() const { return impl_->relaying.load(); }
 
+bool StateServer::saw_probe(uint64_t value) const {
+  std::lock_guard<std::mutex> g(impl_->m);
+  return std::find(impl_->probes.begin(), impl_->probes.end(), value) != impl_->probes.end();
+}
+
 void StateServer::Impl::sum_loop() {
   uint64_t done_gen = 0;
   for (;;) {
@@ -266,6 +271,10 @@ bool StateServer::Impl::check_request(Pending &p, Clock::time_point now) {
   const std::string &peer = p.peer, &addr = p.addr;
   const uint8_t *req = p.buf;
   // Each refusal is logged (or counted) before the client hears it, so the log is in order.
+  if (get32(req) == kStateProbeMagic && !p.challenged) {
+    note_probe(p, now);
+    return false;
+  }
   if (get32(req) != kStateRequestMagic) {
     guard.reject(addr, Rejection::garbage, peer + " sent something that is not a state request (bad magic)", now);
     return false;
@@ -283,12 +292,14 @@ bool StateServer::Impl::check_request(Pending &p, Clock::time_point now) {
     return false;
   }
   const uint16_t flags = get16(req + 6);
-  if ((flags & ~(kStateFlagModel | kStateFlagKeyed | kStateFlagRelay)) != 0 ||
-      ((flags & kStateFlagModel) && (flags & kStateFlagRelay))) {
+  const uint16_t kinds = flags & (kStateFlagModel | kStateFlagRelay | kStateFlagDialBack);
+  if ((flags & ~(kStateFlagModel | kStateFlagKeyed | kStateFlagRelay | kStateFlagDialBack)) != 0 ||
+      (kinds & (kinds - 1)) != 0) {
     guard.reject(addr, Rejection::wrong_request,
                  peer + " sent request flags " + std::to_string(flags) + "; this server knows 0 (state), " +
-                     std::to_string(kStateFlagModel) + " (model), " + std::to_string(kStateFlagRelay) +
-                     " (relay, not with model) and " + std::to_string(kStateFlagKeyed) + " (keyed)",
+                     std::to_string(kStateFlagModel) + " (model), " + std::to_string(kStateFlagRelay) + " (relay), " +
+                     std::to_string(kStateFlagDialBack) + " (dial back; one of these three at most) and " +
+                     std::to_string(kStateFlagKeyed) + " (keyed)",
                  now);
     answer(fd, StateStatus::bad_request);
     return false;
@@ -381,6 +392,7 @@ void StateServer::Impl::admit(Pending &p, Clock::time_point now) {
   t.min_epoch = int64_t(get64(req + 16));
   t.model = (get16(req + 6) & kStateFlagModel) != 0;
   t.relay = relay;
+  t.dial = (get16(req + 6) & kStateFlagDialBack) != 0;
   t.keyed = p.challenged;
   std::copy(req, req + kStateRequestSize, t.request);
   if (t.keyed) {
@@ -398,7 +410,10 @@ void StateServer::Impl::admit(Pending &p, Clock::time_point now) {
       });
     } else {
       t.thread = std::thread([this, &t] {
-        serve(t);
+        if (t.dial)
+          dial_back(t);
+        else
+          serve(t);
         t.done = true;
       });
     }

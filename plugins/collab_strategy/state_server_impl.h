@@ -118,6 +118,7 @@ struct StateServer::Impl {
     int64_t min_epoch = 0;
     bool model = false;  // a model request (kStateFlagModel), not the state
     bool relay = false;  // a client-mode peer's relay session (kStateFlagRelay): outside max_transfers
+    bool dial = false;   // a dial-back request (kStateFlagDialBack)
     bool keyed = false;  // proven: the reply goes as an encrypted stream
     uint8_t request[kStateRequestSize];
     StateKeys::Nonce server_nonce{}, client_nonce{};
@@ -135,6 +136,7 @@ struct StateServer::Impl {
   int max_relayed = 0;
   uint64_t max_relay_values = 0;
   std::atomic<int> relaying{0};
+  std::vector<uint64_t> probes;  // dial-back probes seen (their min_epoch values, the newest 64); under m
 
   ServeGuard guard;
   std::unique_ptr<StateKeys> keys;  // a swarm key: every client must prove it
@@ -164,6 +166,10 @@ struct StateServer::Impl {
   // relay_serve.cpp: a client-mode peer's session, contribution after
   // contribution, until it leaves, idles past kRelayIdle or the server stops.
   void relay_session(Transfer &t, RelayHandler handler, uint64_t max_values);
+  // dial_back.cpp: connects back to the requester and sends its probe.
+  void dial_back(Transfer &t);
+  // A probe (the front thread): noted when well formed; never answered.
+  void note_probe(Pending &p, Clock::time_point now);
 };
 
 }  // namespace loom_collab

@@ -62,6 +62,16 @@ constexpr uint32_t kStateReplyMagic = 0x5254534C;    // "LSTR"
 constexpr uint16_t kStateWireVersion = 2;  // 2: keyed chunks sealed once per snapshot
 constexpr uint16_t kStateFlagModel = 1;
 constexpr uint16_t kStateFlagKeyed = 2;
+// A dial-back request (kStateFlagDialBack) asks the server to connect to the
+// client's own address (the request's source IP) at the port in the low 16
+// bits of min_epoch and send a probe there: a request-shaped 28 bytes with
+// magic kStateProbeMagic whose min_epoch field echoes the request's (its
+// high 48 bits a nonce of the client's). The server answers the request
+// itself with nothing but, when keyed, its accept message. A client that
+// sees its probe arrive knows others can connect to it (Peer's reachability
+// check); one that does not is behind NAT or a firewall.
+constexpr uint16_t kStateFlagDialBack = 8;
+constexpr uint32_t kStateProbeMagic = 0x5054534C;  // "LSTP"
 constexpr uint32_t kStateChallengeMagic = 0x4b54534C;  // "LSTK"
 constexpr uint32_t kStateAcceptMagic = 0x4154534C;     // "LSTA"
 constexpr size_t kStateChallengeSize = 36;
@@ -163,6 +173,10 @@ class StateServer {
   void set_relay(RelayHandler handler, int max_clients, uint64_t max_values);
   // Client-mode peers connected now.
   int relaying() const;
+
+  // Whether a dial-back probe (kStateProbeMagic) carrying this min_epoch
+  // value (port and nonce) reached this server.
+  bool saw_probe(uint64_t value) const;
 
   // What model requests receive: an encoded FingerprintRecord of the model
   // the swarm trains, as this peer sees it (at most kMaxModelBytes), or

@@ -369,10 +369,61 @@ class SixHostsTest(_Peers):
               f"epochs through a relay {through}; final accuracy {accuracy}", file=sys.stderr)
 
 
+class UnreachablePeerTest(_Peers):
+    """Two peers nobody can connect to, not told to run in client mode: one
+    behind NAT, one on a public address behind a firewall that drops
+    inbound connections. Each asks the first peer to connect back, learns
+    that it cannot, says so with the cause, and runs as a client; the two
+    public peers average together and with them, and nobody stalls."""
+
+    epochs = 100
+    FIREWALL = """table inet fw {
+  chain input { type filter hook input priority filter; policy accept;
+                ct state established,related accept; iifname "eth0" ct state new drop; }
+}
+"""
+
+    def test_unreachable_peers_find_out_and_become_clients(self):
+        with Hosts() as hosts:
+            a, b = hosts.add_host("a"), hosts.add_host("b")
+            n, f = hosts.add_host("n", nat=True), hosts.add_host("f")
+            f.run(["nft", "-f", "-"], input=self.FIREWALL)
+            began = time.monotonic()
+            first = self.peer(a, "", min_peers=4)
+            while f"listening on {a.address}:7000" not in text(first[1]):
+                self.assertIsNone(first[0].poll(), text(first[1]))
+                self.assertLess(time.monotonic() - began, 30, "the first peer never listened")
+                time.sleep(0.1)
+            join = f"{a.address}:7000"
+            peers = [first] + [self.peer(h, join, min_peers=4) for h in (b, n, f)]
+            codes = []
+            for proc, _ in peers:
+                try:
+                    codes.append(proc.wait(timeout=max(1, 150 - (time.monotonic() - began))))
+                except subprocess.TimeoutExpired:
+                    codes.append(None)
+            elapsed = time.monotonic() - began
+        logs = [text(path) for _, path in peers]
+        for name, code, log in zip("abnf", codes, logs):
+            self.assertEqual(code, 0, f"peer {name} (exit {code}):\n" + "\n".join(log.splitlines()[-25:]))
+        for name, log in zip("nf", logs[2:]):
+            warned = next((line for line in log.splitlines() if "could not connect back to this peer" in line), "")
+            self.assertIn("behind NAT or a firewall", warned, "\n".join(log.splitlines()[-25:]))
+            self.assertIn("client_mode = true", warned)
+            through = len(re.findall(r"averaged gradients of \d+ samples through relay peer", log))
+            self.assertGreaterEqual(through, self.epochs * 9 // 10, f"{name} averaged through a relay {through} times")
+        for name, log in zip("ab", logs[:2]):
+            self.assertIn("connected back to this peer" if name == "b" else "listening on", log)
+            self.assertGreaterEqual(averaged_rounds(log).count(2), self.epochs * 9 // 10, f"{name}: {averaged_rounds(log)}")
+        accuracy = [re.findall(r"final accuracy: ([0-9.]+)", log) for log in logs]
+        print(f"\n  2 public peers, a NAT'd and a firewalled one (clients on their own), {self.epochs} epochs in "
+              f"{elapsed:.1f} s; final accuracy {accuracy}", file=sys.stderr)
+
+
 class NatDetectionTest(_Peers):
-    """A peer behind NAT announces its private address, which nobody can
-    reach: it is told so, naming what the others saw; a public peer is told
-    that the others see it where it says it is."""
+    """A peer behind NAT asks the first peer to connect back, which it
+    cannot: it is told so, naming who tried; a public peer is told that the
+    others see it where it says it is."""
 
     epochs = 100000  # they run until the test has read their logs (closing the hosts ends them)
 
@@ -388,7 +439,7 @@ class NatDetectionTest(_Peers):
             behind = self.peer(nat, f"{pub.address}:7000", min_peers=1)
             warned, confirmed = "", f"other peers see this peer at {pub.address}:7000, the address it announces"
             while time.monotonic() - began < 60 and behind[0].poll() is None:
-                warned = next((line for line in text(behind[1]).splitlines() if "but it announces" in line), "")
+                warned = next((line for line in text(behind[1]).splitlines() if "could not connect back" in line), "")
                 if warned and confirmed in text(first[1]):
                     break
                 time.sleep(0.2)
@@ -396,9 +447,8 @@ class NatDetectionTest(_Peers):
             logs = {name: text(path) for name, (_, path) in (("pub", first), ("nat", behind))}
         tail = "\n".join(logs["nat"].splitlines()[-25:])
         self.assertTrue(warned, f"the NAT'd peer was not warned:\n{tail}")
-        self.assertIn(f"come from {nat.public_address}", warned)
-        self.assertIn(f"announces {nat.address}:7000", warned)
-        self.assertIn("likely behind NAT", warned)
+        self.assertIn(f"peer {pub.address}:7000 could not connect back to this peer", warned)
+        self.assertIn("behind NAT or a firewall", warned)
         self.assertIn(confirmed, logs["pub"], "\n".join(logs["pub"].splitlines()[-25:]))
         self.assertNotIn("but it announces", logs["pub"])
         print(f"\n  both peers were told within {told_s:.1f} s; the NAT'd one: {warned}", file=sys.stderr)
