@@ -44,6 +44,12 @@ std::string number(double v) {
   return text;
 }
 
+uint64_t views_numel(const std::vector<FloatView> &views) {
+  uint64_t n = 0;
+  for (const auto &v : views) n += v.numel;
+  return n;
+}
+
 }  // namespace
 
 bool Peer::exchange_weights(GroupComm &comm, double weight, double norm, Clock::time_point deadline,
@@ -363,8 +369,11 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
 }
 
 bool Peer::average_views(std::vector<FloatView> &views, const MemberWeights &members, Clock::time_point deadline,
-                         std::string *why) {
-  const double mine = members.weight[size_t(comm_->rank())], total = members.total;
+                         std::string *why, const std::vector<float> *relayed, double relayed_weight) {
+  const double total = members.total;
+  // This member's own weight: what it announced less what its clients bring.
+  const double mine = std::max(0.0, members.weight[size_t(comm_->rank())] - (relayed ? relayed_weight : 0.0));
+  const bool with_relayed = relayed && relayed_weight > 0 && members.weight[size_t(comm_->rank())] > 0;
   uint64_t numel = 0;
   for (const auto &v : views) numel += v.numel;
   scratch_.resize(numel);
@@ -375,6 +384,11 @@ bool Peer::average_views(std::vector<FloatView> &views, const MemberWeights &mem
     for (const auto &v : views) {
       std::memcpy(scratch_.data() + at, v.data, v.numel * sizeof(float));
       at += v.numel;
+    }
+    if (with_relayed) {  // this member's value: the weighted mean of its own and its clients'
+      const double all = mine + relayed_weight;
+      for (uint64_t i = 0; i < numel; ++i)
+        scratch_[i] = float((double(scratch_[i]) * mine + double((*relayed)[i])) / all);
     }
     if (!robust_average(*comm_, scratch_.data(), numel, members.weight, scratch_.data(), deadline, why)) return false;
     at = 0;
@@ -390,6 +404,8 @@ bool Peer::average_views(std::vector<FloatView> &views, const MemberWeights &mem
     else std::fill(scratch_.begin() + at, scratch_.begin() + at + v.numel, 0.0f);
     at += v.numel;
   }
+  if (with_relayed)
+    for (uint64_t i = 0; i < numel; ++i) scratch_[i] += (*relayed)[i];
   if (comm_->allreduce_sum(scratch_.data(), numel, deadline, why) != LOOM_OK) return false;
   at = 0;
   for (auto &v : views) {
@@ -433,9 +449,19 @@ void Peer::average_parameters(const char *reason) {
   // swarm's state (its parameters may be finite but huge) or its drift since
   // it last synced is an outlier (health.h); those take the others' mean.
   const double drift = drift_since_sync();
+  // Clients relaying through this peer average theirs with it.
+  std::vector<float> relayed;
+  const double relayed_weight =
+      unhealthy_ || views_numel(views) != state_numel_ ? 0.0 : take_relayed_parameters(epoch_.load(), &relayed);
+  struct Answer {  // every path out answers the clients taken
+    Peer *p;
+    const std::vector<FloatView> &v;
+    bool averaged = false;
+    ~Answer() { p->answer_relayed_parameters(v, averaged); }
+  } answer{this, views};
   MemberWeights members;
-  if (!exchange_weights(*comm_, unhealthy_ ? 0.0 : 1.0, std::isfinite(drift) ? drift : -1.0, deadline, &members,
-                        &why, kParameterOutlierFactor)) {
+  if (!exchange_weights(*comm_, unhealthy_ ? 0.0 : 1.0 + relayed_weight, std::isfinite(drift) ? drift : -1.0, deadline,
+                        &members, &why, kParameterOutlierFactor)) {
     log_limited(Level::warn, "state averaging", std::string(reason) + ": parameter averaging failed (" + why +
                                                     "); keeping this peer's");
     return;
@@ -446,11 +472,12 @@ void Peer::average_parameters(const char *reason) {
                 std::string(reason) + ": no member's parameters were healthy; each keeps its own");
     return;
   }
-  if (!average_views(views, members, deadline, &why)) {
+  if (!average_views(views, members, deadline, &why, &relayed, relayed_weight)) {
     log_limited(Level::warn, "state averaging", std::string(reason) + ": parameter averaging failed (" + why +
                                                     "); keeping this peer's");
     return;
   }
+  answer.averaged = true;
   mark_synced();
   detail(std::string(reason) + ": averaged the parameters" + (buffers ? " and " + std::to_string(buffers) + " buffers" : "") +
          " with " + std::to_string(comm_->size()) + " peers" +

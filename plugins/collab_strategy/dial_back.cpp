@@ -68,10 +68,10 @@ void StateServer::Impl::dial_back(Transfer &t) {
 }
 
 bool ask_dial_back(const std::string &host, uint16_t port, uint64_t run, const std::optional<loom_key::SwarmKey> &key,
-                   uint64_t value, milliseconds timeout, std::string *why) {
+                   uint64_t value, milliseconds timeout, std::string *why, const std::string &from) {
   IoLimits lim{timeout, Clock::now() + timeout, nullptr, -1};
   Fd fd;
-  if (!connect_to(host, port, lim, &fd, why)) return false;
+  if (!connect_to(host, port, lim, &fd, why, from == "0.0.0.0" ? std::string() : from)) return false;
   uint8_t req[kStateRequestSize];
   encode_request(req, run, int64_t(value), uint16_t(kStateFlagDialBack | (key ? kStateFlagKeyed : 0)));
   iovec iov{req, sizeof req};

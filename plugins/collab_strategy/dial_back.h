@@ -20,8 +20,10 @@ namespace loom_collab {
 // bits a nonce). True once the request was taken (the probe may still
 // never come); false with *why when that server was not reached or
 // refused it.
+// from: the local address to ask from (this peer's listen address, so the
+// probe comes back where it listens); empty or 0.0.0.0: any.
 bool ask_dial_back(const std::string &host, uint16_t port, uint64_t run, const std::optional<loom_key::SwarmKey> &key,
-                   uint64_t value, std::chrono::milliseconds timeout, std::string *why);
+                   uint64_t value, std::chrono::milliseconds timeout, std::string *why, const std::string &from = "");
 
 }  // namespace loom_collab
 

@@ -162,6 +162,11 @@ loom_status Peer::setup(const loom_training_state_v1 &state, std::string *why) {
     numel_ += p.numel;
   }
   mark_synced();  // every peer of a run starts from the same parameters, or loads them below
+  {
+    std::vector<FloatView> views = params_;
+    append_buffer_views(&views);
+    for (const auto &v : views) state_numel_ += v.numel;
+  }
   const bool scaled = opt_.scaled_allreduce && collective_->struct_size >= LOOM_COLLECTIVE_V1_3_SIZE &&
                       collective_->allreduce_scaled != nullptr &&
                       (collective_->info->capabilities & LOOM_CAP_SCALED_ALLREDUCE);
@@ -204,7 +209,7 @@ loom_status Peer::setup(const loom_training_state_v1 &state, std::string *why) {
       if (opt_.relay_clients > 0 && !opt_.checkpointer)
         server_->set_relay([this](const std::string &client, RelayMessage &m,
                                   const std::function<bool()> &stop) { relay_contribution(client, m, stop); },
-                           int(opt_.relay_clients), numel_);
+                           int(opt_.relay_clients), std::max(numel_, state_numel_));
     }
   } catch (const std::exception &e) {
     *why = std::string("could not start the swarm node: ") + e.what();
@@ -503,7 +508,7 @@ void Peer::check_reachable() {
     const uint16_t their = uint16_t(std::stoul(address.substr(colon + 1)));
     std::string why;
     const auto asked = Clock::now();
-    if (!ask_dial_back(host, their, run_, opt_.swarm_key, value, std::chrono::milliseconds(3000), &why)) {
+    if (!ask_dial_back(host, their, run_, opt_.swarm_key, value, std::chrono::milliseconds(3000), &why, opt_.listen)) {
       failures += (failures.empty() ? "" : "; ") + address + ": " + why;
       continue;
     }

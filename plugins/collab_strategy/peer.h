@@ -150,8 +150,10 @@ class Peer {
   // members.weight (aggregation mean), or by their CenteredClip
   // (centered_clip); false, with *why, when the collective failed (the
   // data is then unchanged).
+  // relayed: what client-mode peers sent through this one (their weighted
+  // sum, relayed_weight its weight: members.weight counts it already), or null.
   bool average_views(std::vector<FloatView> &views, const MemberWeights &members, Clock::time_point deadline,
-                     std::string *why);
+                     std::string *why, const std::vector<float> *relayed = nullptr, double relayed_weight = 0);
   // aggregation = centered_clip (robust_round.cpp): out (numel values) gets
   // the CenteredClip (robust.h) of every member's values, weighted by
   // weights (per rank; 0 leaves a member out). Each member owns a slice:
@@ -223,6 +225,7 @@ class Peer {
   // it (answer_relayed, with the group's mean or a miss).
   struct RelayEntry {
     std::string client;
+    RelayKind kind = RelayKind::gradients;
     uint64_t peer = 0;
     int64_t epoch = 0;
     double weight = 0, norm = -1;
@@ -233,6 +236,18 @@ class Peer {
   void relay_contribution(const std::string &client, RelayMessage &m, const std::function<bool()> &stop);
   double take_relayed(int64_t epoch, double own_norm);  // the relayed weight taken so far this round
   void answer_relayed(RoundEnd end);
+  // State averaging (kind parameters): the contributions of the clients
+  // this peer averaged gradients for this epoch, waited for a moment, taken
+  // into *sum (their weighted parameters and buffers) and answered with
+  // the group's mean (or a miss, with averaged false).
+  double take_relayed_parameters(int64_t epoch, std::vector<float> *sum);
+  void answer_relayed_parameters(const std::vector<FloatView> &views, bool averaged);
+  std::vector<std::shared_ptr<RelayEntry>> relay_params_taken_;  // training thread
+  std::vector<uint64_t> relay_served_;  // clients answered averaged gradients this epoch (training thread)
+  uint64_t state_numel_ = 0;  // parameters and buffers: what a parameters contribution holds
+  // A client at a sync point: its parameters (and buffers) averaged with its
+  // relay's group; false when that failed.
+  bool relay_parameters(int64_t epoch);
   std::mutex relay_mutex_;
   std::condition_variable relay_cv_;
   std::vector<std::shared_ptr<RelayEntry>> relay_inbox_;  // guarded by relay_mutex_
@@ -243,6 +258,7 @@ class Peer {
   // Clients this peer relayed for (peer id -> the last epoch): a round waits
   // a moment for those that train at its epoch (take_relayed).
   std::map<uint64_t, int64_t> relay_clients_;  // training thread
+  std::vector<uint64_t> relay_arrived_;  // clients heard from since take_relayed last looked; under relay_mutex_
   // The last averaged round's mean while clients are connected: a
   // contribution that comes after its round gets that mean (its samples did
   // not count, but its parameters stay the swarm's). Under relay_mutex_.
@@ -259,6 +275,7 @@ class Peer {
   // have drifted from the swarm's, and a client takes no part in state
   // averaging, so it loads the state at the next sync point.
   bool client_missed_ = false;
+  int64_t client_jump_to_ = 0;  // a miss: the epoch its relay was at
   // role = "checkpointer" (peer_checkpointer.cpp): each host window waits
   // up to a second for the swarm to move checkpoint_every epochs on, then
   // loads its state and keeps it on disk.

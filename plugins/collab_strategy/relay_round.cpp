@@ -35,17 +35,18 @@ void Peer::relay_contribution(const std::string &client, RelayMessage &m, const 
     else
       detail("client-mode peer " + client + "'s contribution at epoch " + std::to_string(m.epoch) + " missed: " + why);
   };
-  if (m.kind != RelayKind::gradients)
-    return answer(RelayStatus::refused, "this peer relays gradients only (parameters come from state averaging)");
-  if (m.values.size() != numel_)
+  const bool parameters = m.kind == RelayKind::parameters;
+  const uint64_t expected = parameters ? state_numel_ : numel_;
+  if (m.values.size() != expected)
     return answer(RelayStatus::refused, "it sent " + std::to_string(m.values.size()) + " values; this model has " +
-                                            std::to_string(numel_));
-  if (!(m.weight > 0) || !std::isfinite(m.weight) || m.weight > 1e15)
-    return answer(RelayStatus::refused, "its weight " + number(m.weight) + " is not a positive sample count");
+                                            std::to_string(expected) + (parameters ? " parameters and buffers" : ""));
+  if (!(m.weight > 0) || !std::isfinite(m.weight) || m.weight > (parameters ? 1.0 : 1e15))
+    return answer(RelayStatus::refused, "its weight " + number(m.weight) + (parameters ? " is not 1" : " is not a positive sample count"));
   if (!std::isfinite(sum_of_squares(m.values.data(), m.values.size())))
     return answer(RelayStatus::refused, "its gradients are not finite");
   auto entry = std::make_shared<RelayEntry>();
   entry->client = client;
+  entry->kind = m.kind;
   entry->peer = m.peer;
   entry->epoch = m.epoch;
   entry->weight = m.weight;
@@ -57,6 +58,7 @@ void Peer::relay_contribution(const std::string &client, RelayMessage &m, const 
                                         (2 * opt_.averaging_timeout + opt_.matchmaking_time) * 1000) + 10000);
   std::unique_lock<std::mutex> lock(relay_mutex_);
   relay_inbox_.push_back(entry);
+  relay_arrived_.push_back(m.peer);
   relay_cv_.notify_all();  // a round may wait for it
   bool done = false;
   while (!done) {
@@ -65,7 +67,8 @@ void Peer::relay_contribution(const std::string &client, RelayMessage &m, const 
       done = true;
       break;
     }
-    if (!entry->taken && epoch_.load() > entry->epoch && relay_last_epoch_ == entry->epoch && relay_last_mean_) {
+    if (!parameters && !entry->taken && epoch_.load() > entry->epoch && relay_last_epoch_ == entry->epoch &&
+        relay_last_mean_) {
       // Too late for its round: that round's mean, so it steps as the swarm did.
       m.status = RelayStatus::averaged;
       m.epoch = entry->epoch;
@@ -85,7 +88,7 @@ void Peer::relay_contribution(const std::string &client, RelayMessage &m, const 
     detail("client-mode peer " + client + "'s contribution at epoch " + std::to_string(entry->epoch) +
            " came after its round: it gets that round's mean");
   if (done) return;
-  m.epoch = entry->epoch;
+  m.epoch = epoch_.load();  // a miss says where this relay is: the client follows, or loads the state
   answer(RelayStatus::missed, stop() ? "this peer is shutting down"
                               : stopping() ? "this peer is leaving"
                               : entry->taken ? "this peer's round did not end in time"
@@ -100,19 +103,26 @@ double Peer::take_relayed(int64_t epoch, double own_norm) {
   // the wait the members could reach the target among themselves first and
   // the clients' samples would miss every round. A moment only: a client
   // that does not come costs its relay this once per round.
+  {
+    std::lock_guard<std::mutex> lock(relay_mutex_);
+    for (uint64_t id : relay_arrived_) relay_clients_[id] = epoch;
+    relay_arrived_.clear();
+  }
+  // One epoch behind counts too: records lag, and a client that just
+  // followed the swarm or loaded its state sends at this epoch next.
   std::vector<uint64_t> awaited;
   if (!relay_clients_.empty()) {
     const SwarmView v = view();
     for (const auto &r : v.others)
-      if ((r.flags & ProgressRecord::kClient) && !(r.flags & ProgressRecord::kAway) && r.epoch == epoch &&
-          relay_clients_.count(r.peer_id))
+      if ((r.flags & ProgressRecord::kClient) && !(r.flags & ProgressRecord::kAway) &&
+          (r.epoch == epoch || r.epoch + 1 == epoch) && relay_clients_.count(r.peer_id))
         awaited.push_back(r.peer_id);
   }
   const auto until = Clock::now() + std::chrono::milliseconds(int64_t(std::min(1.0, opt_.matchmaking_time) * 1000));
   std::unique_lock<std::mutex> lock(relay_mutex_);
   for (;;) {
     for (auto &e : relay_inbox_) {
-      if (e->taken || e->answered || e->epoch != epoch) continue;
+      if (e->taken || e->answered || e->epoch != epoch || e->kind != RelayKind::gradients) continue;
       // The group's outlier rule sees this relay's own norm only, so the
       // relay applies it to its clients itself.
       if (own_norm > 0 && std::isfinite(own_norm) && e->norm > kOutlierFactor * own_norm) {
@@ -171,6 +181,7 @@ void Peer::answer_relayed(RoundEnd end) {
         r.status = RelayStatus::averaged;
         r.weight = relay_total_;
         r.values = mean;
+        relay_served_.push_back(e->peer);
       } else {
         r.status = RelayStatus::missed;
         r.why = "this relay's round did not average";
@@ -186,6 +197,90 @@ void Peer::answer_relayed(RoundEnd end) {
   relay_taken_.clear();
   relayed_sum_.clear();
   relayed_weight_ = 0;
+}
+
+double Peer::take_relayed_parameters(int64_t epoch, std::vector<float> *sum) {
+  // The clients served this epoch step as this peer did and send their
+  // parameters right after: a moment's wait brings them.
+  std::vector<uint64_t> awaited;
+  awaited.swap(relay_served_);
+  double weight = 0;
+  const auto until = Clock::now() + std::chrono::milliseconds(int64_t(std::min(1.0, opt_.matchmaking_time) * 1000));
+  std::unique_lock<std::mutex> lock(relay_mutex_);
+  for (;;) {
+    for (auto &e : relay_inbox_) {
+      if (e->taken || e->answered || e->epoch != epoch || e->kind != RelayKind::parameters) continue;
+      e->taken = true;
+      if (sum->size() != state_numel_) sum->assign(state_numel_, 0.0f);
+      for (uint64_t i = 0; i < state_numel_; ++i) (*sum)[i] += float(e->weight) * e->values[i];
+      weight += e->weight;
+      relay_params_taken_.push_back(e);
+    }
+    const bool all = std::all_of(awaited.begin(), awaited.end(), [&](uint64_t id) {
+      return std::any_of(relay_params_taken_.begin(), relay_params_taken_.end(), [&](const auto &e) { return e->peer == id; });
+    });
+    if (all || Clock::now() >= until || stopping()) break;
+    relay_cv_.wait_for(lock, std::chrono::milliseconds(5));
+  }
+  return weight;
+}
+
+void Peer::answer_relayed_parameters(const std::vector<FloatView> &views, bool averaged) {
+  if (relay_params_taken_.empty()) return;
+  std::vector<float> mean;
+  if (averaged) {
+    mean.reserve(state_numel_);
+    for (const auto &v : views) mean.insert(mean.end(), v.data, v.data + v.numel);
+  }
+  {
+    std::lock_guard<std::mutex> lock(relay_mutex_);
+    for (auto &e : relay_params_taken_) {
+      RelayMessage &r = e->result;
+      r.kind = RelayKind::parameters;
+      r.epoch = e->epoch;
+      r.status = averaged && mean.size() == state_numel_ ? RelayStatus::averaged : RelayStatus::missed;
+      if (r.status == RelayStatus::averaged) r.values = mean;
+      e->values.clear();
+      e->values.shrink_to_fit();
+      e->answered = true;
+    }
+  }
+  relay_cv_.notify_all();
+  relay_params_taken_.clear();
+}
+
+bool Peer::relay_parameters(int64_t epoch) {
+  if (!relay_link_) return false;
+  std::vector<FloatView> views = params_;
+  append_buffer_views(&views);
+  RelayMessage m;
+  m.kind = RelayKind::parameters;
+  m.epoch = epoch;
+  m.weight = 1;
+  m.norm = drift_since_sync();
+  m.peer = id_;
+  m.values.reserve(state_numel_);
+  for (const auto &v : views) m.values.insert(m.values.end(), v.data, v.data + v.numel);
+  std::string why;
+  const auto deadline = Clock::now() + std::chrono::milliseconds(int64_t(opt_.averaging_timeout * 1000) + 5000);
+  if (!relay_link_->exchange(m, state_numel_, deadline, &why)) {
+    relay_link_.reset();
+    log_limited(Level::info, "relay parameters", "epoch " + std::to_string(epoch) + ": state averaging through the relay failed: " + why);
+    return false;
+  }
+  if (m.status != RelayStatus::averaged || m.values.size() != state_numel_ ||
+      !std::isfinite(sum_of_squares(m.values.data(), m.values.size()))) {
+    detail("epoch " + std::to_string(epoch) + ": the relay's state averaging went without this peer");
+    return false;
+  }
+  size_t at = 0;
+  for (auto &v : views) {
+    std::memcpy(v.data, m.values.data() + at, v.numel * sizeof(float));
+    at += v.numel;
+  }
+  mark_synced();
+  detail("epoch " + std::to_string(epoch) + ": averaged the parameters through relay peer " + std::to_string(relay_peer_));
+  return true;
 }
 
 // ---- The client's side --------------------------------------------------------
@@ -283,11 +378,16 @@ RoundEnd Peer::relay_gradients(double weight, double norm) {
       last_local_reason_.clear();
       return RoundEnd::averaged;
     case RelayStatus::missed:
-      // Its relay is past this epoch (or never averaged it): these
-      // gradients count at the next one, and the parameters, one round
-      // behind, are made up at the next sync point.
+      // Its relay is past this epoch (the reply says where): the client
+      // goes there at once with these gradients, so that its next
+      // contribution comes in time (following one epoch at a time, a client
+      // that loaded a sync point's state in a fast swarm never caught up);
+      // the parameters, behind by the rounds it missed, are made up at the
+      // next sync point.
       client_missed_ = true;
-      detail("epoch " + std::to_string(epoch) + ": the relay's round went without this peer; its gradients count next epoch");
+      client_jump_to_ = std::max(epoch + 1, m.epoch);
+      detail("epoch " + std::to_string(epoch) + ": the relay's round went without this peer (the relay is at epoch " +
+             std::to_string(m.epoch) + "); its gradients count there");
       return RoundEnd::moved_on;
     default:
       relay_link_.reset();  // another relay next time

@@ -105,6 +105,7 @@ loom_status Peer::after_backward(uint64_t local_samples, loom_step_decision *dec
     // One behind (we missed a round): our gradients still count towards the
     // next step, as in hivemind; state averaging pulls the parameters back.
     detail("the swarm moved to epoch " + std::to_string(v.global_epoch) + " without this peer; following it");
+    if (opt_.client_mode) client_missed_ = true;  // one update behind: no state averaging pulls a client back
     epoch_ = v.global_epoch;
     epoch_start_ms_ = now;
     alone_until_target_ = false;
@@ -191,7 +192,8 @@ loom_status Peer::finish_window(loom_step_decision *decision) {
       // after_backward loads the swarm's state (never a bare jump). A
       // diverged peer's gradients never count: it heals first.
       // (A client's relay said its round is over: the swarm is one on.)
-      epoch_ = opt_.client_mode ? epoch_.load() + 1 : std::min(view().global_epoch, epoch_.load() + 1);
+      epoch_ = opt_.client_mode ? std::max(epoch_.load() + 1, client_jump_to_)
+                                : std::min(view().global_epoch, epoch_.load() + 1);
       alone_until_target_ = false;
       if (unhealthy_) {
         restart_window();
@@ -235,10 +237,12 @@ loom_status Peer::after_optimizer_step(std::string *why) {
   const bool sync = last || is_sync_epoch(done);  // a state-averaging epoch
   const bool parameters = comm_ && sync;
   if (parameters) average_parameters(last ? "the last epoch" : "state averaging");
+  else relay_served_.clear();
   comm_.reset();
+  // A client averages its parameters through its relay; when that fails
+  // after a round it missed, it takes the swarm's state instead.
+  if (opt_.client_mode && sync && relay_parameters(done)) client_missed_ = false;
   if (opt_.client_mode && sync && client_missed_ && !last && view().peers > 1) {
-    // It takes no part in state averaging: after a round it missed, it
-    // takes the swarm's state at the sync point instead.
     std::string reason;
     client_missed_ = false;
     detail("client mode: a round since the last sync point went without this peer; loading the swarm's state of epoch " +

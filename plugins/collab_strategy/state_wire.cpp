@@ -92,7 +92,8 @@ std::string address_text(const sockaddr *sa) {
   }
   return "?";
 }
-bool connect_to(const std::string &host, uint16_t port, const IoLimits &lim, Fd *out, std::string *why) {
+bool connect_to(const std::string &host, uint16_t port, const IoLimits &lim, Fd *out, std::string *why,
+                const std::string &bind_host) {
   const auto left = std::chrono::duration_cast<milliseconds>(lim.deadline - Clock::now());
   sockaddr_storage addr{};
   socklen_t len = 0;
@@ -103,6 +104,16 @@ bool connect_to(const std::string &host, uint16_t port, const IoLimits &lim, Fd 
     return false;
   }
   set_int_opt(fd.get(), IPPROTO_TCP, TCP_NODELAY, 1);
+  if (!bind_host.empty()) {
+    sockaddr_storage local{};
+    socklen_t local_len = 0;
+    if (!resolve(bind_host, 0, true, std::max(milliseconds(1), std::min(left, lim.stall)), &local, &local_len, why))
+      return false;
+    if (::bind(fd.get(), reinterpret_cast<sockaddr *>(&local), local_len) != 0) {
+      *why = "cannot bind " + bind_host + ": " + errno_text(errno);
+      return false;
+    }
+  }
   if (::connect(fd.get(), reinterpret_cast<sockaddr *>(&addr), len) != 0) {
     if (errno != EINPROGRESS) {
       *why = "cannot connect: " + errno_text(errno);

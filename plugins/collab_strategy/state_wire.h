@@ -117,8 +117,9 @@ Io read_all(int fd, uint8_t *buf, size_t n, const IoLimits &lim, size_t *got, in
 Io write_all(int fd, iovec *iov, int iovcnt, const IoLimits &lim, int *err);
 // Opens a TCP connection to host:port (non-blocking, TCP_NODELAY), the
 // lookup and the connect each bounded by lim's stall and deadline. False
-// with *why.
-bool connect_to(const std::string &host, uint16_t port, const IoLimits &lim, Fd *out, std::string *why);
+// with *why. bind_host, when not empty, is the local address it leaves from.
+bool connect_to(const std::string &host, uint16_t port, const IoLimits &lim, Fd *out, std::string *why,
+                const std::string &bind_host = "");
 
 // ---- messages ----
 void encode_request(uint8_t *b, uint64_t run, int64_t min_epoch, uint16_t flags = 0);
