@@ -12,12 +12,6 @@ namespace {
 
 using namespace transfer_test;
 
-loom_key::SwarmKey key_of(uint8_t fill) {
-  loom_key::SwarmKey k;
-  k.fill(fill);
-  return k;
-}
-
 bool saw_within(const StateServer &s, uint64_t value, milliseconds within) {
   const auto until = std::chrono::steady_clock::now() + within;
   while (std::chrono::steady_clock::now() < until) {

@@ -10,12 +10,6 @@ namespace {
 
 using namespace transfer_test;
 
-loom_key::SwarmKey key_of(uint8_t fill) {
-  loom_key::SwarmKey k;
-  k.fill(fill);
-  return k;
-}
-
 std::optional<DownloadedState> fetch(uint16_t port, const std::optional<loom_key::SwarmKey> &key, LogSink &log,
                                      std::string *why) {
   return download_state({donor(1, port)}, kRun, 0, milliseconds(10000), milliseconds(3000), log.fn(), why, nullptr,

@@ -13,12 +13,6 @@ namespace {
 
 using namespace transfer_test;
 
-loom_key::SwarmKey key_of(uint8_t fill) {
-  loom_key::SwarmKey k;
-  k.fill(fill);
-  return k;
-}
-
 // The relay's side for these tests: result = 2 x values + epoch, weight + 10.
 void doubling(const std::string &, RelayMessage &m, const std::function<bool()> &) {
   for (auto &v : m.values) v = 2 * v + float(m.epoch);

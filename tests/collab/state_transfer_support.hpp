@@ -35,6 +35,13 @@ using std::chrono::milliseconds;
 inline constexpr uint64_t kRun = 0x1234abcd5678ef01ull;
 inline constexpr size_t MiB = size_t(1) << 20;
 
+// A swarm key of one repeated byte: tests tell keys apart by it.
+inline loom_key::SwarmKey key_of(uint8_t fill) {
+  loom_key::SwarmKey k;
+  k.fill(fill);
+  return k;
+}
+
 inline double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 // Collects log lines from any thread.

@@ -261,6 +261,15 @@ class _Peers(unittest.TestCase):
         env = {"LOOM_INITIAL_PEERS": join, "OMP_NUM_THREADS": "1"}
         return host.popen(argv, env=env, log_path=log), log
 
+    def first_peer(self, host, began, **options):
+        """Starts the swarm's first peer on host and waits until it listens."""
+        first = self.peer(host, "", **options)
+        while f"listening on {host.address}:7000" not in text(first[1]):
+            self.assertIsNone(first[0].poll(), text(first[1]))
+            self.assertLess(time.monotonic() - began, 30, "the first peer never listened")
+            time.sleep(0.1)
+        return first
+
 
 
 class LoomSwarmTest(_Peers):
@@ -271,11 +280,7 @@ class LoomSwarmTest(_Peers):
         with Hosts() as hosts:
             a, b, c = (hosts.add_host(n) for n in ("a", "b", "c"))
             began = time.monotonic()
-            first = self.peer(a, "")
-            while f"listening on {a.address}:7000" not in text(first[1]):
-                self.assertIsNone(first[0].poll(), text(first[1]))
-                self.assertLess(time.monotonic() - began, 30, "the first peer never listened")
-                time.sleep(0.1)
+            first = self.first_peer(a, began)
             peers = [first, self.peer(b, f"{a.address}:7000"), self.peer(c, f"{a.address}:7000")]
             codes = []
             for proc, _ in peers:
@@ -389,11 +394,7 @@ class UnreachablePeerTest(_Peers):
             n, f = hosts.add_host("n", nat=True), hosts.add_host("f")
             f.run(["nft", "-f", "-"], input=self.FIREWALL)
             began = time.monotonic()
-            first = self.peer(a, "", min_peers=4)
-            while f"listening on {a.address}:7000" not in text(first[1]):
-                self.assertIsNone(first[0].poll(), text(first[1]))
-                self.assertLess(time.monotonic() - began, 30, "the first peer never listened")
-                time.sleep(0.1)
+            first = self.first_peer(a, began, min_peers=4)
             join = f"{a.address}:7000"
             peers = [first] + [self.peer(h, join, min_peers=4) for h in (b, n, f)]
             codes = []
@@ -435,11 +436,7 @@ class NatDetectionTest(_Peers):
         with Hosts() as hosts:
             pub, nat = hosts.add_host("pub"), hosts.add_host("nat", nat=True)
             began = time.monotonic()
-            first = self.peer(pub, "", min_peers=1)
-            while f"listening on {pub.address}:7000" not in text(first[1]):
-                self.assertIsNone(first[0].poll(), text(first[1]))
-                self.assertLess(time.monotonic() - began, 30, "the first peer never listened")
-                time.sleep(0.1)
+            first = self.first_peer(pub, began, min_peers=1)
             behind = self.peer(nat, f"{pub.address}:7000", min_peers=1)
             warned, confirmed = "", f"other peers see this peer at {pub.address}:7000, the address it announces"
             while time.monotonic() - began < 60 and behind[0].poll() is None:
