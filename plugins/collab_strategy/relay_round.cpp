@@ -30,7 +30,8 @@ void Peer::relay_contribution(const std::string &client, RelayMessage &m, const 
     m.weight = 0;
     m.why = why;
     if (status == RelayStatus::refused)
-      log_limited(Level::warn, "relay refused " + client, "client-mode peer " + client + "'s contribution at epoch " +
+      log_limited(Level::warn, "relay refused " + client + ": " + why,  // each reason its own limit
+                  "client-mode peer " + client + "'s contribution at epoch " +
                                                                std::to_string(m.epoch) + " was refused: " + why);
     else
       detail("client-mode peer " + client + "'s contribution at epoch " + std::to_string(m.epoch) + " missed: " + why);
@@ -42,8 +43,12 @@ void Peer::relay_contribution(const std::string &client, RelayMessage &m, const 
                                             std::to_string(expected) + (parameters ? " parameters and buffers" : ""));
   if (!(m.weight > 0) || !std::isfinite(m.weight) || m.weight > (parameters ? 1.0 : 1e15))
     return answer(RelayStatus::refused, "its weight " + number(m.weight) + (parameters ? " is not 1" : " is not a positive sample count"));
-  if (!std::isfinite(sum_of_squares(m.values.data(), m.values.size())))
-    return answer(RelayStatus::refused, "its gradients are not finite");
+  const double squares = sum_of_squares(m.values.data(), m.values.size());
+  if (!std::isfinite(squares))
+    return answer(RelayStatus::refused, std::string("its ") + (parameters ? "parameters" : "gradients") + " are not finite");
+  // The norm a client states is not trusted: the relay's outlier rule uses
+  // the one its values have (of the mean: values are weight x mean).
+  if (!parameters) m.norm = std::sqrt(squares) / m.weight;
   auto entry = std::make_shared<RelayEntry>();
   entry->client = client;
   entry->kind = m.kind;
@@ -206,10 +211,38 @@ double Peer::take_relayed_parameters(int64_t epoch, std::vector<float> *sum) {
   awaited.swap(relay_served_);
   double weight = 0;
   const auto until = Clock::now() + std::chrono::milliseconds(int64_t(std::min(1.0, opt_.matchmaking_time) * 1000));
+  // A client's parameters may lie no further from this peer's than the
+  // outlier rule lets a member drift (kParameterOutlierFactor times this
+  // peer's own drift since it last synced): a client sending arbitrary
+  // values moves nobody's.
+  const double drift = drift_since_sync();
+  auto distance = [&](const std::vector<float> &values) {
+    double s = 0;
+    size_t at = 0;
+    for (const auto &p : params_) {
+      for (uint64_t i = 0; i < p.numel; ++i) {
+        const double d = double(values[at + i]) - double(p.data[i]);
+        s += d * d;
+      }
+      at += p.numel;
+    }
+    return std::sqrt(s);
+  };
   std::unique_lock<std::mutex> lock(relay_mutex_);
   for (;;) {
     for (auto &e : relay_inbox_) {
       if (e->taken || e->answered || e->epoch != epoch || e->kind != RelayKind::parameters) continue;
+      const double d = distance(e->values);
+      if (drift > 0 && std::isfinite(drift) && !(d <= kParameterOutlierFactor * drift)) {
+        e->result.status = RelayStatus::refused;
+        e->result.epoch = epoch;
+        e->answered = true;
+        log_limited(Level::warn, "relay parameters " + e->client,
+                    "client-mode peer " + e->client + "'s parameters lie " + number(d) + " from this relay's, over " +
+                        number(kParameterOutlierFactor) + " times its own drift since it synced (" + number(drift) +
+                        "): not averaged");
+        continue;
+      }
       e->taken = true;
       if (sum->size() != state_numel_) sum->assign(state_numel_, 0.0f);
       for (uint64_t i = 0; i < state_numel_; ++i) (*sum)[i] += float(e->weight) * e->values[i];

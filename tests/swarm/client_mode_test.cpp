@@ -7,8 +7,11 @@
 // client ends with the full peers' parameters.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <regex>
 
+#include "records.h"
+#include "relay.h"
 #include "support/subprocess.hpp"
 #include "swarm.hpp"
 #include "test_paths.hpp"
@@ -134,6 +137,94 @@ TEST(ClientMode, AKeyedClientMovesToAnotherRelayWhenItsRelayIsKilled) {
   const double d = max_parameter_difference(survivor->final_dir(), client->final_dir());
   std::printf("largest parameter difference, client against a survivor: %.3g\n", d);
   EXPECT_LE(d, 0.01);
+}
+
+// The relay's side against a client that sends what it must not: each
+// contribution is answered refused (or missed), the relay says why in its
+// log, and the swarm trains on unharmed.
+TEST(ClientMode, ARelayRefusesWhatAClientMustNotSend) {
+  Scratch scratch;
+  const std::string run = unique_run_id("client-rogue");
+  const std::vector<std::string> sets = {"trainer.threads=1", "strategy.options.listen=127.0.0.1",
+                                         "strategy.options.verbose=true", "strategy.options.min_peers=2",
+                                         "trainer.max_steps=300", "strategy.options.run_id=" + run};
+  auto p0 = std::make_unique<Peer>(scratch, "p0", digits_config(), sets);
+  ASSERT_TRUE(wait_until([&] { return !p0->address().empty(); }, seconds(30))) << p0->tail();
+  auto p1 = std::make_unique<Peer>(scratch, "p1", digits_config(), sets,
+                                   std::map<std::string, std::string>{{"LOOM_INITIAL_PEERS", p0->address()}});
+  static const std::regex numel_re(R"(training digits \(([0-9]+) parameters\))");
+  std::smatch found;
+  std::string log0;
+  ASSERT_TRUE(wait_until([&] { log0 = p0->log(); return std::regex_search(log0, found, numel_re); }, seconds(60)))
+      << p0->tail();
+  const uint64_t numel = std::stoull(found[1]);
+  const std::string where = state_address(*p0);
+  const std::string host = where.substr(0, where.rfind(':'));
+  const uint16_t port = uint16_t(std::stoul(where.substr(where.rfind(':') + 1)));
+  auto epoch_now = [&] {
+    static const std::regex re(R"(epoch ([0-9]+): averaged gradients)");
+    int64_t e = 0;
+    const std::string log = p0->log();
+    for (std::sregex_iterator it(log.begin(), log.end(), re), end; it != end; ++it) e = std::stoll((*it)[1]);
+    return e;
+  };
+  ASSERT_TRUE(wait_until([&] { return epoch_now() >= 10; }, seconds(60))) << p0->tail();
+  std::string why;
+  auto link = loom_collab::RelayLink::open(host, port, loom_collab::run_hash(run), std::nullopt, milliseconds(5000), &why);
+  ASSERT_TRUE(link) << why;
+  using loom_collab::RelayKind;
+  using loom_collab::RelayStatus;
+  auto send = [&](std::vector<float> values, double weight, int64_t ahead, loom_collab::RelayKind kind,
+                  bool ends = false) {
+    loom_collab::RelayMessage m;
+    m.kind = kind;
+    m.epoch = epoch_now() + ahead;
+    m.weight = weight;
+    m.norm = 1e-3;  // a lie the relay must not trust
+    m.peer = 42;
+    m.values = std::move(values);
+    const bool answered = link->exchange(m, numel + 4096, Clock::now() + seconds(60), &why);
+    EXPECT_EQ(answered, !ends) << why;
+    return answered ? m.status : RelayStatus::contribution;
+  };
+  // More values than the model has: a defect, the session ends; fewer: refused.
+  EXPECT_EQ(send(std::vector<float>(numel + 1, 0.0f), 32, 2, RelayKind::gradients, true), RelayStatus::contribution);
+  EXPECT_TRUE(wait_until([&] { return p0->log().find("bad relay message") != std::string::npos; }, seconds(10)))
+      << p0->tail();
+  link = loom_collab::RelayLink::open(host, port, loom_collab::run_hash(run), std::nullopt, milliseconds(5000), &why);
+  ASSERT_TRUE(link) << why;
+  EXPECT_EQ(send(std::vector<float>(numel - 1, 0.0f), 32, 2, RelayKind::gradients), RelayStatus::refused);
+  // Values that are not finite, a weight that is no sample count.
+  std::vector<float> nan(numel, 0.0f);
+  nan[7] = std::nanf("");
+  EXPECT_EQ(send(nan, 32, 2, RelayKind::gradients), RelayStatus::refused);
+  EXPECT_EQ(send(std::vector<float>(numel, 0.0f), -1, 2, RelayKind::gradients), RelayStatus::refused);
+  // Gradients a million times too large, whatever norm they claim: refused
+  // by the outlier rule when the relay's round takes them.
+  EXPECT_EQ(send(std::vector<float>(numel, 1e6f), 32, 2, RelayKind::gradients), RelayStatus::refused);
+  EXPECT_TRUE(wait_until([&] { return p0->log().find("brought gradients of norm") != std::string::npos; }, seconds(10)))
+      << p0->tail();
+  // Parameters far from the relay's, for a sync point ahead (every 5
+  // epochs): refused when its state averaging takes them.
+  const int64_t now = epoch_now();
+  EXPECT_EQ(send(std::vector<float>(numel, 1e3f), 1, (now / 5 + 2) * 5 - now, RelayKind::parameters),
+            RelayStatus::refused);
+  EXPECT_TRUE(wait_until([&] { return p0->log().find("'s parameters lie") != std::string::npos; }, seconds(10)))
+      << p0->tail();
+  link.reset();
+  for (Peer *p : {p0.get(), p1.get()}) {
+    ASSERT_EQ(p->wait_exit(seconds(240)), 0) << p->tail();
+    auto final = final_result(p->log());
+    ASSERT_TRUE(final) << p->tail();
+    EXPECT_GE(final->accuracy, 0.93) << p->name();
+  }
+  const std::string log = p0->log();
+  EXPECT_NE(log.find("was refused: it sent " + std::to_string(numel - 1) + " values; this model has " +
+                     std::to_string(numel)),
+            std::string::npos);
+  EXPECT_NE(log.find("its gradients are not finite"), std::string::npos);
+  EXPECT_NE(log.find("is not a positive sample count"), std::string::npos);
+  EXPECT_LE(max_parameter_difference(p0->final_dir(), p1->final_dir()), 1e-6);
 }
 
 }  // namespace
