@@ -452,7 +452,7 @@ void Peer::average_parameters(const char *reason) {
   // Clients relaying through this peer average theirs with it.
   std::vector<float> relayed;
   const double relayed_weight =
-      unhealthy_ || views_numel(views) != state_numel_ ? 0.0 : take_relayed_parameters(epoch_.load(), &relayed);
+      unhealthy_ || views_numel(views) != state_numel_ ? 0.0 : take_relayed_parameters(epoch_.load(), drift, &relayed);
   struct Answer {  // every path out answers the clients taken
     Peer *p;
     const std::vector<FloatView> &v;

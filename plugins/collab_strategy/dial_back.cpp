@@ -80,11 +80,7 @@ bool ask_dial_back(const std::string &host, uint16_t port, uint64_t run, const s
     *why = "the request could not be sent";
     return false;
   }
-  auto io_text = [](Io r, int e, const std::string &during) {
-    return (r == Io::timeout ? std::string("timed out ") : r == Io::closed ? std::string("connection closed ")
-                                                                           : "connection error (" + errno_text(e) + ") ") +
-           during;
-  };
+  auto io_text = [](Io r, int e, const std::string &during) { return io_failure(r, e, "the peer", during); };
   if (key) {
     StateKeys keys(*key);
     std::unique_ptr<StreamOpener> stream;

@@ -240,7 +240,8 @@ class Peer {
   // this peer averaged gradients for this epoch, waited for a moment, taken
   // into *sum (their weighted parameters and buffers) and answered with
   // the group's mean (or a miss, with averaged false).
-  double take_relayed_parameters(int64_t epoch, std::vector<float> *sum);
+  // drift: this peer's own since it last synced (drift_since_sync).
+  double take_relayed_parameters(int64_t epoch, double drift, std::vector<float> *sum);
   void answer_relayed_parameters(const std::vector<FloatView> &views, bool averaged);
   std::vector<std::shared_ptr<RelayEntry>> relay_params_taken_;  // training thread
   std::vector<uint64_t> relay_served_;  // clients answered averaged gradients this epoch (training thread)

@@ -13,21 +13,7 @@ using namespace wire;
 
 namespace {
 
-std::string io_text(Io r, int err, const std::string &during) {
-  switch (r) {
-    case Io::timeout:
-      return "timed out " + during;
-    case Io::cancelled:
-      return "cancelled " + during;
-    case Io::closed:
-      return "connection closed by the relay " + during;
-    case Io::reset:
-      return "connection error " + during + ": " + errno_text(err);
-    case Io::ok:
-      break;
-  }
-  return "ok";
-}
+std::string io_text(Io r, int err, const std::string &during) { return io_failure(r, err, "the relay", during); }
 
 }  // namespace
 

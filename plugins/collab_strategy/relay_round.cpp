@@ -144,7 +144,6 @@ double Peer::take_relayed(int64_t epoch, double own_norm) {
       for (uint64_t i = 0; i < numel_; ++i) relayed_sum_[i] += e->values[i];
       relayed_weight_ += e->weight;
       relay_taken_.push_back(e);
-      relay_clients_[e->peer] = epoch;
     }
     const bool all = std::all_of(awaited.begin(), awaited.end(), [&](uint64_t id) {
       return std::any_of(relay_taken_.begin(), relay_taken_.end(), [&](const auto &e) { return e->peer == id; });
@@ -204,7 +203,7 @@ void Peer::answer_relayed(RoundEnd end) {
   relayed_weight_ = 0;
 }
 
-double Peer::take_relayed_parameters(int64_t epoch, std::vector<float> *sum) {
+double Peer::take_relayed_parameters(int64_t epoch, double drift, std::vector<float> *sum) {
   // The clients served this epoch step as this peer did and send their
   // parameters right after: a moment's wait brings them.
   std::vector<uint64_t> awaited;
@@ -215,7 +214,6 @@ double Peer::take_relayed_parameters(int64_t epoch, std::vector<float> *sum) {
   // outlier rule lets a member drift (kParameterOutlierFactor times this
   // peer's own drift since it last synced): a client sending arbitrary
   // values moves nobody's.
-  const double drift = drift_since_sync();
   auto distance = [&](const std::vector<float> &values) {
     double s = 0;
     size_t at = 0;

@@ -20,6 +20,10 @@ namespace loom_collab {
 // Describes a failed read or write "during" something, for *why.
 using IoText = std::function<std::string(wire::Io, int, const std::string &)>;
 
+// The usual such text: "connection closed by <peer> <during>", "timed out
+// <during>", ...; err is the errno of a reset.
+std::string io_failure(wire::Io r, int err, const std::string &peer, const std::string &during);
+
 // False with *why (and *refusal when the server refused over the key).
 // *stream opens what the server sends from then on; nonces, when not null,
 // gets the server's and this side's nonce (in that order).

@@ -210,6 +210,22 @@ bool read_sealed_header(int fd, StreamOpener &opener, const IoLimits &lim, uint8
 
 }  // namespace
 
+std::string io_failure(Io r, int err, const std::string &peer, const std::string &during) {
+  switch (r) {
+    case Io::timeout:
+      return "timed out " + during;
+    case Io::cancelled:
+      return "cancelled " + during;
+    case Io::closed:
+      return "connection closed by " + peer + " " + during;
+    case Io::reset:
+      return "connection error " + during + ": " + errno_text(err);
+    case Io::ok:
+      break;
+  }
+  return "ok";
+}
+
 bool prove_key(int fd, const StateKeys &keys, const uint8_t *req, const IoLimits &lim,
                std::unique_ptr<StreamOpener> *stream, std::string *why, const IoText &io_text, KeyRefusal *refusal,
                std::pair<StateKeys::Nonce, StateKeys::Nonce> *nonces) {
@@ -294,20 +310,9 @@ std::optional<DownloadedState> try_donor(const Donor &d, uint64_t run, int64_t m
   Fd fd;
   std::function<std::string(Io, int, const std::string &)> io_text = [&](Io r, int err,
                                                                           const std::string &during) -> std::string {
-    switch (r) {
-      case Io::timeout:
-        return Clock::now() >= deadline ? "overall timeout " + during
-                                        : "stalled: nothing for " + std::to_string(stall.count()) + " ms " + during;
-      case Io::cancelled:
-        return "cancelled " + during;
-      case Io::closed:
-        return "connection closed by donor " + during;
-      case Io::reset:
-        return "connection error " + during + ": " + errno_text(err);
-      case Io::ok:
-        break;
-    }
-    return "ok";
+    if (r != Io::timeout) return io_failure(r, err, "donor", during);
+    return Clock::now() >= deadline ? "overall timeout " + during
+                                    : "stalled: nothing for " + std::to_string(stall.count()) + " ms " + during;
   };
 
   if (!connect_to(d.host, d.port, lim, &fd, why)) return std::nullopt;

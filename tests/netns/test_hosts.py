@@ -261,6 +261,16 @@ class _Peers(unittest.TestCase):
         env = {"LOOM_INITIAL_PEERS": join, "OMP_NUM_THREADS": "1"}
         return host.popen(argv, env=env, log_path=log), log
 
+    def wait_all(self, peers, began, limit):
+        """Each peer's exit code (None: still running limit s after began)."""
+        codes = []
+        for proc, _ in peers:
+            try:
+                codes.append(proc.wait(timeout=max(1, limit - (time.monotonic() - began))))
+            except subprocess.TimeoutExpired:
+                codes.append(None)
+        return codes
+
     def first_peer(self, host, began, **options):
         """Starts the swarm's first peer on host and waits until it listens."""
         first = self.peer(host, "", **options)
@@ -282,12 +292,7 @@ class LoomSwarmTest(_Peers):
             began = time.monotonic()
             first = self.first_peer(a, began)
             peers = [first, self.peer(b, f"{a.address}:7000"), self.peer(c, f"{a.address}:7000")]
-            codes = []
-            for proc, _ in peers:
-                try:
-                    codes.append(proc.wait(timeout=max(1, 150 - (time.monotonic() - began))))
-                except subprocess.TimeoutExpired:
-                    codes.append(None)
+            codes = self.wait_all(peers, began, 150)
             elapsed = time.monotonic() - began
             counters = {h.name: h.run(["cat", "/sys/class/net/eth0/statistics/tx_bytes"]).stdout.strip()
                         for h in (a, b, c)}
@@ -397,12 +402,7 @@ class UnreachablePeerTest(_Peers):
             first = self.first_peer(a, began, min_peers=4)
             join = f"{a.address}:7000"
             peers = [first] + [self.peer(h, join, min_peers=4) for h in (b, n, f)]
-            codes = []
-            for proc, _ in peers:
-                try:
-                    codes.append(proc.wait(timeout=max(1, 150 - (time.monotonic() - began))))
-                except subprocess.TimeoutExpired:
-                    codes.append(None)
+            codes = self.wait_all(peers, began, 150)
             elapsed = time.monotonic() - began
         logs = [text(path) for _, path in peers]
         for name, code, log in zip("abnf", codes, logs):
