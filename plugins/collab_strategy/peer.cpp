@@ -508,7 +508,7 @@ void Peer::serve_if_wanted() {
     return;
   }
   const auto t1 = Clock::now();
-  server_->publish(epoch_.load(), Bytes(data, data + len));
+  server_->publish_copy(epoch_.load(), data, len);
   auto ms = [](Clock::duration d) { return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count()); };
   detail("published a state snapshot of epoch " + std::to_string(epoch_.load()) + " (" + std::to_string(len) +
          " bytes) for a joining peer (serialised in " + ms(t1 - t0) + " ms, handed over in " + ms(Clock::now() - t1) +

@@ -330,6 +330,9 @@ class Peer {
   std::vector<ProgressRecord::SyncPoint> earlier_syncs_;
   void set_sync(int64_t epoch, uint64_t hash);
   bool at_sync_ = false;  // training thread: the state is that of a sync point (nothing trained since)
+  // Copies the host's state into *out (reusing huge pages); false when the
+  // host could not snapshot.
+  bool copy_own_state(Bytes *out);
   std::atomic<uint64_t> samples_{0};
   std::atomic<double> rate_{0};
   std::atomic<uint32_t> flags_{0};

@@ -17,6 +17,7 @@
 #include <system_error>
 #include <thread>
 
+#include "../common/huge_pages.h"
 #include "state_client.h"
 #include "state_donor.h"
 #include "state_secret.h"
@@ -162,16 +163,6 @@ class Verifier {
   uint32_t total_;
   std::vector<std::thread> workers_;  // touched only by the downloading thread
 };
-
-// Asks for transparent huge pages for a big receive buffer: a fresh 4 KiB
-// page per fault made page faults a large share of a download's time.
-void advise_huge_pages(const uint8_t *p, size_t n) {
-  constexpr uintptr_t kHuge = uintptr_t(2) << 20;
-  if (n < 2 * kHuge) return;
-  uintptr_t begin = (uintptr_t(p) + kHuge - 1) & ~(kHuge - 1);
-  uintptr_t end = (uintptr_t(p) + n) & ~(kHuge - 1);
-  if (end > begin) ::madvise(reinterpret_cast<void *>(begin), end - begin, MADV_HUGEPAGE);
-}
 
 // With a key, the reply header (and, when it says ok, the chunk key) come
 // as the one frame of the transfer's encrypted stream. Fills hb (and
@@ -416,7 +407,7 @@ std::optional<DownloadedState> try_donor(const Donor &d, uint64_t run, int64_t m
     *why = "cannot allocate " + std::to_string(h.total) + " bytes for the state";
     return std::nullopt;
   }
-  advise_huge_pages(out.bytes.data(), size_t(h.total));
+  loom_plugin_common::advise_huge(out.bytes.data(), size_t(h.total));
   // Declared after out: destroyed (its worker joined) before out's bytes go.
   Verifier verifier(out.bytes.data(), chunk_key ? &*chunk_key : nullptr, hb);
   const size_t chunk_header = chunk_key ? kStateSealedChunkHeaderSize : kStateChunkHeaderSize;

@@ -8,6 +8,7 @@
 #include <future>
 #include <map>
 
+#include "../common/huge_pages.h"
 #include "peer.h"
 
 namespace loom_collab {
@@ -28,6 +29,20 @@ loom_status Peer::load_newest(std::string *why) {
     return LOOM_ERR_UNAVAILABLE;
   }
   return LOOM_OK;
+}
+
+bool Peer::copy_own_state(Bytes *out) {
+  const uint8_t *data = nullptr;
+  size_t len = 0;
+  if (state_.snapshot(state_.user, &data, &len) != LOOM_OK) return false;
+  if (out->capacity() < len) {
+    Bytes fresh;
+    fresh.reserve(len);
+    loom_plugin_common::advise_huge(fresh.data(), len);
+    out->swap(fresh);
+  }
+  out->assign(data, data + len);
+  return true;
 }
 
 bool Peer::load_state(int64_t min_epoch, std::string *why) {
@@ -87,11 +102,7 @@ bool Peer::load_state(int64_t min_epoch, std::string *why) {
       return download_state(donors, run_, min_epoch, left, std::chrono::seconds(10), logfn_, &reason, nullptr,
                             opt_.swarm_key, size_t(opt_.load_donors_at_once));
     });
-    if (!replaced && own.empty()) {
-      const uint8_t *data = nullptr;
-      size_t len = 0;
-      if (state_.snapshot(state_.user, &data, &len) == LOOM_OK) own.assign(data, data + len);
-    }
+    if (!replaced && own.empty()) copy_own_state(&own);
     got = download.get();
     if (!got) {
       reasons = reason;
@@ -153,11 +164,12 @@ bool Peer::load_state(int64_t min_epoch, std::string *why) {
   }
   unhealthy_ = false;
   mark_synced();
+  const size_t loaded_bytes = got->bytes.size();
   if (checked && verdict == Verdict::keep) {
     // Checked against the swarm: this peer now holds (and serves) that sync
     // point. A state taken on trust is neither vouched for nor served.
     set_sync(got->epoch, digest);
-    if (server_) server_->publish(got->epoch, got->bytes);
+    if (server_) server_->publish(got->epoch, std::move(got->bytes));
   }
   zero_grads();
   alone_until_target_ = false;
@@ -167,7 +179,7 @@ bool Peer::load_state(int64_t min_epoch, std::string *why) {
   windows_ = 0;
   double seconds = std::chrono::duration<double>(Clock::now() - start).count();
   log(Level::info, "loaded the state of epoch " + std::to_string(got->epoch) + " from peer " +
-                       std::to_string(got->donor) + " (" + std::to_string(got->bytes.size()) + " bytes in " +
+                       std::to_string(got->donor) + " (" + std::to_string(loaded_bytes) + " bytes in " +
                        std::to_string(seconds) + " s)" +
                        (!checked ? "; not checked against the swarm: with average_state_every = 0 peers publish "
                                    "no hash of their parameters"

@@ -1,10 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 // A state transfer's own thread: waits for a fresh enough snapshot (or takes
 // the model record), then sends it; and how a snapshot is made ready to send.
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 #include <zlib.h>
 
 #include <algorithm>
 #include <memory>
+#include <thread>
 
 #include "state_server_impl.h"
 
@@ -94,6 +97,7 @@ std::unique_ptr<StreamSealer> StateServer::Impl::accept_keyed(Transfer &t, const
 void StateServer::Impl::serve(Transfer &t) {
   const int fd = t.fd.get();
   const std::string &peer = t.peer;
+  const auto asked = Clock::now();
   std::shared_ptr<Snapshot> snap;
   if (t.model) {
     std::lock_guard<std::mutex> g(m);
@@ -164,7 +168,9 @@ void StateServer::Impl::serve(Transfer &t) {
     std::atomic<int> &a;
     ~Done() { a.fetch_sub(1); }
   } done{counter};
+  const auto got_snapshot = Clock::now();
   if (!snap->ensure_ready([&] { return stopping.load() || t.cancel.load(); })) return;
+  const auto ready = Clock::now();
   if (t.keyed != snap->keyed) return;  // never: a server's snapshots and requests share its key
   const size_t chunk_header = t.keyed ? kStateSealedChunkHeaderSize : kStateChunkHeaderSize;
   const size_t total = snap->bytes.size();
@@ -198,12 +204,33 @@ void StateServer::Impl::serve(Transfer &t) {
                (err ? std::string(" (") + errno_text(err) + ")" : ""));
     return;
   }
+  // Written is not delivered: a state smaller than the socket's send queue
+  // (a few MB on loopback) is written at once. The transfer lasts until the
+  // client has taken every byte, so that its time, the stall rules and this
+  // donor's busy flag (kServing) follow the delivery, not the copy.
+  int unsent = 0, last_unsent = -1;
+  auto changed = Clock::now();
+  for (auto nap = milliseconds(1); ::ioctl(fd, SIOCOUTQ, &unsent) == 0 && unsent > 0;
+       nap = std::min(nap * 2, kTick)) {
+    if (stopping || t.cancel) return;
+    const auto now = Clock::now();
+    if (unsent != last_unsent) {
+      last_unsent = unsent;
+      changed = now;
+    } else if (now - changed >= limits.idle_timeout) {
+      t.end = End::stalled;
+      return;
+    }
+    std::this_thread::sleep_for(nap);
+  }
   t.end = End::sent;
   double s = std::chrono::duration<double>(Clock::now() - t0).count();
   emit(log, t.model ? Level::debug : Level::info,
        "state server: sent " + (t.model ? std::string("the model record") : "epoch " + std::to_string(snap->epoch)) +
            " (" + std::to_string(total) + " bytes) to " + peer + " in " + std::to_string(int64_t(s * 1000)) +
-           " ms");
+           " ms, after waiting " + std::to_string(std::chrono::duration_cast<milliseconds>(got_snapshot - asked).count()) +
+           " ms for a snapshot and " + std::to_string(std::chrono::duration_cast<milliseconds>(ready - got_snapshot).count()) +
+           " ms for its " + (t.keyed ? "seal" : "checksums"));
 }
 
 }  // namespace loom_collab

@@ -154,6 +154,9 @@ class StateServer {
   // Makes (epoch, bytes) what later requests receive. Transfers under way
   // finish with the snapshot they started with.
   void publish(int64_t epoch, Bytes bytes);
+  // The same for bytes this server copies, into the last snapshot's
+  // storage when no transfer still reads it.
+  void publish_copy(int64_t epoch, const uint8_t *data, size_t len);
   // True when a client asked for state newer than what is published (or
   // nothing is published yet) since the last publish: the training thread
   // then takes a snapshot at its next safe point and publishes it. A client

@@ -13,6 +13,7 @@
 #include <sys/mman.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <cstdlib>
 #include <new>
 
@@ -33,6 +34,18 @@ inline void *allocate_huge(size_t bytes) {
   if (p == nullptr) throw std::bad_alloc();
   ::madvise(p, rounded, MADV_HUGEPAGE);
   return p;
+}
+
+// Advises the whole 2 MiB pages inside [p, p + bytes) of a buffer not yet
+// touched (a vector or string just reserved) into huge pages, so that
+// filling it faults once per 2 MiB instead of once per 4 KiB: on these
+// virtual machines a fresh 130 MB buffer took 0.4-0.6 s to fill in 4 KiB
+// pages, page faults nearly all of it.
+inline void advise_huge(const void *p, size_t bytes) {
+  if (bytes < 2 * kHugePage) return;
+  const uintptr_t begin = (uintptr_t(p) + kHugePage - 1) & ~uintptr_t(kHugePage - 1);
+  const uintptr_t end = (uintptr_t(p) + bytes) & ~uintptr_t(kHugePage - 1);
+  if (end > begin) ::madvise(reinterpret_cast<void *>(begin), end - begin, MADV_HUGEPAGE);
 }
 
 // For std::vector<T, HugePageAllocator<T>>; huge = false allocates plainly

@@ -13,11 +13,8 @@
 //     epoch E" for each, and each change of what the honest peers' records
 //     say ("rogue honest EPOCH/SYNC_EPOCH ..." in peer order).
 //
-// A training state is a zip archive (PyTorch's), whose entries carry CRC-32s:
-// both copies of the poisoned entry's CRC (its local header's and the
-// central directory's) are made good again.
-#include <zlib.h>
-
+// A training state is in Loom's raw format (core/src/train/state_format.cpp):
+// a text header naming each tensor's offset and length, then the bytes.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -40,45 +37,23 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-uint32_t le32(const uint8_t *p) { return uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24; }
-uint16_t le16(const uint8_t *p) { return uint16_t(p[0] | p[1] << 8); }
-void put32(uint8_t *p, uint32_t v) {
-  for (int i = 0; i < 4; ++i) p[i] = uint8_t(v >> (8 * i));
-}
-
-// Negates the float32 values of the archive entry whose name ends in
-// "/data/0" (the first tensor saved: the first parameter) and fixes its
-// CRC-32 wherever the archive keeps it: the central directory, and the local
-// header or (PyTorch's writer sets flag bit 3) the data descriptor after the
-// data. False when there is no such stored (uncompressed) entry.
-bool poison(Bytes &zip) {
-  const std::string suffix = "/data/0";
-  for (size_t at = 0; at + 46 <= zip.size(); ++at) {
-    if (le32(&zip[at]) != 0x02014b50) continue;  // central directory header
-    const uint16_t method = le16(&zip[at + 10]), name_len = le16(&zip[at + 28]);
-    const uint32_t size = le32(&zip[at + 20]), local = le32(&zip[at + 42]);
-    if (at + 46 + name_len > zip.size()) return false;
-    const std::string name(reinterpret_cast<const char *>(&zip[at + 46]), name_len);
-    if (name.size() < suffix.size() || name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) continue;
-    if (method != 0 || size == 0xffffffffu || size_t(local) + 30 > zip.size() || le32(&zip[local]) != 0x04034b50)
-      return false;
-    const uint16_t flags = le16(&zip[local + 6]);
-    const size_t data = size_t(local) + 30 + le16(&zip[local + 26]) + le16(&zip[local + 28]);
-    if (data + size > zip.size()) return false;
-    for (size_t i = 3; i < size; i += 4) zip[data + i] ^= 0x80;  // the sign bit of each little-endian float
-    const uint32_t crc = uint32_t(crc32_z(0, &zip[data], size));
-    put32(&zip[at + 16], crc);
-    if (flags & 0x8) {
-      size_t desc = data + size;
-      if (desc + 4 <= zip.size() && le32(&zip[desc]) == 0x08074b50) desc += 4;  // the optional signature
-      if (desc + 4 > zip.size()) return false;
-      put32(&zip[desc], crc);
-    } else {
-      put32(&zip[local + 14], crc);
-    }
-    return true;
-  }
-  return false;
+// Negates the float32 values of the first parameter (tensor p0) of a raw
+// state (loom-state-2). False when the bytes are not such a state.
+bool poison(Bytes &state) {
+  if (state.size() < 16 || std::memcmp(state.data(), "LOOMST02", 8) != 0) return false;
+  uint64_t header = 0;
+  for (int i = 7; i >= 0; --i) header = (header << 8) | state[8 + i];
+  if (header > state.size() - 16) return false;
+  const std::string text(reinterpret_cast<const char *>(state.data() + 16), size_t(header));
+  const size_t at = text.find("\ntensor p0 Float ");
+  if (at == std::string::npos) return false;
+  char shape[256] = {};
+  unsigned long long offset = 0, bytes = 0;
+  if (std::sscanf(text.c_str() + at, "\ntensor p0 Float %255s %llu %llu", shape, &offset, &bytes) != 3) return false;
+  const size_t data = (16 + size_t(header) + 63) / 64 * 64 + size_t(offset);
+  if (data > state.size() || bytes > state.size() - data) return false;
+  for (size_t i = 3; i < bytes; i += 4) state[data + i] ^= 0x80;  // the sign bit of each little-endian float
+  return true;
 }
 
 }  // namespace
@@ -124,7 +99,7 @@ int poison_main(const std::string &run_id, const std::string &bootstrap, int sec
       if (!got) continue;
       Bytes poisoned = std::move(got->bytes);
       if (!poison(poisoned)) {
-        std::fprintf(stderr, "rogue: the state has no stored entry */data/0 to poison\n");
+        std::fprintf(stderr, "rogue: the state is not a raw Loom state with a float32 tensor p0 to poison\n");
         std::exit(1);
       }
       server.publish(got->epoch, std::move(poisoned));

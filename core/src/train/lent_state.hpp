@@ -2,7 +2,7 @@
 // The C callbacks of a loom_training_state_v1 (SDK strategy.h), once, for
 // any owner that lends one: the training state itself, and the host copies
 // a strategy without device support gets (staging.hpp). Owner has
-// snapshot() -> std::string, restore(const char*, size_t) (throws when the
+// snapshot_into(std::string&), restore(const char*, size_t) (throws when the
 // bytes do not fit), the views its Views members return, and
 // device_memory() -> DeviceMemory&, and window_loss(double*) -> bool (false:
 // no loss known). fill_callbacks() sets them all.
@@ -21,7 +21,7 @@ template <class Owner>
 loom_status snapshot(void* user, const uint8_t** data, size_t* len) {
   try {
     static thread_local std::string held;  // the ABI promises validity until the next call
-    held = static_cast<Owner*>(user)->snapshot();
+    static_cast<Owner*>(user)->snapshot_into(held);  // reuses held's storage
     *data = reinterpret_cast<const uint8_t*>(held.data());
     *len = held.size();
     return LOOM_OK;

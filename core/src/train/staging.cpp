@@ -111,9 +111,9 @@ const std::vector<DLTensor>& HostStaging::optimizer_views() {
   return opt_views_;
 }
 
-std::string HostStaging::snapshot() {
+void HostStaging::snapshot_into(std::string& out) {
   push();  // within a call, the host copies are what the strategy sees
-  return state_.snapshot();
+  state_.snapshot_into(out);
 }
 
 void HostStaging::restore(const char* data, size_t len) {

@@ -42,7 +42,7 @@ class HostStaging {
   // The callbacks' work (public for the C callbacks).
   const std::vector<DLTensor>& optimizer_views();
   const std::vector<DLTensor>& buffer_views();
-  std::string snapshot();
+  void snapshot_into(std::string& out);
   void restore(const char* data, size_t len);
   DeviceMemory& device_memory() { return host_memory_; }
   bool window_loss(double* loss) const { return state_.window_loss(loss); }

@@ -11,9 +11,12 @@
 
 #include "huge_pages.h"
 #include "lent_state.hpp"
+#include "optimizer_stats.hpp"
+#include "state_format.hpp"
 #include "loom/status.hpp"
 
 namespace loom::train {
+using namespace detail;
 namespace {
 
 DLDataType dl_dtype(const torch::Tensor& t) {
@@ -42,43 +45,6 @@ DLTensor view_of(const torch::Tensor& t, std::vector<int64_t>& shape) {
   v.shape = shape.data();
   return v;
 }
-
-// LibTorch keys an optimizer's per-parameter state by the parameter's
-// TensorImpl: as its address in text up to 2.0, as the address since.
-template <class Map>
-typename Map::key_type state_key(const torch::Tensor& p) {
-  if constexpr (std::is_same_v<typename Map::key_type, std::string>) {
-    std::ostringstream key;
-    key << p.unsafeGetTensorImpl();
-    return key.str();
-  } else {
-    return p.unsafeGetTensorImpl();
-  }
-}
-
-template <class Map>
-auto find_param_state(Map& state, const torch::Tensor& p) {
-  return state.find(state_key<Map>(p));
-}
-
-// The statistics of one parameter's optimizer state, in the order
-// optimizer_views() lends them (undefined ones included).
-std::vector<torch::Tensor*> statistics(torch::optim::OptimizerParamState* base) {
-  if (auto* adam = dynamic_cast<torch::optim::AdamParamState*>(base))
-    return {&adam->exp_avg(), &adam->exp_avg_sq(), &adam->max_exp_avg_sq()};
-  if (auto* adamw = dynamic_cast<torch::optim::AdamWParamState*>(base))
-    return {&adamw->exp_avg(), &adamw->exp_avg_sq(), &adamw->max_exp_avg_sq()};
-  if (auto* sgd = dynamic_cast<torch::optim::SGDParamState*>(base)) return {&sgd->momentum_buffer()};
-  return {};
-}
-
-// The step counter of a parameter's state, or nullptr (SGD keeps none).
-template <class F>
-void with_step(torch::optim::OptimizerParamState* base, F f) {
-  if (auto* adam = dynamic_cast<torch::optim::AdamParamState*>(base)) f(*adam);
-  if (auto* adamw = dynamic_cast<torch::optim::AdamWParamState*>(base)) f(*adamw);
-}
-
 
 // Tensor `prefix`<i> of a state, which must have the dtype and shape of
 // `mine` (named `what` in the message).
@@ -226,38 +192,41 @@ const std::vector<DLTensor>& TrainingState::optimizer_views() {
   return opt_views_;
 }
 
+torch::optim::OptimizerParamState& TrainingState::param_state(size_t i) {
+  const torch::Tensor& p = params_.at(i);
+  auto& state = optimizer_->state();
+  auto it = find_param_state(state, p);
+  if (it != state.end()) return *it->second;
+  // What LibTorch's step() creates for a parameter without state.
+  std::unique_ptr<torch::optim::OptimizerParamState> fresh;
+  if (dynamic_cast<torch::optim::SGD*>(optimizer_.get())) {
+    auto sgd = std::make_unique<torch::optim::SGDParamState>();
+    const auto& options = static_cast<const torch::optim::SGDOptions&>(optimizer_->param_groups().at(0).options());
+    if (options.momentum() != 0) sgd->momentum_buffer(torch::zeros_like(p, torch::MemoryFormat::Contiguous));
+    fresh = std::move(sgd);
+  } else if (dynamic_cast<torch::optim::AdamW*>(optimizer_.get())) {
+    auto adamw = std::make_unique<torch::optim::AdamWParamState>();
+    adamw->step(0);
+    adamw->exp_avg(torch::zeros_like(p, torch::MemoryFormat::Contiguous));
+    adamw->exp_avg_sq(torch::zeros_like(p, torch::MemoryFormat::Contiguous));
+    fresh = std::move(adamw);
+  } else {
+    auto adam = std::make_unique<torch::optim::AdamParamState>();
+    adam->step(0);
+    adam->exp_avg(torch::zeros_like(p, torch::MemoryFormat::Contiguous));
+    adam->exp_avg_sq(torch::zeros_like(p, torch::MemoryFormat::Contiguous));
+    fresh = std::move(adam);
+  }
+  return *state.emplace(state_key<std::remove_reference_t<decltype(state)>>(p), std::move(fresh)).first->second;
+}
+
 std::vector<std::vector<torch::Tensor>> TrainingState::init_optimizer_state() {
   torch::NoGradGuard guard;
   shared_statistics_ = true;
-  auto& state = optimizer_->state();
   std::vector<std::vector<torch::Tensor>> out;
-  for (auto& p : params_) {
-    auto it = find_param_state(state, p);
-    if (it == state.end()) {
-      // What LibTorch's step() creates for a parameter without state.
-      std::unique_ptr<torch::optim::OptimizerParamState> fresh;
-      if (dynamic_cast<torch::optim::SGD*>(optimizer_.get())) {
-        auto sgd = std::make_unique<torch::optim::SGDParamState>();
-        const auto& options = static_cast<const torch::optim::SGDOptions&>(optimizer_->param_groups().at(0).options());
-        if (options.momentum() != 0) sgd->momentum_buffer(torch::zeros_like(p, torch::MemoryFormat::Contiguous));
-        fresh = std::move(sgd);
-      } else if (dynamic_cast<torch::optim::AdamW*>(optimizer_.get())) {
-        auto adamw = std::make_unique<torch::optim::AdamWParamState>();
-        adamw->step(0);
-        adamw->exp_avg(torch::zeros_like(p, torch::MemoryFormat::Contiguous));
-        adamw->exp_avg_sq(torch::zeros_like(p, torch::MemoryFormat::Contiguous));
-        fresh = std::move(adamw);
-      } else {
-        auto adam = std::make_unique<torch::optim::AdamParamState>();
-        adam->step(0);
-        adam->exp_avg(torch::zeros_like(p, torch::MemoryFormat::Contiguous));
-        adam->exp_avg_sq(torch::zeros_like(p, torch::MemoryFormat::Contiguous));
-        fresh = std::move(adam);
-      }
-      it = state.emplace(state_key<std::remove_reference_t<decltype(state)>>(p), std::move(fresh)).first;
-    }
+  for (size_t i = 0; i < params_.size(); ++i) {
     std::vector<torch::Tensor> mine;
-    for (torch::Tensor* t : statistics(it->second.get()))
+    for (torch::Tensor* t : statistics(&param_state(i)))
       if (t->defined()) mine.push_back(*t);
     out.push_back(std::move(mine));
   }
@@ -294,44 +263,31 @@ void TrainingState::check_views() const {
   }
 }
 
-std::string TrainingState::snapshot() const {
-  torch::serialize::OutputArchive archive;
-  archive.write("format", c10::IValue(std::string("loom-state-1")));
-  archive.write("task", c10::IValue(task_.name()));
-  archive.write("step", c10::IValue(step_source_ ? step_source_() : step));
-  archive.write("count", c10::IValue(static_cast<int64_t>(params_.size())));
-  for (size_t i = 0; i < params_.size(); ++i) archive.write("p" + std::to_string(i), params_[i].detach());
-  archive.write("buffers", c10::IValue(static_cast<int64_t>(buffers_.size())));
-  for (size_t i = 0; i < buffers_.size(); ++i) archive.write("b" + std::to_string(i), buffers_[i].second.detach());
-  if (!step_counters_.empty()) {
-    auto& state = optimizer_->state();
-    for (size_t i = 0; i < params_.size() && i < step_counters_.size(); ++i) {
-      auto it = find_param_state(state, params_[i]);
-      if (it == state.end()) continue;
-      const auto count = static_cast<int64_t>(std::llround(step_counters_[i].item<double>()));
-      with_step(it->second.get(), [&](auto& st) { st.step(count); });
-    }
+void TrainingState::sync_step_counters() const {
+  if (step_counters_.empty()) return;
+  auto& state = optimizer_->state();
+  for (size_t i = 0; i < params_.size() && i < step_counters_.size(); ++i) {
+    auto it = find_param_state(state, params_[i]);
+    if (it == state.end()) continue;
+    const auto count = static_cast<int64_t>(std::llround(step_counters_[i].item<double>()));
+    with_step(it->second.get(), [&](auto& st) { st.step(count); });
   }
-  torch::serialize::OutputArchive opt;
-  optimizer_->save(opt);
-  archive.write("optimizer", opt);
-  // Appended into one string reserved up front (parameters, and Adam's two
-  // moments of each): through an ostringstream the doubling growth and the
-  // final str() copy made saving 130 MB take 2.5 times as long. A smaller
-  // state (SGD) leaves the rest of the reservation untouched, so it costs
-  // address space, not memory.
+}
+
+std::string TrainingState::snapshot() const {
   std::string out;
-  size_t param_bytes = 0;
-  for (const auto& p : params_) param_bytes += p.numel() * p.element_size();
-  out.reserve(3 * param_bytes + (size_t{1} << 20));
-  archive.save_to([&out](const void* data, size_t n) {
-    out.append(static_cast<const char*>(data), n);
-    return n;
-  });
+  snapshot_into(out);
   return out;
 }
 
 void TrainingState::restore(const char* data, size_t len) {
+  if (is_raw_state(data, len)) return restore_raw(data, len);
+  restore_archive(data, len);
+}
+
+// loom-state-1: a LibTorch archive (what checkpoints held before the raw
+// format); read so that those runs still resume.
+void TrainingState::restore_archive(const char* data, size_t len) {
   torch::serialize::InputArchive archive;
   try {
     archive.load_from(data, len, params_.front().device());  // a state saved on another device (a GPU peer's) lands on this one

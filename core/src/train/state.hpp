@@ -45,10 +45,15 @@ class TrainingState {
   // The flat buffers the gradients are slices of, one per dtype.
   const std::vector<torch::Tensor>& grad_buffers() const { return grad_buffers_; }
 
-  // Parameters, optimizer state and step; restore copies into the existing
-  // tensors (their addresses stay what the strategy was given) and throws
-  // Error::usage when the bytes do not fit this model.
+  // Parameters, buffers, optimizer state and step, in the raw format of
+  // state_format.cpp (a text header, then each tensor's bytes): writing is
+  // one copy per tensor, into `out`'s existing storage when it is large
+  // enough. restore copies into the existing tensors (their addresses stay
+  // what the strategy was given), reads that format and the LibTorch
+  // archive earlier versions wrote, and throws Error::usage when the bytes
+  // do not fit this model.
   std::string snapshot() const;
+  void snapshot_into(std::string& out) const;
   void restore(const std::string& bytes) { restore(bytes.data(), bytes.size()); }
   void restore(const char* data, size_t len);
 
@@ -110,7 +115,15 @@ class TrainingState {
   std::vector<DLTensor> buffer_views_;
   std::vector<torch::Tensor> step_counters_;  // see share_step_counters
   bool shared_statistics_ = false;            // init_optimizer_state handed them out
-  mutable std::string last_snapshot_;
+  // state.cpp: the LibTorch archive of loom-state-1 (checkpoints of earlier versions).
+  void restore_archive(const char* data, size_t len);
+  // state_format.cpp: the raw format (loom-state-2).
+  void restore_raw(const char* data, size_t len);
+  // The optimizer's state of parameter i, made as its first step would
+  // (zeros, step 0) when it has none yet.
+  torch::optim::OptimizerParamState& param_state(size_t i);
+  // Copies the Python-held step counters into the optimizer's state (before a snapshot).
+  void sync_step_counters() const;
   std::string description_;  // what view_.description points to (ABI 1.5)
   DeviceMemory memory_;      // view_'s device services (ABI 1.6)
   std::function<int64_t()> step_source_;
