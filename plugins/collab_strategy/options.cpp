@@ -46,8 +46,9 @@ const loom_option_decl kOptions[kNumOptions] = {
     {sizeof(loom_option_decl), LOOM_OPTION_FLOAT, "load_state_timeout", "60.0",
      "Seconds a joining or lagging peer may spend downloading the state from donors."},
     {sizeof(loom_option_decl), LOOM_OPTION_INT, "load_donors_at_once", "3",
-     "Donors a joining or lagging peer asks for the state at once; the first ready sends it and the others "
-     "stop. 1 asks one after another, best first (idle donors before busy ones)."},
+     "Donors a joining or lagging peer asks for the state at once; the first ready streams it from its start and "
+     "the others that hold the same bytes bring chunks from its end, so a slow donor brings few. 1 asks one after "
+     "another, best first (idle donors before busy ones), and never spreads a download."},
     {sizeof(loom_option_decl), LOOM_OPTION_FLOAT, "bootstrap_timeout", "20.0",
      "Seconds to wait for a reply from the initial peers (and for min_peers) before giving up."},
     {sizeof(loom_option_decl), LOOM_OPTION_INT, "min_peers", "1",

@@ -19,6 +19,7 @@
 
 #include "../common/huge_pages.h"
 #include "state_client.h"
+#include "state_verifier.h"
 #include "state_donor.h"
 #include "state_secret.h"
 #include "state_transfer.h"
@@ -29,140 +30,6 @@ namespace loom_collab {
 namespace {
 
 using namespace wire;
-
-// Checks chunks on worker threads while the next chunks arrive, so a
-// joiner's download is bound by the wire or by the check's speed, not by
-// their sum: without a key each chunk's CRC (zlib's crc32_z does about
-// 1.3 GB/s on one core here), combined in chunk order into the whole-state
-// CRC; with one, each chunk is opened in place under the chunk key
-// (XChaCha20-Poly1305, about 1.2 GB/s). Several workers keep up with links
-// faster than one core.
-class Verifier {
- public:
-  // key: the chunk key and the reply header it binds chunks to (null: CRCs).
-  Verifier(uint8_t *base, const ChunkKey *key = nullptr, const uint8_t *header = nullptr)
-      : base_(base),
-        key_(key),
-        header_(header),
-        max_workers_(std::max(1u, std::min(4u, std::thread::hardware_concurrency() / 2))),
-        total_(uint32_t(crc32_z(0, nullptr, 0))) {}
-  ~Verifier() {
-    {
-      std::lock_guard<std::mutex> g(m_);
-      quit_ = true;
-    }
-    cv_.notify_all();
-    for (auto &w : workers_) w.join();
-  }
-  // The chunk's bytes at base+off must stay put and unchanged until finish().
-  // want: its CRC, or with a key its tag (ChunkKey::kTagBytes).
-  void push(uint64_t index, uint64_t off, uint32_t n, const uint8_t *want) {
-    {
-      std::lock_guard<std::mutex> g(m_);
-      Item it{index, off, n, 0, {}};
-      if (key_)
-        std::copy(want, want + ChunkKey::kTagBytes, it.tag.begin());
-      else
-        it.crc = get32(want);
-      queue_.push_back(it);
-      ++outstanding_;
-    }
-    cv_.notify_all();
-    if (workers_.size() < max_workers_) {
-      try {
-        workers_.emplace_back([this] { run(); });
-      } catch (const std::system_error &) {
-        if (workers_.empty()) run_inline();  // no thread at all: check it here
-      }
-    }
-  }
-  // A mismatch found so far (non-blocking).
-  bool failed(std::string *why) {
-    std::lock_guard<std::mutex> g(m_);
-    if (bad_.empty()) return false;
-    *why = bad_;
-    return true;
-  }
-  // Waits for every pushed chunk (CPU work only, no I/O); the whole CRC or a reason.
-  bool finish(uint32_t *total, std::string *why) {
-    std::unique_lock<std::mutex> g(m_);
-    cv_.wait(g, [&] { return outstanding_ == 0 || !bad_.empty(); });
-    if (!bad_.empty()) {
-      *why = bad_;
-      return false;
-    }
-    *total = total_;
-    return true;
-  }
-
- private:
-  struct Item {
-    uint64_t index, off;
-    uint32_t n, crc;
-    ChunkKey::Tag tag;
-  };
-  void run_inline() {
-    std::unique_lock<std::mutex> g(m_);
-    while (!queue_.empty() && bad_.empty()) step(g);
-  }
-  void run() {
-    std::unique_lock<std::mutex> g(m_);
-    for (;;) {
-      cv_.wait(g, [&] { return quit_ || !bad_.empty() || !queue_.empty(); });
-      if (quit_ || !bad_.empty()) return;
-      if (!step(g)) return;
-    }
-  }
-  // Checks the queue's first chunk (called and returns with g locked); false on a mismatch.
-  bool step(std::unique_lock<std::mutex> &g) {
-    Item it = queue_.front();
-    queue_.pop_front();
-    g.unlock();
-    if (key_) {
-      const bool opened = key_->open(it.index, base_ + it.off, it.n, header_, kStateReplySize, it.tag.data());
-      g.lock();
-      if (!opened && bad_.empty())
-        bad_ = "chunk " + std::to_string(it.index) +
-               " of the donor's state does not open (altered, reordered or not of this state)";
-      --outstanding_;
-      cv_.notify_all();
-      return opened;
-    }
-    uint32_t c = crc(base_ + it.off, it.n);
-    g.lock();
-    if (c != it.crc) {
-      if (bad_.empty())
-        bad_ =
-            "chunk " + std::to_string(it.index) + " CRC mismatch (computed " + hex(c) + ", sent " + hex(it.crc) + ")";
-      cv_.notify_all();
-      return false;
-    }
-    // At most one pending result per worker: fold in every one now in order.
-    done_[it.index] = {c, it.n};
-    while (!done_.empty() && done_.begin()->first == next_) {
-      total_ = uint32_t(crc32_combine(total_, done_.begin()->second.first, z_off_t(done_.begin()->second.second)));
-      done_.erase(done_.begin());
-      ++next_;
-      --outstanding_;
-    }
-    cv_.notify_all();
-    return true;
-  }
-  uint8_t *base_;
-  const ChunkKey *key_;
-  const uint8_t *header_;
-  const size_t max_workers_;
-  std::mutex m_;
-  std::condition_variable cv_;
-  std::deque<Item> queue_;
-  std::map<uint64_t, std::pair<uint32_t, uint32_t>> done_;  // index -> (crc, length), not yet folded
-  uint64_t next_ = 0;                                       // the next chunk index to fold into total_
-  uint64_t outstanding_ = 0;                                // pushed, not yet folded
-  bool quit_ = false;
-  std::string bad_;
-  uint32_t total_;
-  std::vector<std::thread> workers_;  // touched only by the downloading thread
-};
 
 // With a key, the reply header (and, when it says ok, the chunk key) come
 // as the one frame of the transfer's encrypted stream. Fills hb (and
@@ -290,23 +157,10 @@ bool prove_key(int fd, const StateKeys &keys, const uint8_t *req, const IoLimits
 }
 
 
-std::optional<DownloadedState> try_donor(const Donor &d, uint64_t run, int64_t min_epoch, Clock::time_point deadline,
-                                         std::chrono::milliseconds stall, const std::atomic<bool> *cancel,
-                                         std::string *why, uint16_t flags, const StateKeys *keys, KeyRefusal *refusal,
-                                         std::atomic<int64_t> *claim, int64_t claimant) {
-  if (keys) flags |= kStateFlagKeyed;
-  KeyRefusal ignored = KeyRefusal::none;
-  if (refusal == nullptr) refusal = &ignored;
-  IoLimits lim{stall, deadline, cancel, -1};
-  Fd fd;
-  std::function<std::string(Io, int, const std::string &)> io_text = [&](Io r, int err,
-                                                                          const std::string &during) -> std::string {
-    if (r != Io::timeout) return io_failure(r, err, "donor", during);
-    return Clock::now() >= deadline ? "overall timeout " + during
-                                    : "stalled: nothing for " + std::to_string(stall.count()) + " ms " + during;
-  };
-
-  if (!connect_to(d.host, d.port, lim, &fd, why)) return std::nullopt;
+bool open_donor(const Donor &d, uint64_t run, int64_t min_epoch, uint16_t flags, const StateKeys *keys,
+                const IoLimits &lim, const IoText &io_text, OpenReply *o, std::string *why, KeyRefusal *refusal) {
+  Fd &fd = o->fd;
+  if (!connect_to(d.host, d.port, lim, &fd, why)) return false;
 
   uint8_t req[kStateRequestSize];
   encode_request(req, run, min_epoch, flags);
@@ -315,20 +169,20 @@ std::optional<DownloadedState> try_donor(const Donor &d, uint64_t run, int64_t m
   Io r = write_all(fd.get(), &iov, 1, lim, &err);
   if (r != Io::ok) {
     *why = io_text(r, err, "while sending the request");
-    return std::nullopt;
+    return false;
   }
 
-  std::unique_ptr<StreamOpener> stream;
-  if (keys && !prove_key(fd.get(), *keys, req, lim, &stream, why, io_text, refusal)) return std::nullopt;
-  uint8_t hb[kStateReplySize];
+  std::unique_ptr<StreamOpener> &stream = o->stream;
+  if (keys && !prove_key(fd.get(), *keys, req, lim, &stream, why, io_text, refusal)) return false;
+  uint8_t *hb = o->hb;
   size_t got = 0;
-  std::optional<ChunkKey> chunk_key;
+  std::optional<ChunkKey> &chunk_key = o->chunk_key;
   std::string defect;
   if (stream) {
     if (!read_sealed_header(fd.get(), *stream, lim, hb, &chunk_key, &r, &err, &defect) && defect.empty())
       defect = io_text(r, err, "in the donor's encrypted reply header");
   } else {
-    r = read_all(fd.get(), hb, sizeof hb, lim, &got, &err);
+    r = read_all(fd.get(), hb, kStateReplySize, lim, &got, &err);
     if (r != Io::ok)
       defect = io_text(r, err,
                        got > 0 ? "after " + std::to_string(got) + " of " + std::to_string(kStateReplySize) +
@@ -337,22 +191,22 @@ std::optional<DownloadedState> try_donor(const Donor &d, uint64_t run, int64_t m
   }
   if (!defect.empty()) {
     *why = defect;
-    return std::nullopt;
+    return false;
   }
   if (get32(hb) != kStateReplyMagic) {
     *why = "not a state reply: bad magic " + hex(get32(hb)) + " (garbage from the donor?)";
-    return std::nullopt;
+    return false;
   }
   if (get16(hb + 4) != kStateWireVersion) {
     *why = "donor speaks wire version " + std::to_string(get16(hb + 4)) + ", this peer " +
            std::to_string(kStateWireVersion);
-    return std::nullopt;
+    return false;
   }
   if (get32(hb + 32) != crc(hb, 32)) {
     *why = "reply header checksum mismatch";
-    return std::nullopt;
+    return false;
   }
-  ReplyHeader h;
+  ReplyHeader &h = o->h;
   uint16_t status = get16(hb + 6);
   h.epoch = int64_t(get64(hb + 8));
   h.total = get64(hb + 16);
@@ -360,34 +214,92 @@ std::optional<DownloadedState> try_donor(const Donor &d, uint64_t run, int64_t m
   h.total_crc = get32(hb + 28);
   if (status > uint16_t(StateStatus::not_key_holder)) {
     *why = "unknown reply status " + std::to_string(status);
-    return std::nullopt;
+    return false;
   }
   h.status = StateStatus(status);
   if (h.status == StateStatus::not_key_holder) *refusal = KeyRefusal::lacks_key;
   if (h.status != StateStatus::ok) {
     *why = to_string(h.status);
     if (h.status == StateStatus::behind)
-      *why += ": has epoch " + std::to_string(h.epoch) + ", need >= " + std::to_string(min_epoch);
-    return std::nullopt;
+      *why += ": has epoch " + std::to_string(h.epoch) +
+              ((flags & kStateFlagRange) ? std::string(", not the one asked for")
+                                         : ", need >= " + std::to_string(min_epoch));
+    return false;
   }
   if (stream && !chunk_key) {
     *why = "the donor's reply says ok but brought no chunk key";
-    return std::nullopt;
+    return false;
   }
+  if (h.total > kMaxStateBytes) {
+    *why = "absurd total length " + std::to_string(h.total) + " bytes (limit " + std::to_string(kMaxStateBytes) + ")";
+    return false;
+  }
+  if (h.total > 0 && (h.chunk == 0 || h.chunk > kMaxStateChunk)) {
+    *why = "bad chunk size " + std::to_string(h.chunk) + " (must be 1.." + std::to_string(kMaxStateChunk) + ")";
+    return false;
+  }
+  return true;
+}
+
+bool read_chunks(OpenReply &o, uint64_t first, uint64_t count, uint8_t *base, uint32_t *crcs, const IoLimits &lim,
+                 const IoText &io_text, const std::function<bool(uint64_t)> &take, uint64_t *read, std::string *why,
+                 uint32_t *total_crc, Bytes *grow) {
+  const ReplyHeader &h = o.h;
+  // Declared last: destroyed (its workers joined) before anything it reads goes.
+  Verifier verifier(base, o.chunk_key ? &*o.chunk_key : nullptr, o.hb, crcs, first);
+  const size_t chunk_header = o.chunk_key ? kStateSealedChunkHeaderSize : kStateChunkHeaderSize;
+  *read = 0;
+  uint64_t off = first * h.chunk;
+  for (uint64_t index = first; index < first + count && off < h.total; ++index) {
+    if (verifier.failed(why)) return false;
+    if (take && !take(index)) break;  // the rest is another donor's
+    uint8_t ch[kStateSealedChunkHeaderSize];
+    size_t got = 0;
+    int err = 0;
+    Io r = read_all(o.fd.get(), ch, chunk_header, lim, &got, &err);
+    if (r != Io::ok) {
+      *why = io_text(r, err, "after " + std::to_string(off) + " of " + std::to_string(h.total) + " bytes");
+      return false;
+    }
+    const uint32_t n = get32(ch);
+    const uint64_t expect = std::min<uint64_t>(h.chunk, h.total - off);
+    if (n != expect) {
+      *why =
+          "chunk " + std::to_string(index) + ": length " + std::to_string(n) + ", expected " + std::to_string(expect);
+      return false;
+    }
+    if (grow) grow->resize(size_t(off + n));  // within its capacity: base stays put
+    r = read_all(o.fd.get(), base + off, n, lim, &got, &err);
+    if (r != Io::ok) {
+      *why = io_text(r, err, "after " + std::to_string(off + got) + " of " + std::to_string(h.total) + " bytes");
+      return false;
+    }
+    verifier.push(index, off, n, ch + 4);
+    off += n;
+    ++*read;
+  }
+  uint32_t ignored = 0;
+  return verifier.finish(total_crc ? total_crc : &ignored, why);
+}
+
+std::optional<DownloadedState> try_donor(const Donor &d, uint64_t run, int64_t min_epoch, Clock::time_point deadline,
+                                         std::chrono::milliseconds stall, const std::atomic<bool> *cancel,
+                                         std::string *why, uint16_t flags, const StateKeys *keys, KeyRefusal *refusal,
+                                         std::atomic<int64_t> *claim, int64_t claimant, Stripes *stripes) {
+  if (keys) flags |= kStateFlagKeyed;
+  KeyRefusal ignored = KeyRefusal::none;
+  if (refusal == nullptr) refusal = &ignored;
+  IoLimits lim{stall, deadline, cancel, -1};
+  const IoText io_text = donor_io_text(deadline, stall);
+  OpenReply o;
+  if (!open_donor(d, run, min_epoch, flags, keys, lim, io_text, &o, why, refusal)) return std::nullopt;
+  const ReplyHeader &h = o.h;
   if (h.epoch < min_epoch) {
     *why = "offers epoch " + std::to_string(h.epoch) + ", need >= " + std::to_string(min_epoch) + " (donor is behind)";
     return std::nullopt;
   }
   if ((flags & kStateFlagModel) && h.total > kMaxModelBytes) {
     *why = "a model record of " + std::to_string(h.total) + " bytes (limit " + std::to_string(kMaxModelBytes) + ")";
-    return std::nullopt;
-  }
-  if (h.total > kMaxStateBytes) {
-    *why = "absurd total length " + std::to_string(h.total) + " bytes (limit " + std::to_string(kMaxStateBytes) + ")";
-    return std::nullopt;
-  }
-  if (h.total > 0 && (h.chunk == 0 || h.chunk > kMaxStateChunk)) {
-    *why = "bad chunk size " + std::to_string(h.chunk) + " (must be 1.." + std::to_string(kMaxStateChunk) + ")";
     return std::nullopt;
   }
   int64_t free_claim = -1;
@@ -399,8 +311,24 @@ std::optional<DownloadedState> try_donor(const Donor &d, uint64_t run, int64_t m
   DownloadedState out;
   out.donor = d.peer_id;
   out.epoch = h.epoch;
-  // Reserve address space only; pages are touched as bytes arrive,
-  // so a donor that lies about the length costs only what it really sends.
+  // Spread over donors when this one names its bytes' CRC (with a key,
+  // servers before range requests did not) and the state fits in memory at
+  // once: helpers take chunks from the end meanwhile, and this stream stops
+  // where it meets theirs. Otherwise it brings the whole state itself.
+  std::string unspread;
+  if (stripes && h.total_crc != 0 && h.chunk != 0 &&
+      stripes->begin(StateIdentity{h.epoch, h.total, h.chunk, h.total_crc}, size_t(claimant), &unspread)) {
+    uint64_t read = 0;
+    if (!read_chunks(o, 0, stripes->chunks(), stripes->base(), stripes->crc_slots(), lim, io_text,
+                     [&](uint64_t i) { return stripes->take_in_order(i); }, &read, why, nullptr, nullptr))
+      return std::nullopt;
+    stripes->done(0, uint32_t(read), size_t(claimant));
+    return out;
+  }
+  // Reserve address space only: pages are touched as bytes arrive (the
+  // reservation is the buffer's capacity, so it never moves under the
+  // verifier), and a donor that lies about the length costs only what it
+  // really sends.
   try {
     out.bytes.reserve(size_t(h.total));
   } catch (const std::exception &) {
@@ -408,39 +336,13 @@ std::optional<DownloadedState> try_donor(const Donor &d, uint64_t run, int64_t m
     return std::nullopt;
   }
   loom_plugin_common::advise_huge(out.bytes.data(), size_t(h.total));
-  // Declared after out: destroyed (its worker joined) before out's bytes go.
-  Verifier verifier(out.bytes.data(), chunk_key ? &*chunk_key : nullptr, hb);
-  const size_t chunk_header = chunk_key ? kStateSealedChunkHeaderSize : kStateChunkHeaderSize;
-  uint64_t off = 0;
-  for (uint64_t index = 0; off < h.total; ++index) {
-    if (verifier.failed(why)) return std::nullopt;
-    uint8_t ch[kStateSealedChunkHeaderSize];
-    r = read_all(fd.get(), ch, chunk_header, lim, &got, &err);
-    if (r != Io::ok) {
-      *why = io_text(r, err, "after " + std::to_string(off) + " of " + std::to_string(h.total) + " bytes");
-      return std::nullopt;
-    }
-    const uint32_t n = get32(ch);
-    const uint64_t expect = std::min<uint64_t>(h.chunk, h.total - off);
-    if (n != expect) {
-      *why =
-          "chunk " + std::to_string(index) + ": length " + std::to_string(n) + ", expected " + std::to_string(expect);
-      return std::nullopt;
-    }
-    // Within the reserved capacity: the buffer never moves under the verifier.
-    out.bytes.resize(size_t(off + n));
-    r = read_all(fd.get(), out.bytes.data() + off, n, lim, &got, &err);
-    if (r != Io::ok) {
-      *why = io_text(r, err, "after " + std::to_string(off + got) + " of " + std::to_string(h.total) + " bytes");
-      return std::nullopt;
-    }
-    verifier.push(index, off, n, ch + 4);
-    off += n;
-  }
+  uint64_t read = 0;
   uint32_t total_crc = 0;
-  if (!verifier.finish(&total_crc, why)) return std::nullopt;
+  if (!read_chunks(o, 0, (h.total + h.chunk - 1) / std::max<uint64_t>(1, h.chunk), out.bytes.data(), nullptr, lim,
+                   io_text, nullptr, &read, why, &total_crc, &out.bytes))
+    return std::nullopt;
   // With a key every chunk opened, each in its place: that says more than a CRC.
-  if (!chunk_key && total_crc != h.total_crc) {
+  if (!o.chunk_key && total_crc != h.total_crc) {
     *why = "whole-state CRC mismatch (computed " + hex(total_crc) + ", sent " + hex(h.total_crc) + ")";
     return std::nullopt;
   }

@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 // A joiner's download of the state: several donors asked at once, the first
-// ready one kept (state_transfer.h's download_state).
+// ready one kept, and the download spread over the others that hold the
+// same bytes (state_transfer.h's download_state).
 #include <algorithm>
 #include <deque>
 #include <memory>
+#include <set>
 #include <thread>
 
 #include "state_donor.h"
@@ -28,6 +30,8 @@ std::optional<DownloadedState> download_state(const std::vector<Donor> &donors, 
     return "donor " + std::to_string(d.peer_id) + " (" + d.host + ":" + std::to_string(d.port) + ")";
   };
   if (donors.empty()) note("no donors");
+  std::unique_ptr<StateKeys> keys;
+  if (key) keys = std::make_unique<StateKeys>(*key);
   // Up to `racing` donors are asked at once, in the given order, and the
   // first whose reply says ok sends the state. A donor snapshots only at
   // its next step boundary, and says "not ready" after waiting for one:
@@ -43,9 +47,25 @@ std::optional<DownloadedState> download_state(const std::vector<Donor> &donors, 
     std::string reason;
     std::atomic<bool> done{false};
   };
+  // Once the winner's reply names its bytes, up to racing - 1 helpers
+  // fetch chunks from the end of the same bytes from other donors (range
+  // requests), while the winner streams from the start: a slow donor then
+  // brings a few chunks instead of setting the pace.
+  struct Helper {
+    size_t index = 0;
+    std::thread thread;
+    std::string reason;
+    bool ok = false;
+    std::atomic<bool> done{false};
+  };
   std::atomic<int64_t> claim{-1};
-  std::atomic<bool> stop{false};
+  std::atomic<bool> stop{false}, helpers_stop{false};
   std::deque<std::unique_ptr<Racer>> running;
+  std::deque<std::unique_ptr<Helper>> helpers;
+  Stripes stripes;  // reset, never replaced: racers hold it
+  std::set<size_t> helped;                 // donors asked to help with the current stripes
+  std::optional<DownloadedState> primary;  // the winner's result when spread (its bytes are the stripes')
+  Clock::time_point primary_started;
   std::optional<DownloadedState> winner;
   auto start = [&](size_t i) {
     auto r = std::make_unique<Racer>();
@@ -53,13 +73,33 @@ std::optional<DownloadedState> download_state(const std::vector<Donor> &donors, 
     r->started = Clock::now();
     Racer *raw = r.get();
     raw->thread = std::thread([&, raw] {
-      std::unique_ptr<StateKeys> keys;
-      if (key) keys = std::make_unique<StateKeys>(*key);
       raw->got = try_donor(donors[raw->index], run, min_epoch, deadline, stall_timeout, &stop, &raw->reason, 0,
-                           keys.get(), nullptr, &claim, int64_t(raw->index));
+                           keys.get(), nullptr, &claim, int64_t(raw->index), racing > 1 ? &stripes : nullptr);
       raw->done = true;
     });
     running.push_back(std::move(r));
+  };
+  auto start_helper = [&](size_t i) {
+    helped.insert(i);
+    auto h = std::make_unique<Helper>();
+    h->index = i;
+    Helper *raw = h.get();
+    raw->thread = std::thread([&, raw] {
+      raw->ok = fetch_stripes(donors[raw->index], raw->index, run, &stripes, deadline, stall_timeout, &helpers_stop,
+                              keys.get(), &raw->reason);
+      raw->done = true;
+    });
+    helpers.push_back(std::move(h));
+  };
+  // Ends the current spread (its winner failed): helpers stop, a fresh one begins.
+  auto drop_stripes = [&] {
+    helpers_stop = true;
+    for (auto &h : helpers) h->thread.join();
+    helpers.clear();
+    helpers_stop = false;
+    helped.clear();
+    primary.reset();
+    stripes.reset();
   };
   size_t next = 0;
   std::deque<size_t> again;  // lost a race: ready to serve if the winner fails
@@ -67,7 +107,8 @@ std::optional<DownloadedState> download_state(const std::vector<Donor> &donors, 
   while (!winner) {
     const bool cancelled = cancel && cancel->load();
     const bool late = Clock::now() >= deadline;
-    while (!cancelled && !late && running.size() < racing && (!again.empty() || next < donors.size())) {
+    // During a spread, racers that lose to its winner become its helpers.
+    while (!cancelled && !late && running.size() + helpers.size() < racing && (!again.empty() || next < donors.size())) {
       if (!again.empty()) {
         start(again.front());
         again.pop_front();
@@ -75,7 +116,16 @@ std::optional<DownloadedState> download_state(const std::vector<Donor> &donors, 
         start(next++);
       }
     }
-    if (running.empty()) {
+    if (cancelled) stop = helpers_stop = true;  // racers and helpers see it at their next wait
+    // Helpers for the spread: donors that lost the race to its winner
+    // (their reply said ok, so they hold a state of the epoch asked for).
+    if (stripes.ready() && !cancelled && !late) {
+      for (size_t i : lost) {
+        if (running.size() + helpers.size() >= racing || !stripes.any_free()) break;
+        if (i != stripes.first_donor() && !helped.count(i)) start_helper(i);
+      }
+    }
+    if (running.empty() && !primary) {
       if (cancelled && next < donors.size())
         note("cancelled before " + std::to_string(donors.size() - next) + " donor(s) were tried");
       else if (late && next < donors.size())
@@ -83,8 +133,18 @@ std::optional<DownloadedState> download_state(const std::vector<Donor> &donors, 
              " donor(s) were tried");
       break;
     }
-    if (cancelled) stop = true;  // the racers see it at their next wait
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    for (auto it = helpers.begin(); it != helpers.end();) {
+      Helper &h = **it;
+      if (!h.done) {
+        ++it;
+        continue;
+      }
+      h.thread.join();
+      if (!h.ok && !helpers_stop)
+        emit(log, Level::info, "state download: " + name_of(donors[h.index]) + " left the spread download: " + h.reason);
+      it = helpers.erase(it);
+    }
     for (auto it = running.begin(); it != running.end();) {
       Racer &r = **it;
       if (!r.done) {
@@ -93,7 +153,12 @@ std::optional<DownloadedState> download_state(const std::vector<Donor> &donors, 
       }
       r.thread.join();
       const std::string name = name_of(donors[r.index]);
-      if (r.got && !winner) {
+      if (r.got && !winner && !primary && stripes.ready() && claim.load() == int64_t(r.index)) {
+        // Its stream has stopped where the helpers' chunks begin.
+        // The other racers go on: those that lose to it help.
+        primary = std::move(r.got);
+        primary_started = r.started;
+      } else if (r.got && !winner && !primary) {
         const double s = std::chrono::duration<double>(Clock::now() - r.started).count();
         emit(log, Level::info,
              "downloaded state of epoch " + std::to_string(r.got->epoch) + " (" + std::to_string(r.got->bytes.size()) +
@@ -110,15 +175,51 @@ std::optional<DownloadedState> download_state(const std::vector<Donor> &donors, 
         note(name + ": " + r.reason);
         int64_t held = int64_t(r.index);
         if (claim.compare_exchange_strong(held, -1)) {
+          drop_stripes();
           again.insert(again.end(), lost.begin(), lost.end());
           lost.clear();
         }
       }
       it = running.erase(it);
     }
+    if (primary && helpers.empty()) {
+      std::string bad;
+      if (!stripes.complete() && !cancelled && !late && !helped.count(stripes.first_donor())) {
+        // Chunks a failed helper left: the first donor brings them.
+        start_helper(stripes.first_donor());
+        continue;
+      }
+      const size_t first = stripes.first_donor();
+      if (!stripes.complete()) {
+        bad = "the download spread over donors ended with chunks missing";
+      } else if (stripes.check(&bad)) {
+        const double s = std::chrono::duration<double>(Clock::now() - primary_started).count();
+        const double moving = std::chrono::duration<double>(Clock::now() - stripes.began()).count();
+        std::string from;
+        for (const auto &[i, n] : stripes.brought())
+          from += (from.empty() ? "" : ", ") + std::to_string(n) + " from " + name_of(donors[i]);
+        DownloadedState out = std::move(*primary);
+        out.bytes = stripes.take_bytes();
+        emit(log, Level::info,
+             "downloaded state of epoch " + std::to_string(out.epoch) + " (" + std::to_string(out.bytes.size()) +
+                 " bytes) from " + name_of(donors[first]) + " in " + std::to_string(int64_t(s * 1000)) +
+                 " ms, " + std::to_string(int64_t(moving * 1000)) +
+                 " ms of them from the first reply on, spread over donors (chunks: " + from + ")");
+        winner = std::move(out);
+        break;
+      }
+      emit(log, Level::warn, "state download from " + name_of(donors[first]) + " and its helpers failed: " + bad);
+      note(name_of(donors[first]) + ": " + bad);
+      claim = -1;
+      drop_stripes();
+      stop = false;
+      again.insert(again.end(), lost.begin(), lost.end());
+      lost.clear();
+    }
   }
-  stop = true;
+  stop = helpers_stop = true;
   for (auto &r : running) r->thread.join();
+  for (auto &h : helpers) h->thread.join();
   if (winner) {
     if (why) why->clear();
     return winner;

@@ -68,8 +68,10 @@ bool Snapshot::checksum(const std::function<bool()> &stop) {
 
 bool Snapshot::seal(const std::function<bool()> &stop) {
   if (!key) {  // the first try: later ones resume at tags.size()
+    // The CRCs of the bytes first: the header (which the chunks are bound
+    // to) carries the whole state's, as without a key.
+    if (!checksum(stop)) return false;
     key.emplace(ChunkKey::fresh());
-    encode_reply(header, ok_reply(0));  // the chunks are bound to it (the whole-state CRC stays 0)
     tags.reserve(chunk_count(bytes.size()));
   }
   for (size_t off = tags.size() * size_t(kChunkSize); off < bytes.size(); off += kChunkSize) {
@@ -99,10 +101,18 @@ void StateServer::Impl::serve(Transfer &t) {
   const std::string &peer = t.peer;
   const auto asked = Clock::now();
   std::shared_ptr<Snapshot> snap;
+  int64_t range_epoch = 0;
+  uint32_t first = 0, count = 0;
+  if (t.range) unpack_range(t.min_epoch, &range_epoch, &first, &count);
   if (t.model) {
     std::lock_guard<std::mutex> g(m);
     snap = model;
     t.min_epoch = 0;
+  } else if (t.range) {
+    // Part of a snapshot the client has begun elsewhere: this one or none.
+    std::lock_guard<std::mutex> g(m);
+    snap = snapshot;
+    t.min_epoch = range_epoch;
   } else {
     std::unique_lock<std::mutex> g(m);
     auto fresh = [&] { return snapshot && snapshot->epoch >= t.min_epoch; };
@@ -145,14 +155,14 @@ void StateServer::Impl::serve(Transfer &t) {
     iovec iov{const_cast<uint8_t *>(p), len};
     return write_all(fd, &iov, 1, lim, &err);
   };
-  if (!snap || snap->epoch < t.min_epoch) {
+  if (!snap || snap->epoch < t.min_epoch || (t.range && snap->epoch != range_epoch)) {
     h.status = snap ? StateStatus::behind : StateStatus::not_ready;
     h.epoch = snap ? snap->epoch : 0;
     emit(log, t.model ? Level::debug : Level::info,
          "state server: " + peer + " asked for " +
              (t.model ? std::string("the swarm's model: this peer is not sure of it yet")
-                      : "epoch >= " + std::to_string(t.min_epoch) + ": " +
-                            (snap ? "have only " + std::to_string(snap->epoch) : std::string("nothing published"))));
+                      : (t.range ? "chunks of epoch " : "epoch >= ") + std::to_string(t.min_epoch) + ": " +
+                            (snap ? "have " + std::to_string(snap->epoch) : std::string("nothing published"))));
     uint8_t b[kStateReplySize];
     encode_reply(b, h);
     lim.progress = nullptr;  // a refusal sends none of the state
@@ -174,15 +184,30 @@ void StateServer::Impl::serve(Transfer &t) {
   if (t.keyed != snap->keyed) return;  // never: a server's snapshots and requests share its key
   const size_t chunk_header = t.keyed ? kStateSealedChunkHeaderSize : kStateChunkHeaderSize;
   const size_t total = snap->bytes.size();
+  if (t.range && size_t(first) + count > chunk_count(total)) {
+    emit(log, Level::info,
+         "state server: " + peer + " asked for chunks " + std::to_string(first) + " to " +
+             std::to_string(first + count - 1) + " of epoch " + std::to_string(snap->epoch) + ", which has " +
+             std::to_string(chunk_count(total)));
+    uint8_t b[kStateReplySize];
+    h.status = StateStatus::bad_request;
+    h.epoch = snap->epoch;
+    encode_reply(b, h);
+    lim.progress = nullptr;
+    t.end = send_header(b, nullptr) == Io::ok ? End::no_data : End::went_away;
+    return;
+  }
   // The header and chunk headers count as sent bytes too: `total` is what a
-  // complete transfer moves, so the fraction sent is exact.
+  // complete transfer of the whole state moves, so the fraction sent is
+  // exact, and a range costs its share of a request token.
   t.total = total + kStateReplySize + chunk_header * chunk_count(total);
   auto t0 = Clock::now();
   Io r = send_header(snap->header, t.keyed ? snap->key->bytes().data() : nullptr);
   // The chunks go from the shared snapshot itself, never copied (sealed
   // already, with a key).
-  size_t off = 0;
-  for (size_t index = 0; r == Io::ok && off < total; ++index) {
+  size_t off = t.range ? size_t(first) * kChunkSize : 0;
+  const size_t end = t.range ? std::min(total, size_t(first + count) * kChunkSize) : total;
+  for (size_t index = t.range ? first : 0; r == Io::ok && off < end; ++index) {
     if (stopping || t.cancel) return;  // a fast reader never lets poll() see the stop pipe
     const size_t n = std::min<size_t>(kChunkSize, total - off);
     uint8_t ch[kStateSealedChunkHeaderSize];
@@ -197,7 +222,7 @@ void StateServer::Impl::serve(Transfer &t) {
   }
   if (r != Io::ok) {
     t.end = r == Io::timeout ? End::stalled : r == Io::cancelled ? End::cancelled : End::went_away;
-    if (r != Io::timeout && r != Io::cancelled)
+    if (r != Io::timeout && r != Io::cancelled && !t.range)  // a joiner drops a range it got elsewhere
       emit(log, Level::info,
            "state server: transfer of epoch " + std::to_string(snap->epoch) + " to " + peer + " ended after " +
                std::to_string(off) + " of " + std::to_string(total) + " bytes: it went away" +
@@ -225,9 +250,14 @@ void StateServer::Impl::serve(Transfer &t) {
   }
   t.end = End::sent;
   double s = std::chrono::duration<double>(Clock::now() - t0).count();
-  emit(log, t.model ? Level::debug : Level::info,
-       "state server: sent " + (t.model ? std::string("the model record") : "epoch " + std::to_string(snap->epoch)) +
-           " (" + std::to_string(total) + " bytes) to " + peer + " in " + std::to_string(int64_t(s * 1000)) +
+  emit(log, t.model || t.range ? Level::debug : Level::info,
+       "state server: sent " +
+           (t.model   ? std::string("the model record")
+            : t.range ? "chunks " + std::to_string(first) + "-" + std::to_string(first + count - 1) + " of epoch " +
+                            std::to_string(snap->epoch)
+                      : "epoch " + std::to_string(snap->epoch)) +
+           " (" + std::to_string(end - (t.range ? size_t(first) * kChunkSize : 0)) + " bytes) to " + peer + " in " +
+           std::to_string(int64_t(s * 1000)) +
            " ms, after waiting " + std::to_string(std::chrono::duration_cast<milliseconds>(got_snapshot - asked).count()) +
            " ms for a snapshot and " + std::to_string(std::chrono::duration_cast<milliseconds>(ready - got_snapshot).count()) +
            " ms for its " + (t.keyed ? "seal" : "checksums"));

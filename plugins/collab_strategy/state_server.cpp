@@ -317,13 +317,17 @@ bool StateServer::Impl::check_request(Pending &p, Clock::time_point now) {
     return false;
   }
   const uint16_t flags = get16(req + 6);
-  const uint16_t kinds = flags & (kStateFlagModel | kStateFlagRelay | kStateFlagDialBack);
-  if ((flags & ~(kStateFlagModel | kStateFlagKeyed | kStateFlagRelay | kStateFlagDialBack)) != 0 ||
-      (kinds & (kinds - 1)) != 0) {
+  const uint16_t kinds = flags & (kStateFlagModel | kStateFlagRelay | kStateFlagDialBack | kStateFlagRange);
+  int64_t range_epoch = 0;
+  uint32_t range_first = 0, range_count = 0;
+  unpack_range(int64_t(get64(req + 16)), &range_epoch, &range_first, &range_count);
+  if ((flags & ~(kStateFlagModel | kStateFlagKeyed | kStateFlagRelay | kStateFlagDialBack | kStateFlagRange)) != 0 ||
+      (kinds & (kinds - 1)) != 0 || ((flags & kStateFlagRange) && range_count == 0)) {
     guard.reject(addr, Rejection::wrong_request,
                  peer + " sent request flags " + std::to_string(flags) + "; this server knows 0 (state), " +
                      std::to_string(kStateFlagModel) + " (model), " + std::to_string(kStateFlagRelay) + " (relay), " +
-                     std::to_string(kStateFlagDialBack) + " (dial back; one of these three at most) and " +
+                     std::to_string(kStateFlagDialBack) + " (dial back), " + std::to_string(kStateFlagRange) +
+                     " (a range of chunks, at least one; one of these four at most) and " +
                      std::to_string(kStateFlagKeyed) + " (keyed)",
                  now);
     answer(fd, StateStatus::bad_request);
@@ -418,6 +422,7 @@ void StateServer::Impl::admit(Pending &p, Clock::time_point now) {
   t.model = (get16(req + 6) & kStateFlagModel) != 0;
   t.relay = relay;
   t.dial = (get16(req + 6) & kStateFlagDialBack) != 0;
+  t.range = (get16(req + 6) & kStateFlagRange) != 0;
   t.keyed = p.challenged;
   std::copy(req, req + kStateRequestSize, t.request);
   if (t.keyed) {

@@ -55,7 +55,7 @@ struct Snapshot {
   // false if stop() said so first.
   bool ensure_ready(const std::function<bool()> &stop);
   uint8_t header[kStateReplySize] = {};  // the ok reply's header
-  std::vector<uint32_t> chunk_crcs;      // without a key
+  std::vector<uint32_t> chunk_crcs;      // of the bytes (with a key too: before sealing)
   std::vector<ChunkKey::Tag> tags;       // with a key, one per chunk
   std::optional<ChunkKey> key;           // with a key
 
@@ -119,6 +119,7 @@ struct StateServer::Impl {
     bool model = false;  // a model request (kStateFlagModel), not the state
     bool relay = false;  // a client-mode peer's relay session (kStateFlagRelay): outside max_transfers
     bool dial = false;   // a dial-back request (kStateFlagDialBack)
+  bool range = false;  // a range of chunks (kStateFlagRange; min_epoch packs it)
     bool keyed = false;  // proven: the reply goes as an encrypted stream
     uint8_t request[kStateRequestSize];
     StateKeys::Nonce server_nonce{}, client_nonce{};

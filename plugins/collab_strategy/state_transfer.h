@@ -44,7 +44,8 @@ namespace loom_collab {
 //   client (64 B): client nonce (32 B), client proof (32 B)
 //   server (60 B): magic kStateAcceptMagic u32, stream header (24 B), server proof (32 B)
 //   then one frame of an encrypted stream, marked final: length u32 and the
-//   ciphertext of the reply header above (CRC of the whole 0), followed,
+//   ciphertext of the reply header above (CRC of the whole state's bytes, or
+//   0 from servers before range requests), followed,
 //   when status is ok, by the snapshot's chunk key (32 B);
 //   then, when status is ok, the chunks, each length u32, tag (16 B), and
 //   the chunk's bytes as sealed under the chunk key (nonce: the chunk's
@@ -72,6 +73,26 @@ constexpr uint16_t kStateFlagKeyed = 2;
 // check); one that does not is behind NAT or a firewall.
 constexpr uint16_t kStateFlagDialBack = 8;
 constexpr uint32_t kStateProbeMagic = 0x5054534C;  // "LSTP"
+// A range request (kStateFlagRange) asks for chunks [first, first + count)
+// of the snapshot of exactly `epoch` the server has published, packed into
+// the min_epoch field by pack_range. The reply is the ok reply's header, as
+// for the whole state, then those chunks only; a server holding a snapshot
+// of another epoch answers behind (with its epoch) without waiting for a
+// newer one. A joiner spreads its download over several donors with these
+// (state_download_stripes.cpp). A reply's whole-state CRC is that of the
+// state's bytes with a key too, so that a joiner can tell donors holding
+// the same bytes apart from the others.
+constexpr uint16_t kStateFlagRange = 16;
+constexpr int kRangeBits = 14;  // first and count: up to 16383 chunks (64 GiB)
+constexpr uint32_t kMaxRangeChunks = (1u << kRangeBits) - 1;
+inline int64_t pack_range(int64_t epoch, uint32_t first, uint32_t count) {
+  return int64_t((uint64_t(epoch) << (2 * kRangeBits)) | (uint64_t(first) << kRangeBits) | count);
+}
+inline void unpack_range(int64_t v, int64_t *epoch, uint32_t *first, uint32_t *count) {
+  *epoch = int64_t(uint64_t(v) >> (2 * kRangeBits));
+  *first = uint32_t((uint64_t(v) >> kRangeBits) & kMaxRangeChunks);
+  *count = uint32_t(uint64_t(v) & kMaxRangeChunks);
+}
 constexpr uint32_t kStateChallengeMagic = 0x4b54534C;  // "LSTK"
 constexpr uint32_t kStateAcceptMagic = 0x4154534C;     // "LSTA"
 constexpr size_t kStateChallengeSize = 36;

@@ -347,7 +347,8 @@ TEST(StateTransfer, DonorsAskedAtOnceALoserServesWhenTheWinnerFails) {
   EXPECT_TRUE(log.has(Level::warn, {"donor 1", "CRC mismatch"})) << log.text();
 }
 
-// Only one donor sends: those that answered too lose the race at once.
+// Only one donor sends the whole state: those that answered too lose the
+// race at once (and may then bring some of its chunks, a spread download).
 TEST(StateTransfer, DonorsAskedAtOnceOnlyTheWinnerSendsItsState) {
   LogSink log;
   std::vector<std::unique_ptr<StateServer>> servers;
@@ -362,12 +363,10 @@ TEST(StateTransfer, DonorsAskedAtOnceOnlyTheWinnerSendsItsState) {
   auto got = download_state(donors, kRun, 4, milliseconds(10000), milliseconds(3000), log.fn(), &why);
   ASSERT_TRUE(got) << why;
   EXPECT_TRUE(got->bytes == state);
-  // The losers' transfers end early; only the winner's sent every byte.
-  ASSERT_TRUE(wait_until([&] { return log.count({"state server", "sent epoch 4"}) +
-                                          log.count({"state server", "transfer of epoch 4"}) >= 3; },
-                         milliseconds(5000)))
-      << log.text();
-  EXPECT_EQ(log.count({"state server: sent epoch 4 (8388608 bytes)"}), 1u) << log.text();
+  // The losers' transfers end early: at most the winner sent every byte
+  // (none did when helpers brought the last chunk).
+  std::this_thread::sleep_for(milliseconds(500));
+  EXPECT_LE(log.count({"state server: sent epoch 4 (8388608 bytes)"}), 1u) << log.text();
   EXPECT_FALSE(log.has(Level::warn, {"state download from", "failed"})) << log.text();
 }
 

@@ -23,6 +23,7 @@ from netns_hosts import Hosts  # noqa: E402
 
 TCP_TOOL = os.path.join(HERE, "tcp_tool.py")
 DIGITS_CONFIG = os.path.normpath(os.path.join(HERE, "..", "..", "examples", "configs", "digits-collab.toml"))
+CHARLM_CONFIG = os.path.normpath(os.path.join(HERE, "..", "..", "examples", "configs", "charlm.toml"))
 
 
 def setUpModule():
@@ -246,15 +247,16 @@ class _Peers(unittest.TestCase):
         else:
             shutil.rmtree(self.scratch, ignore_errors=True)
 
-    def peer(self, host, join, min_peers=3, name=None, **options):
-        """name: of its output folder and log (default the host's)."""
+    def peer(self, host, join, min_peers=3, name=None, config=DIGITS_CONFIG, sets=None, **options):
+        """name: of its output folder and log (default the host's); sets:
+        more --set KEY=VALUE."""
         name = name or host.name
-        sets = {"trainer.output_dir": os.path.join(self.scratch, name), "trainer.max_steps": self.epochs,
+        sets = {**(sets or {}), "trainer.output_dir": os.path.join(self.scratch, name), "trainer.max_steps": self.epochs,
                 "strategy.options.listen": host.address, "strategy.options.port": 7000,
                 "strategy.options.run_id": f"netns-{os.getpid()}", "strategy.options.min_peers": min_peers,
                 "strategy.options.verbose": "true"}
         sets.update({f"strategy.options.{k}": v for k, v in options.items()})
-        argv = [self.loom, "train", DIGITS_CONFIG]
+        argv = [self.loom, "train", config]
         for key, value in sets.items():
             argv += ["--set", f"{key}={value}"]
         log = os.path.join(self.scratch, name + ".log")
@@ -377,6 +379,52 @@ class SixHostsTest(_Peers):
             self.assertGreaterEqual(value, expected - 0.01, f"{name}: {accuracy}, alone {expected}")
         print(f"\n  alone {expected:.4f}; 4 public + 2 NAT'd clients, {self.epochs} epochs in {elapsed:.1f} s; "
               f"epochs through a relay {through}; final accuracy {accuracy}", file=sys.stderr)
+
+
+class SlowDonorTest(_Peers):
+    """A joiner loads a charlm state of about 20 MB from four donors, one of
+    them behind a 40 Mbit/s link, from which alone it would take about 4 s:
+    the download is spread over the donors that hold the same bytes, the
+    slow one brings few chunks, and the load does not wait for it."""
+
+    epochs = 20
+    charlm = {"strategy.name": "collab", "task.d_model": 256, "task.layers": 2, "task.heads": 4, "task.ffn": 1024, "trainer.batch_size": 8,
+              "trainer.val_every": 0, "trainer.log_every": 1000, "trainer.warmup_steps": 2}
+
+    def test_a_joiner_spreads_its_download_and_a_slow_donor_brings_little(self):
+        # Optimizer statistics averaged too: at a sync point every donor holds the same bytes.
+        opts = dict(config=CHARLM_CONFIG, sets=self.charlm, target_batch_size=32, average_state_every=5,
+                    average_optimizer_state="true")
+        with Hosts() as hosts:
+            fast = [hosts.add_host(n, rate_mbit=400) for n in ("a", "b", "c")]
+            slow = hosts.add_host("s", rate_mbit=40)
+            j = hosts.add_host("j", rate_mbit=400)
+            began = time.monotonic()
+            first = self.first_peer(fast[0], began, min_peers=4, **opts)
+            join = f"{fast[0].address}:7000"
+            peers = [first] + [self.peer(h, join, min_peers=4, **opts) for h in fast[1:] + [slow]]
+            while "epoch 2:" not in text(first[1]):
+                self.assertIsNone(first[0].poll(), text(first[1])[-3000:])
+                self.assertLess(time.monotonic() - began, 200, "the swarm never reached epoch 2")
+                time.sleep(0.2)
+            joiner = self.peer(j, join, min_peers=1, load_donors_at_once=4, **opts)
+            codes = self.wait_all(peers + [joiner], began, 400)
+        logs = [text(path) for _, path in peers + [joiner]]
+        for name, code, log in zip(("a", "b", "c", "s", "j"), codes, logs):
+            self.assertEqual(code, 0, f"peer {name} (exit {code}):\n" + "\n".join(log.splitlines()[-25:]))
+        slow_id = int(re.search(r"peer (\d+) of run", logs[3]).group(1))
+        got = re.search(r"downloaded state of epoch \d+ \((\d+) bytes\) from donor \d+ .* in \d+ ms, (\d+) ms of "
+                        r"them from the first reply on, spread over donors \(chunks: (.*)\)\s*$", logs[4], re.M)
+        self.assertIsNotNone(got, "the joiner's download was not spread:\n" + logs[4][-3000:])
+        size, took = int(got.group(1)), int(got.group(2)) / 1000
+        chunks = {int(donor): int(n) for n, donor in re.findall(r"(\d+) from donor (\d+)", got.group(3))}
+        total, from_slow = sum(chunks.values()), chunks.get(slow_id, 0)
+        alone = size * 8 / 40e6
+        self.assertGreaterEqual(len(chunks), 2, chunks)
+        self.assertLessEqual(from_slow, max(1, total // 4), f"the slow donor brought {from_slow} of {total}: {chunks}")
+        self.assertLess(took, alone, f"{size} bytes in {took:.2f} s; the slow donor alone: {alone:.2f} s")
+        print(f"\n  joiner: {size} bytes in {took:.2f} s from the first donor's reply, over {len(chunks)} donors ({total} chunks, {from_slow} "
+              f"from the one on 40 Mbit/s, which alone would take {alone:.2f} s); {chunks}", file=sys.stderr)
 
 
 class UnreachablePeerTest(_Peers):
