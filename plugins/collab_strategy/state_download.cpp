@@ -1,21 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
-// download_state: a joiner fetches the whole state from donors, checking
-// each chunk (its CRC, or with a swarm key its seal) on worker threads while
-// the next chunks arrive. The wire
-// format is described in state_transfer.h.
-#include <netinet/tcp.h>
-#include <poll.h>
-#include <sys/mman.h>
-#include <zlib.h>
-
+// One donor's side of a joiner's download (state_donor.h): the request and
+// reply header, the chunks (each checked by state_verifier.h while the next
+// arrive), a whole state or a model record. The wire format is described
+// in state_transfer.h.
 #include <algorithm>
-#include <condition_variable>
-#include <deque>
 #include <functional>
-#include <map>
-#include <mutex>
-#include <system_error>
-#include <thread>
 
 #include "../common/huge_pages.h"
 #include "state_client.h"
@@ -315,7 +304,7 @@ std::optional<DownloadedState> try_donor(const Donor &d, uint64_t run, int64_t m
   // servers before range requests did not) and the state fits in memory at
   // once: helpers take chunks from the end meanwhile, and this stream stops
   // where it meets theirs. Otherwise it brings the whole state itself.
-  std::string unspread;
+  std::string unspread;  // why not (too large): the whole stream follows
   if (stripes && h.total_crc != 0 && h.chunk != 0 &&
       stripes->begin(StateIdentity{h.epoch, h.total, h.chunk, h.total_crc}, size_t(claimant), &unspread)) {
     uint64_t read = 0;
@@ -330,12 +319,11 @@ std::optional<DownloadedState> try_donor(const Donor &d, uint64_t run, int64_t m
   // verifier), and a donor that lies about the length costs only what it
   // really sends.
   try {
-    out.bytes.reserve(size_t(h.total));
+    loom_plugin_common::reserve_huge(out.bytes, size_t(h.total));
   } catch (const std::exception &) {
     *why = "cannot allocate " + std::to_string(h.total) + " bytes for the state";
     return std::nullopt;
   }
-  loom_plugin_common::advise_huge(out.bytes.data(), size_t(h.total));
   uint64_t read = 0;
   uint32_t total_crc = 0;
   if (!read_chunks(o, 0, (h.total + h.chunk - 1) / std::max<uint64_t>(1, h.chunk), out.bytes.data(), nullptr, lim,

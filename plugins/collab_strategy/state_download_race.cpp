@@ -101,6 +101,18 @@ std::optional<DownloadedState> download_state(const std::vector<Donor> &donors, 
     primary.reset();
     stripes.reset();
   };
+  // Joins the finished workers (racers or helpers) of a list, each seen by then() before it goes.
+  auto reap = [](auto &list, auto then) {
+    for (auto it = list.begin(); it != list.end();) {
+      if (!(*it)->done) {
+        ++it;
+        continue;
+      }
+      (*it)->thread.join();
+      then(**it);
+      it = list.erase(it);
+    }
+  };
   size_t next = 0;
   std::deque<size_t> again;  // lost a race: ready to serve if the winner fails
   std::deque<size_t> lost;
@@ -134,24 +146,11 @@ std::optional<DownloadedState> download_state(const std::vector<Donor> &donors, 
       break;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    for (auto it = helpers.begin(); it != helpers.end();) {
-      Helper &h = **it;
-      if (!h.done) {
-        ++it;
-        continue;
-      }
-      h.thread.join();
+    reap(helpers, [&](Helper &h) {
       if (!h.ok && !helpers_stop)
         emit(log, Level::info, "state download: " + name_of(donors[h.index]) + " left the spread download: " + h.reason);
-      it = helpers.erase(it);
-    }
-    for (auto it = running.begin(); it != running.end();) {
-      Racer &r = **it;
-      if (!r.done) {
-        ++it;
-        continue;
-      }
-      r.thread.join();
+    });
+    reap(running, [&](Racer &r) {
       const std::string name = name_of(donors[r.index]);
       if (r.got && !winner && !primary && stripes.ready() && claim.load() == int64_t(r.index)) {
         // Its stream has stopped where the helpers' chunks begin.
@@ -180,8 +179,7 @@ std::optional<DownloadedState> download_state(const std::vector<Donor> &donors, 
           lost.clear();
         }
       }
-      it = running.erase(it);
-    }
+    });
     if (primary && helpers.empty()) {
       std::string bad;
       if (!stripes.complete() && !cancelled && !late && !helped.count(stripes.first_donor())) {

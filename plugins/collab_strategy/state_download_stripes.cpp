@@ -36,8 +36,7 @@ bool Stripes::begin(const StateIdentity &id, size_t donor, std::string *why) {
   const size_t n = id.chunk ? size_t((id.total + id.chunk - 1) / id.chunk) : 0;
   Bytes bytes;
   try {
-    bytes.reserve(size_t(id.total));
-    loom_plugin_common::advise_huge(bytes.data(), size_t(id.total));
+    loom_plugin_common::reserve_huge(bytes, size_t(id.total));
     bytes.resize(size_t(id.total));  // chunks land out of order
   } catch (const std::exception &) {
     *why = "cannot allocate " + std::to_string(id.total) + " bytes for the state";

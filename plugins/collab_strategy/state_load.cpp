@@ -35,12 +35,7 @@ bool Peer::copy_own_state(Bytes *out) {
   const uint8_t *data = nullptr;
   size_t len = 0;
   if (state_.snapshot(state_.user, &data, &len) != LOOM_OK) return false;
-  if (out->capacity() < len) {
-    Bytes fresh;
-    fresh.reserve(len);
-    loom_plugin_common::advise_huge(fresh.data(), len);
-    out->swap(fresh);
-  }
+  loom_plugin_common::reserve_huge(*out, len);
   out->assign(data, data + len);
   return true;
 }

@@ -122,12 +122,7 @@ void StateServer::publish_copy(int64_t epoch, const uint8_t *data, size_t len) {
       impl_->snapshot.reset();
     }
   }
-  if (bytes.capacity() < len) {
-    Bytes fresh;
-    fresh.reserve(len);
-    loom_plugin_common::advise_huge(fresh.data(), len);
-    bytes.swap(fresh);
-  }
+  loom_plugin_common::reserve_huge(bytes, len);
   bytes.assign(data, data + len);
   publish(epoch, std::move(bytes));
 }

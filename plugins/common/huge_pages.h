@@ -48,6 +48,19 @@ inline void advise_huge(const void *p, size_t bytes) {
   if (end > begin) ::madvise(reinterpret_cast<void *>(begin), end - begin, MADV_HUGEPAGE);
 }
 
+// Gives a vector or string room for n elements: when its capacity is
+// short, fresh storage advised into huge pages replaces it (its contents
+// are dropped, not copied); otherwise it keeps its storage, which is then
+// filled without a page fault. Contents up to size() stay when it has room.
+template <class Buffer>
+void reserve_huge(Buffer &b, size_t n) {
+  if (b.capacity() >= n) return;
+  Buffer fresh;
+  fresh.reserve(n);
+  advise_huge(fresh.data(), n * sizeof(typename Buffer::value_type));
+  b.swap(fresh);
+}
+
 // For std::vector<T, HugePageAllocator<T>>; huge = false allocates plainly
 // (a switch for comparisons).
 template <class T>

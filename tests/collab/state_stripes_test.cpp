@@ -18,15 +18,7 @@ using namespace transfer_test;
 class SlowLink {
  public:
   SlowLink(uint16_t target, double rate) : target_(target), rate_(rate) {
-    listen_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    EXPECT_EQ(::bind(listen_, reinterpret_cast<sockaddr *>(&a), sizeof a), 0);
-    EXPECT_EQ(::listen(listen_, 16), 0);
-    socklen_t l = sizeof a;
-    ::getsockname(listen_, reinterpret_cast<sockaddr *>(&a), &l);
-    port_ = ntohs(a.sin_port);
+    listen_ = listen_on_loopback(&port_);
     accepter_ = std::thread([this] { accept_loop(); });
   }
   ~SlowLink() {
@@ -45,14 +37,9 @@ class SlowLink {
       if (::poll(&p, 1, 50) <= 0) continue;
       const int client = ::accept4(listen_, nullptr, nullptr, SOCK_CLOEXEC);
       if (client < 0) continue;
-      const int server = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-      sockaddr_in a{};
-      a.sin_family = AF_INET;
-      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-      a.sin_port = htons(target_);
-      if (::connect(server, reinterpret_cast<sockaddr *>(&a), sizeof a) != 0) {
+      const int server = connect_to(target_);
+      if (server < 0) {
         ::close(client);
-        ::close(server);
         continue;
       }
       pumps_.emplace_back([this, client, server] {

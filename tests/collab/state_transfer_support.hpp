@@ -127,6 +127,22 @@ class RefusingPort {
   uint16_t port_ = 0;
 };
 
+// A TCP socket listening on 127.0.0.1 at a port of the kernel's choice (*port).
+inline int listen_on_loopback(uint16_t *port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr *>(&a), sizeof a), 0);
+  EXPECT_EQ(::listen(fd, 16), 0);
+  socklen_t l = sizeof a;
+  ::getsockname(fd, reinterpret_cast<sockaddr *>(&a), &l);
+  *port = ntohs(a.sin_port);
+  return fd;
+}
+
 inline int connect_to(uint16_t port) {
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in a{};
@@ -222,17 +238,7 @@ class FakeDonor {
  public:
   using Behave = std::function<void(int fd, int stop_fd)>;
   explicit FakeDonor(Behave behave) : behave_(std::move(behave)) {
-    listen_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    int one = 1;
-    ::setsockopt(listen_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    EXPECT_EQ(::bind(listen_, reinterpret_cast<sockaddr *>(&a), sizeof a), 0);
-    EXPECT_EQ(::listen(listen_, 16), 0);
-    socklen_t l = sizeof a;
-    ::getsockname(listen_, reinterpret_cast<sockaddr *>(&a), &l);
-    port_ = ntohs(a.sin_port);
+    listen_ = listen_on_loopback(&port_);
     int p[2];
     EXPECT_EQ(::pipe(p), 0);
     stop_r_ = p[0];

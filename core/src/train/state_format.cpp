@@ -163,10 +163,7 @@ void TrainingState::snapshot_into(std::string& out) const {
   const size_t start = align_up(kPrefix + header.size());
   // Same size as the last one (the usual case): no allocation and no
   // zero-filling pass; the padding is rewritten below either way.
-  if (out.capacity() < start + data) {
-    out.reserve(start + data);
-    loom_plugin_common::advise_huge(out.data(), start + data);
-  }
+  loom_plugin_common::reserve_huge(out, start + data);
   out.resize(start + data);
   char* base = out.data();
   std::memcpy(base, kMagic, sizeof kMagic);
@@ -214,6 +211,7 @@ void TrainingState::restore_raw(const char* data, size_t len) {
     b_src.push_back(take("b" + std::to_string(i), buffers_[i].second, "buffer " + buffers_[i].first));
   // Optimizer statistics: oI.K, K below what this optimizer keeps per parameter.
   std::map<size_t, std::map<size_t, const char*>> o_src;
+  const size_t kinds = mine_kind == "sgd" ? 1 : mine_kind == "other" ? 0 : 3;  // statistics() per parameter
   for (auto& [name, e] : h.tensors) {
     if (e.used) continue;
     size_t i = 0, k = 0;
@@ -221,7 +219,6 @@ void TrainingState::restore_raw(const char* data, size_t len) {
     std::istringstream in(name.substr(name.empty() ? 0 : 1));
     if (name.empty() || name[0] != 'o' || !(in >> i >> dot >> k) || dot != '.' || !in.eof() || i >= params_.size())
       throw Error::usage("the state has a tensor this model lacks (" + name + ")");
-    const size_t kinds = mine_kind == "sgd" ? 1 : mine_kind == "other" ? 0 : 3;
     if (k >= kinds) throw Error::usage("the state has optimizer statistic " + std::to_string(k) + " of parameter " + names_[i] + ", which a " + mine_kind + " optimizer does not keep");
     o_src[i][k] = take(name, params_[i], "optimizer statistic " + std::to_string(k) + " of parameter " + names_[i]);
   }
