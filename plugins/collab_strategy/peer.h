@@ -119,6 +119,11 @@ class Peer {
 
   // State: serving a snapshot to others, loading one from them.
   void serve_if_wanted();
+  // Readies this donor's snapshot buffers (peer.cpp): at setup, and after
+  // the first optimizer step (warmed_after_step_), when the snapshot has
+  // its full size.
+  void warm_serving();
+  bool warmed_after_step_ = false;
   bool load_state(int64_t min_epoch, std::string *why);
   void zero_grads();
 

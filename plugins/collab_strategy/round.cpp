@@ -250,6 +250,12 @@ loom_status Peer::after_optimizer_step(std::string *why) {
     if (!load_state(done, &reason)) log_limited(Level::warn, "client resync", "client mode: loading the swarm's state failed (" + reason + "); training on");
   }
   if (opt_.average_state_every > 0 && sync) record_sync(done);
+  // The optimizer's first step made its statistics: the snapshot has its
+  // full size now (a joiner's had it at setup).
+  if (!warmed_after_step_) {
+    warmed_after_step_ = true;
+    warm_serving();
+  }
   if (round_met_) {
     // The part of the round no member spends waiting for a slower one (they
     // all met before it): what a front end's speed changes, and what the

@@ -62,6 +62,12 @@ bool Peer::load_state(int64_t min_epoch, std::string *why) {
   const bool checked = opt_.average_state_every > 0;
   Verdict verdict = Verdict::keep;
   uint64_t digest = 0;
+  // Where the time of the last attempt went, for the log: this peer's own
+  // copy (beside the download), the restore and the check.
+  int64_t own_ms = 0, restore_ms = 0, check_ms = 0;
+  auto ms_since = [](Clock::time_point t) {
+    return int64_t(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count());
+  };
   while (!got && Clock::now() < deadline) {
     std::vector<Donor> donors;
     {
@@ -97,8 +103,11 @@ bool Peer::load_state(int64_t min_epoch, std::string *why) {
       return download_state(donors, run_, min_epoch, left, std::chrono::seconds(10), logfn_, &reason, nullptr,
                             opt_.swarm_key, size_t(opt_.load_donors_at_once));
     });
+    const auto own_from = Clock::now();
     if (!replaced && own.empty()) copy_own_state(&own);
+    own_ms = ms_since(own_from);
     got = download.get();
+    const auto downloaded = Clock::now();
     if (!got) {
       reasons = reason;
       for (const auto &d : donors) resting[d.peer_id] = Clock::now() + kRest;
@@ -118,9 +127,12 @@ bool Peer::load_state(int64_t min_epoch, std::string *why) {
       break;
     }
     const bool restored = state_.restore(state_.user, got->bytes.data(), got->bytes.size()) == LOOM_OK;
+    const auto restored_at = Clock::now();
+    restore_ms = ms_since(downloaded);
     replaced = replaced || restored;
     std::string judged;
     verdict = restored && checked ? check_loaded(got->epoch, got->donor, deadline, &digest, &judged) : Verdict::keep;
+    check_ms = ms_since(restored_at);
     if (!restored) {
       reasons = "the state from peer " + std::to_string(got->donor) + " does not fit this model";
       log(Level::warn, reasons + "; trying the next donor");
@@ -179,7 +191,9 @@ bool Peer::load_state(int64_t min_epoch, std::string *why) {
                        (!checked ? "; not checked against the swarm: with average_state_every = 0 peers publish "
                                    "no hash of their parameters"
                         : verdict == Verdict::keep ? "; its parameters match the hash most peers published for that epoch"
-                                                   : "; taken on trust: nothing to check it against"));
+                                                   : "; taken on trust: nothing to check it against") +
+                       "; of it, this peer's own copy " + std::to_string(own_ms) + " ms (beside the download), the restore " +
+                       std::to_string(restore_ms) + " ms, the check " + std::to_string(check_ms) + " ms");
   wake_background();
   return true;
 }

@@ -121,10 +121,23 @@ void StateServer::publish_copy(int64_t epoch, const uint8_t *data, size_t len) {
       bytes = std::move(impl_->snapshot->bytes);
       impl_->snapshot.reset();
     }
+    if (bytes.capacity() < len && impl_->spare.capacity() >= len) bytes.swap(impl_->spare);
   }
   loom_plugin_common::reserve_huge(bytes, len);
   bytes.assign(data, data + len);
   publish(epoch, std::move(bytes));
+}
+
+void StateServer::prepare(size_t len) {
+  {
+    std::lock_guard<std::mutex> g(impl_->m);
+    if (impl_->spare.capacity() >= len) return;
+  }
+  Bytes fresh;
+  loom_plugin_common::reserve_huge(fresh, len);
+  fresh.resize(fresh.capacity());  // writes every page: the faults happen here, not in a joiner's wait
+  std::lock_guard<std::mutex> g(impl_->m);
+  if (impl_->spare.capacity() < len) impl_->spare.swap(fresh);
 }
 
 void StateServer::publish_model(Bytes record) {

@@ -91,6 +91,7 @@ struct StateServer::Impl {
   std::mutex m;
   std::condition_variable published;
   std::shared_ptr<Snapshot> snapshot;   // guarded by m
+  Bytes spare;                          // storage prepare() faulted in, for publish_copy; guarded by m
   std::shared_ptr<Snapshot> model;      // what model requests get (null: not_ready); guarded by m
   std::atomic<uint64_t> generation{0};  // bumped by publish(); guarded by m for the summer's wait
   std::thread front;

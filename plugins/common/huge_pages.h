@@ -52,12 +52,16 @@ inline void advise_huge(const void *p, size_t bytes) {
 // short, fresh storage advised into huge pages replaces it (its contents
 // are dropped, not copied); otherwise it keeps its storage, which is then
 // filled without a page fault. Contents up to size() stay when it has room.
+// Fresh storage has 1/64 more room: a snapshot's header grows by a few
+// bytes as its step counters gain digits, and each byte over would cost a
+// whole fresh buffer again.
 template <class Buffer>
 void reserve_huge(Buffer &b, size_t n) {
   if (b.capacity() >= n) return;
+  const size_t room = n + n / 64;
   Buffer fresh;
-  fresh.reserve(n);
-  advise_huge(fresh.data(), n * sizeof(typename Buffer::value_type));
+  fresh.reserve(room);
+  advise_huge(fresh.data(), room * sizeof(typename Buffer::value_type));
   b.swap(fresh);
 }
 

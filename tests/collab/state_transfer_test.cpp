@@ -91,6 +91,26 @@ TEST(StateTransfer, NothingPublishedAnswersNotReady) {
   EXPECT_NE(why.find("not ready"), std::string::npos) << why;
 }
 
+// A donor readies its storage at setup (Peer::warm_serving): that publishes
+// nothing, and the copies later published into it, of the size prepared and
+// of one a little larger (a header with more digits), arrive intact.
+TEST(StateTransfer, PreparedStoragePublishesNothingAndCopiesArriveIntact) {
+  LogSink log;
+  StateServer server("127.0.0.1", 0, kRun, log.fn());
+  server.set_wait_for_publish(milliseconds(100));
+  server.prepare(10 * MiB);
+  std::string why;
+  EXPECT_FALSE(download_state({donor(9, server.port())}, kRun, 0, milliseconds(5000), milliseconds(2000), log.fn(), &why));
+  EXPECT_NE(why.find("not ready"), std::string::npos) << why;
+  for (size_t n : {10 * MiB, 10 * MiB + 100, size_t(1000)}) {
+    const Bytes state = pattern(n, uint8_t(n));
+    server.publish_copy(3, state.data(), state.size());
+    auto got = download_state({donor(9, server.port())}, kRun, 3, milliseconds(10000), milliseconds(5000), log.fn(), &why);
+    ASSERT_TRUE(got) << n << " bytes: " << why << "\n" << log.text();
+    EXPECT_TRUE(got->bytes == state) << n << " bytes";
+  }
+}
+
 TEST(StateTransfer, DonorOfAnotherRunIsRefused) {
   LogSink log;
   StateServer other("127.0.0.1", 0, kRun + 1, log.fn());

@@ -192,29 +192,33 @@ const std::vector<DLTensor>& TrainingState::optimizer_views() {
   return opt_views_;
 }
 
-torch::optim::OptimizerParamState& TrainingState::param_state(size_t i) {
+torch::optim::OptimizerParamState& TrainingState::param_state(
+    size_t i, const std::function<torch::Tensor(const torch::Tensor&)>& make) {
   const torch::Tensor& p = params_.at(i);
   auto& state = optimizer_->state();
   auto it = find_param_state(state, p);
   if (it != state.end()) return *it->second;
+  auto statistic = [&make](const torch::Tensor& q) {
+    return make ? make(q) : torch::zeros_like(q, torch::MemoryFormat::Contiguous);
+  };
   // What LibTorch's step() creates for a parameter without state.
   std::unique_ptr<torch::optim::OptimizerParamState> fresh;
   if (dynamic_cast<torch::optim::SGD*>(optimizer_.get())) {
     auto sgd = std::make_unique<torch::optim::SGDParamState>();
     const auto& options = static_cast<const torch::optim::SGDOptions&>(optimizer_->param_groups().at(0).options());
-    if (options.momentum() != 0) sgd->momentum_buffer(torch::zeros_like(p, torch::MemoryFormat::Contiguous));
+    if (options.momentum() != 0) sgd->momentum_buffer(statistic(p));
     fresh = std::move(sgd);
   } else if (dynamic_cast<torch::optim::AdamW*>(optimizer_.get())) {
     auto adamw = std::make_unique<torch::optim::AdamWParamState>();
     adamw->step(0);
-    adamw->exp_avg(torch::zeros_like(p, torch::MemoryFormat::Contiguous));
-    adamw->exp_avg_sq(torch::zeros_like(p, torch::MemoryFormat::Contiguous));
+    adamw->exp_avg(statistic(p));
+    adamw->exp_avg_sq(statistic(p));
     fresh = std::move(adamw);
   } else {
     auto adam = std::make_unique<torch::optim::AdamParamState>();
     adam->step(0);
-    adam->exp_avg(torch::zeros_like(p, torch::MemoryFormat::Contiguous));
-    adam->exp_avg_sq(torch::zeros_like(p, torch::MemoryFormat::Contiguous));
+    adam->exp_avg(statistic(p));
+    adam->exp_avg_sq(statistic(p));
     fresh = std::move(adam);
   }
   return *state.emplace(state_key<std::remove_reference_t<decltype(state)>>(p), std::move(fresh)).first->second;

@@ -120,8 +120,10 @@ class TrainingState {
   // state_format.cpp: the raw format (loom-state-2).
   void restore_raw(const char* data, size_t len);
   // The optimizer's state of parameter i, made as its first step would
-  // (zeros, step 0) when it has none yet.
-  torch::optim::OptimizerParamState& param_state(size_t i);
+  // (zeros, step 0) when it has none yet; its statistics from make(p) when
+  // given (a restore's views of one huge-page block), else zeros_like(p).
+  torch::optim::OptimizerParamState& param_state(
+      size_t i, const std::function<torch::Tensor(const torch::Tensor&)>& make = nullptr);
   // Copies the Python-held step counters into the optimizer's state (before a snapshot).
   void sync_step_counters() const;
   std::string description_;  // what view_.description points to (ABI 1.5)

@@ -23,6 +23,7 @@
 // The same state gives the same bytes in every process, so peers can
 // compare and share them.
 #include <cstring>
+#include <functional>
 #include <map>
 #include <sstream>
 
@@ -126,6 +127,48 @@ Header parse(const char* data, size_t len) {
   }
   if (!ended) malformed("its header has no 'end' line (truncated?)");
   return out;
+}
+
+// Fresh optimizer statistics handed out as views of one block in huge pages
+// (uninitialised: the restore writes every element it hands out); a tensor
+// the block cannot hold is made by zeros_like instead.
+struct StatisticsBlock {
+  torch::Tensor flat;
+  int64_t used = 0;
+  std::function<torch::Tensor(const torch::Tensor&)> make() {
+    if (!flat.defined()) return nullptr;
+    return [this](const torch::Tensor& like) { return take(like); };
+  }
+  torch::Tensor take(const torch::Tensor& like) {
+    const int64_t n = like.numel(), padded = (n + 15) / 16 * 16;  // 64-byte aligned views
+    if (!flat.defined() || like.scalar_type() != flat.scalar_type() || !like.is_cpu() || used + padded > flat.numel())
+      return torch::zeros_like(like, torch::MemoryFormat::Contiguous);
+    torch::Tensor v = flat.narrow(0, used, n).view(like.sizes());
+    used += padded;
+    return v;
+  }
+};
+
+// Room for `kinds` statistics of every parameter that has no optimizer
+// state yet and gets some from the snapshot; none below 4 MiB, or when the
+// parameters are not all on the CPU in one dtype.
+template <class State>
+StatisticsBlock statistics_block(const std::vector<torch::Tensor>& params, State& state,
+                                 const std::map<size_t, std::map<size_t, const char*>>& o_src,
+                                 const std::map<size_t, int64_t>& steps, size_t kinds) {
+  StatisticsBlock b;
+  int64_t total = 0;
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (!o_src.count(i) && !steps.count(i)) continue;
+    if (find_param_state(state, params[i]) != state.end()) continue;
+    if (!params[i].is_cpu() || params[i].scalar_type() != params.front().scalar_type()) return b;
+    total += int64_t(kinds) * ((params[i].numel() + 15) / 16 * 16);
+  }
+  const size_t bytes = size_t(total) * params.front().element_size();
+  if (bytes < (size_t(4) << 20)) return b;
+  void* p = loom_plugin_common::allocate_huge(bytes);
+  b.flat = torch::from_blob(p, {total}, [](void* q) { std::free(q); }, params.front().options());
+  return b;
 }
 
 }  // namespace
@@ -237,6 +280,12 @@ void TrainingState::restore_raw(const char* data, size_t len) {
   for (size_t i = 0; i < params_.size(); ++i) put(params_[i], p_src[i]);
   for (size_t i = 0; i < buffers_.size(); ++i) put(buffers_[i].second, b_src[i]);
   auto& state = optimizer_->state();
+  // A process that has not stepped yet (a joiner) has no optimizer state:
+  // its statistics are made here, as views of one block in huge pages,
+  // filled below. Made one by one in 4 KiB pages, a charlm state's 87 MB
+  // took most of a second's page faults on a busy machine.
+  StatisticsBlock block;
+  if (!shared_statistics_) block = statistics_block(params_, state, o_src, h.steps, kinds);
   for (size_t i = 0; i < params_.size(); ++i) {
     const auto src = o_src.find(i);
     const auto st = h.steps.find(i);
@@ -255,7 +304,7 @@ void TrainingState::restore_raw(const char* data, size_t len) {
       if (i < step_counters_.size()) step_counters_[i].fill_(0.0);
       continue;
     }
-    torch::optim::OptimizerParamState& ps = param_state(i);
+    torch::optim::OptimizerParamState& ps = param_state(i, block.make());
     const auto stats = statistics(&ps);
     for (size_t k = 0; k < stats.size(); ++k) {
       const char* from = src == o_src.end() ? nullptr : (src->second.count(k) ? src->second.at(k) : nullptr);
@@ -263,7 +312,7 @@ void TrainingState::restore_raw(const char* data, size_t len) {
         if (stats[k]->defined()) stats[k]->zero_();  // amsgrad's maximum, when the state had none
         continue;
       }
-      if (!stats[k]->defined()) *stats[k] = torch::zeros_like(params_[i], torch::MemoryFormat::Contiguous);
+      if (!stats[k]->defined()) *stats[k] = block.take(params_[i]);
       put(*stats[k], from);
     }
     const int64_t count = st == h.steps.end() ? 0 : st->second;
