@@ -20,6 +20,7 @@ environment reaches the ucx ranks (their logs are under --out).
 
   /usr/bin/python3 bench/compare_collectives_netns.py [--build build] [--ranks 2,4]
       [--rounds 3] [--rate-mbit N] [--min-bytes 1048576] [--max-bytes 67108864]
+      [--ucx-option KEY=VALUE ...]   (a ucx option to try, e.g. pipeline_depth=8)
 
 Run as root, by Debian's python3 (torch with Gloo). It took 11-13 minutes
 here (defaults, 2 cores at load 4-12; 4 ranks take about twice as long as
@@ -198,6 +199,8 @@ class Sweep:
             with open(toml, "w") as f:
                 f.write('[collective]\nname = "ucx"\n[collective.options]\ntransports = ["tcp"]\n'
                         f'cma_threshold_bytes = -1\nlisten = "{host.address}"\n')
+                for item in self.args.ucx_option:  # KEY=VALUE, as TOML
+                    f.write(item.split("=", 1)[0].strip() + " = " + item.split("=", 1)[1].strip() + "\n")
             return [self.args.loom, "--config", toml, "bench", "collective", "--plugin", "ucx",
                     "--json", path] + self.size_args
         self.per_host("ucx", r, config, lambda k, host: {})
@@ -319,6 +322,8 @@ def main():
     p.add_argument("--max-bytes", type=int, default=64 << 20)
     p.add_argument("--iters", type=int, default=0, help="timed iterations per size (0: by size)")
     p.add_argument("--timeout", type=int, default=600, help="seconds one backend's run may take")
+    p.add_argument("--ucx-option", action="append", default=[], metavar="KEY=VALUE",
+                   help="a [collective.options] line for the ucx ranks (TOML value; repeatable), to try a setting")
     p.add_argument("--gloo-worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--json", help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -330,6 +335,9 @@ def main():
     args.loom = os.path.join(os.path.abspath(args.build), "bin", "loom")
     counts = [int(x) for x in args.ranks.split(",")]
     missing = [t for t in (args.loom, "mpirun", "ucx_perftest", "nsenter", "taskset") if not shutil.which(t)]
+    bad = [o for o in args.ucx_option if "=" not in o or not o.split("=", 1)[0].strip()]
+    if bad:
+        p.error(f"--ucx-option takes KEY=VALUE (a TOML value), not {bad[0]!r}")
     if missing or min(counts) < 2 or args.min_bytes > args.max_bytes or args.min_bytes % 4:
         p.error(f"missing {missing}" if missing else "--ranks at least 2; --min-bytes a multiple of 4, <= --max-bytes")
     out = args.out or tempfile.mkdtemp(prefix="loom-compare-netns-")
