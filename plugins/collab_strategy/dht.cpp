@@ -213,6 +213,10 @@ struct Waiter {
     }
     cv.notify_all();
   }
+  bool finished() {
+    std::lock_guard<std::mutex> lock(mu);
+    return done;
+  }
   // True when finished before the deadline; *result is the reported outcome.
   bool wait(milliseconds timeout, bool *result) {
     std::unique_lock<std::mutex> lock(mu);
@@ -221,6 +225,25 @@ struct Waiter {
     return finished;
   }
 };
+
+// What one get has found so far: the newest record of each value id.
+struct Found {
+  std::mutex mu;
+  bool stop = false;
+  uint64_t unopened = 0;  // values of the other kind, or that the key does not open
+  std::map<dht::Value::Id, std::pair<uint64_t, Bytes>> newest;  // id -> (stamp, record)
+};
+
+// A get under way (SwarmDht::get runs at most one per key).
+struct Flight {
+  std::shared_ptr<Found> found;
+  std::shared_ptr<Waiter> waiter;
+  steady_clock::time_point started;
+};
+// A get OpenDHT has not ended after this long is left to end alone (its
+// search normally ends within a few seconds of retries), and the next call
+// starts another.
+constexpr auto kAbandonGet = seconds(5);
 
 }  // namespace
 
@@ -237,6 +260,9 @@ struct SwarmDht::Impl {
   std::mutex pending_mu;
   std::map<std::pair<std::string, uint64_t>, Pending> pending;
   std::unique_ptr<Sealer> sealer;  // with a swarm key
+  std::mutex flights_mu;
+  std::map<std::string, Flight> flights;  // gets under way, by key
+  std::atomic<uint64_t> gets_started{0};
   std::mutex unopened_mu;
   uint64_t unopened = 0;  // values dropped since the last report
   int64_t unopened_logged_ms = 0;
@@ -453,62 +479,109 @@ bool SwarmDht::put_now(const std::string &key, uint64_t value_id, const Bytes &v
   return ok;
 }
 
+uint64_t SwarmDht::gets_started() const { return impl_->gets_started.load(); }
+
+// At most one get per key is under way: a call while one is waits for that
+// one (up to its timeout) and answers what it has found so far, instead of
+// sending another search to the same nodes. Callers poll keys on timers
+// (progress records every 10-250 ms, matchmaking's keys every 100-200 ms);
+// on a busy machine a get outlasts its caller's timeout, and a new one each
+// time piled searches and retries onto the nodes that hold the key, whose
+// replies then came too late and were dropped, which made the gets slower
+// still (at 32 peers on 2 cores: 1,000-2,000 datagrams a second per peer,
+// 250 dropped).
 std::vector<Bytes> SwarmDht::get(const std::string &key, std::chrono::milliseconds timeout) {
   if (good_nodes() == 0) return {};  // alone: see put
   flush_pending();
-  struct Found {
-    std::mutex mu;
-    bool stop = false;
-    uint64_t unopened = 0;  // values of the other kind, or that the key does not open
-    std::map<dht::Value::Id, std::pair<uint64_t, Bytes>> newest;  // id -> (stamp, record)
-  };
-  auto found = std::make_shared<Found>();
-  auto w = std::make_shared<Waiter>();
-  const dht::InfoHash at = impl_->where(key);
-  const Sealer *sealer = impl_->sealer.get();  // outlives every callback: the destructor joins the runner first
-  impl_->runner.get(
-      at,
-      [found, sealer, at](const std::vector<std::shared_ptr<dht::Value>> &values) {
-        const int64_t now = now_ms();
-        std::lock_guard<std::mutex> lock(found->mu);
-        if (found->stop) return false;  // the caller has its answer: end the search
-        for (const auto &v : values) {
-          Envelope e;
-          if (!v || !parse_envelope(*v, &e) || e.expiry_ms <= now) continue;
-          auto it = found->newest.find(v->id);
-          if (it != found->newest.end() && it->second.first >= e.stamp) continue;
-          Bytes record;
-          if (e.sealed != (sealer != nullptr)) {
-            ++found->unopened;
-            continue;
-          }
-          if (sealer) {
-            const auto ad = associated(v->data.data(), at);
-            if (!sealer->open(v->data.data() + kEnvelope, v->data.size() - kEnvelope, ad.data(), ad.size(),
-                              &record)) {
+  Flight f;
+  bool start = false;
+  {
+    const auto now = steady_clock::now();
+    std::lock_guard<std::mutex> lock(impl_->flights_mu);
+    for (auto it = impl_->flights.begin(); it != impl_->flights.end();) {  // ended, or left to end alone
+      const bool over = it->second.waiter->finished() || now - it->second.started >= kAbandonGet;
+      if (over && it->first != key) {
+        std::lock_guard<std::mutex> g(it->second.found->mu);
+        it->second.found->stop = true;
+        it = impl_->flights.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    auto it = impl_->flights.find(key);
+    if (it != impl_->flights.end() && !it->second.waiter->finished() && now - it->second.started < kAbandonGet) {
+      f = it->second;
+    } else {
+      if (it != impl_->flights.end()) {
+        std::lock_guard<std::mutex> g(it->second.found->mu);
+        it->second.found->stop = true;
+      }
+      f = Flight{std::make_shared<Found>(), std::make_shared<Waiter>(), now};
+      impl_->flights[key] = f;
+      start = true;
+    }
+  }
+  if (start) {
+    impl_->gets_started.fetch_add(1);
+    auto found = f.found;
+    auto w = f.waiter;
+    const dht::InfoHash at = impl_->where(key);
+    const Sealer *sealer = impl_->sealer.get();  // outlives every callback: the destructor joins the runner first
+    impl_->runner.get(
+        at,
+        [found, sealer, at](const std::vector<std::shared_ptr<dht::Value>> &values) {
+          const int64_t now = now_ms();
+          std::lock_guard<std::mutex> lock(found->mu);
+          if (found->stop) return false;  // replaced by a newer get: end the search
+          for (const auto &v : values) {
+            Envelope e;
+            if (!v || !parse_envelope(*v, &e) || e.expiry_ms <= now) continue;
+            auto it = found->newest.find(v->id);
+            if (it != found->newest.end() && it->second.first >= e.stamp) continue;
+            Bytes record;
+            if (e.sealed != (sealer != nullptr)) {
               ++found->unopened;
               continue;
             }
-          } else {
-            record.assign(v->data.begin() + kEnvelope, v->data.end());
+            if (sealer) {
+              const auto ad = associated(v->data.data(), at);
+              if (!sealer->open(v->data.data() + kEnvelope, v->data.size() - kEnvelope, ad.data(), ad.size(),
+                                &record)) {
+                ++found->unopened;
+                continue;
+              }
+            } else {
+              record.assign(v->data.begin() + kEnvelope, v->data.end());
+            }
+            found->newest[v->id] = {e.stamp, std::move(record)};
           }
-          found->newest[v->id] = {e.stamp, std::move(record)};
-        }
-        return true;
-      },
-      [w](bool ok, const std::vector<std::shared_ptr<dht::Node>> &) { w->finish(ok); },
-      dht::Value::TypeFilter(kTypeId));
+          return true;
+        },
+        [w](bool ok, const std::vector<std::shared_ptr<dht::Node>> &) { w->finish(ok); },
+        dht::Value::TypeFilter(kTypeId));
+  }
   bool ok = false;
-  if (!w->wait(timeout, &ok)) {
+  const bool ended = f.waiter->wait(timeout, &ok);
+  if (!ended)
     impl_->debug("DHT get under " + key + ": search not finished within " + std::to_string(timeout.count()) +
                  " ms (partial result)");
-  }
-  std::lock_guard<std::mutex> lock(found->mu);
-  found->stop = true;
-  if (found->unopened) impl_->count_unopened(key, found->unopened);
   std::vector<Bytes> out;
-  out.reserve(found->newest.size());
-  for (auto &entry : found->newest) out.push_back(std::move(entry.second.second));
+  uint64_t unopened = 0;
+  {
+    std::lock_guard<std::mutex> lock(f.found->mu);
+    out.reserve(f.found->newest.size());
+    for (const auto &entry : f.found->newest) out.push_back(entry.second.second);
+    if (ended) {
+      unopened = f.found->unopened;
+      f.found->unopened = 0;
+    }
+  }
+  if (unopened) impl_->count_unopened(key, unopened);
+  if (ended) {
+    std::lock_guard<std::mutex> lock(impl_->flights_mu);
+    auto it = impl_->flights.find(key);
+    if (it != impl_->flights.end() && it->second.found == f.found) impl_->flights.erase(it);
+  }
   return out;
 }
 

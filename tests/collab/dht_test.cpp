@@ -147,6 +147,37 @@ TEST_F(Swarm, DistinctIdsUnderOneKeyAreAllReturned) {
   EXPECT_EQ(texts(nodes[2]->get("k/many", kOp)), (std::vector<std::string>{"peer0", "peer1", "peer2", "peer3"}));
 }
 
+// Calls for a key while a get of it is under way share that get instead of
+// sending another search to the same nodes; once it has ended, the next
+// call sends a new one and sees what was put since.
+TEST_F(Swarm, CallsWhileAGetIsUnderWayShareItAndTheNextOneIsFresh) {
+  ASSERT_TRUE(nodes[1]->put("k/shared", 1, bytes("first"), seconds(60), kOp));
+  SwarmDht &reader = *nodes[2];
+  constexpr int kBatches = 10, kThreads = 8;
+  const uint64_t before = reader.gets_started();
+  for (int b = 0; b < kBatches; ++b) {
+    std::promise<void> go;
+    std::shared_future<void> released = go.get_future().share();
+    std::vector<std::future<std::vector<std::string>>> calls;
+    for (int t = 0; t < kThreads; ++t)
+      calls.push_back(std::async(std::launch::async, [&, released] {
+        released.wait();
+        return texts(reader.get("k/shared", kOp));
+      }));
+    go.set_value();
+    for (auto &c : calls) EXPECT_EQ(c.get(), std::vector<std::string>{"first"}) << "batch " << b;
+  }
+  const uint64_t sent = reader.gets_started() - before;
+  std::printf("%d calls in batches of %d sent %llu gets\n", kBatches * kThreads, kThreads,
+              static_cast<unsigned long long>(sent));
+  EXPECT_GE(sent, uint64_t(kBatches));
+  EXPECT_LE(sent, uint64_t(kBatches * kThreads / 2));
+  ASSERT_TRUE(nodes[3]->put("k/shared", 1, bytes("second"), seconds(60), kOp));
+  const uint64_t then = reader.gets_started();
+  EXPECT_EQ(texts(reader.get("k/shared", kOp)), std::vector<std::string>{"second"});
+  EXPECT_EQ(reader.gets_started(), then + 1);
+}
+
 TEST_F(Swarm, RecordsOfAnotherRunUnderTheSameKeyAreRejectedByDecode) {
   const uint64_t ours = run_hash("run-a"), theirs = run_hash("run-b");
   const Identity one, two;
