@@ -481,21 +481,27 @@ bool SwarmDht::put_now(const std::string &key, uint64_t value_id, const Bytes &v
 
 uint64_t SwarmDht::gets_started() const { return impl_->gets_started.load(); }
 
-// At most one get per key is under way: a call while one is waits for that
-// one (up to its timeout) and answers what it has found so far, instead of
-// sending another search to the same nodes. Callers poll keys on timers
-// (progress records every 10-250 ms, matchmaking's keys every 100-200 ms);
-// on a busy machine a get outlasts its caller's timeout, and a new one each
-// time piled searches and retries onto the nodes that hold the key, whose
+// GetMode::shared: at most one get per key is under way; a call while one
+// is waits for that one (up to its timeout) and answers what it has found
+// so far, instead of sending another search to the same nodes. The
+// progress records are polled every 10-250 ms by every peer; on a busy
+// machine a get outlasted its caller's timeout, and a new one each time
+// piled searches and retries onto the nodes that hold the key, whose
 // replies then came too late and were dropped, which made the gets slower
 // still (at 32 peers on 2 cores: 1,000-2,000 datagrams a second per peer,
-// 250 dropped).
-std::vector<Bytes> SwarmDht::get(const std::string &key, std::chrono::milliseconds timeout) {
+// 250 dropped). Matchmaking's keys stay fresh: a join seen one get late
+// lets its group close late, and members overshoot the target meanwhile
+// (8 peers of tests/swarm/samples_per_round_test.cpp, shared: 1 run in 6
+// over the bound).
+std::vector<Bytes> SwarmDht::get(const std::string &key, std::chrono::milliseconds timeout, GetMode mode) {
   if (good_nodes() == 0) return {};  // alone: see put
   flush_pending();
   Flight f;
   bool start = false;
-  {
+  if (mode == GetMode::fresh) {
+    f = Flight{std::make_shared<Found>(), std::make_shared<Waiter>(), steady_clock::now()};
+    start = true;
+  } else {
     const auto now = steady_clock::now();
     std::lock_guard<std::mutex> lock(impl_->flights_mu);
     for (auto it = impl_->flights.begin(); it != impl_->flights.end();) {  // ended, or left to end alone
@@ -532,7 +538,7 @@ std::vector<Bytes> SwarmDht::get(const std::string &key, std::chrono::millisecon
         [found, sealer, at](const std::vector<std::shared_ptr<dht::Value>> &values) {
           const int64_t now = now_ms();
           std::lock_guard<std::mutex> lock(found->mu);
-          if (found->stop) return false;  // replaced by a newer get: end the search
+          if (found->stop) return false;  // answered (fresh), or replaced by a newer get: end the search
           for (const auto &v : values) {
             Envelope e;
             if (!v || !parse_envelope(*v, &e) || e.expiry_ms <= now) continue;
@@ -571,13 +577,14 @@ std::vector<Bytes> SwarmDht::get(const std::string &key, std::chrono::millisecon
     std::lock_guard<std::mutex> lock(f.found->mu);
     out.reserve(f.found->newest.size());
     for (const auto &entry : f.found->newest) out.push_back(entry.second.second);
-    if (ended) {
+    if (mode == GetMode::fresh) f.found->stop = true;  // the caller has its answer: end the search
+    if (ended || mode == GetMode::fresh) {
       unopened = f.found->unopened;
       f.found->unopened = 0;
     }
   }
   if (unopened) impl_->count_unopened(key, unopened);
-  if (ended) {
+  if (ended && mode == GetMode::shared) {
     std::lock_guard<std::mutex> lock(impl_->flights_mu);
     auto it = impl_->flights.find(key);
     if (it != impl_->flights.end() && it->second.found == f.found) impl_->flights.erase(it);

@@ -75,9 +75,12 @@ class SwarmDht {
 
   // Every live value under key (this node's and the network's), at most one
   // per value_id (the newest), within timeout: partial results on timeout.
-  // One get per key runs at a time: a call while one is under way waits for
-  // that one (up to timeout) and answers what it has found so far.
-  std::vector<Bytes> get(const std::string &key, std::chrono::milliseconds timeout);
+  // fresh: a get of its own, ended when the call returns. shared: one get
+  // per key runs at a time; a call while one is under way waits for that
+  // one (up to timeout) and answers what it has found so far, so polling a
+  // key never piles up searches on a busy machine (dht.cpp).
+  enum class GetMode { fresh, shared };
+  std::vector<Bytes> get(const std::string &key, std::chrono::milliseconds timeout, GetMode mode = GetMode::fresh);
   // Gets this node has sent into the network (calls that waited for one
   // already under way not counted): for tests and diagnostics.
   uint64_t gets_started() const;

@@ -141,7 +141,7 @@ int main(int argc, char **argv) {
   int printed = 0;
   bool seen_any = false, last_empty = true;
   auto read = [&] {
-    for (const auto &raw : dht->get(progress_key(a.run_id), std::chrono::milliseconds(500))) {
+    for (const auto &raw : dht->get(progress_key(a.run_id), std::chrono::milliseconds(500), SwarmDht::GetMode::shared)) {
       std::string why;
       auto r = decode_progress(run, raw.data(), raw.size(), &why);
       if (!r) {

@@ -147,9 +147,9 @@ TEST_F(Swarm, DistinctIdsUnderOneKeyAreAllReturned) {
   EXPECT_EQ(texts(nodes[2]->get("k/many", kOp)), (std::vector<std::string>{"peer0", "peer1", "peer2", "peer3"}));
 }
 
-// Calls for a key while a get of it is under way share that get instead of
-// sending another search to the same nodes; once it has ended, the next
-// call sends a new one and sees what was put since.
+// Shared gets: calls for a key while a get of it is under way share that
+// get instead of sending another search to the same nodes; once it has
+// ended, the next call sends a new one and sees what was put since.
 TEST_F(Swarm, CallsWhileAGetIsUnderWayShareItAndTheNextOneIsFresh) {
   ASSERT_TRUE(nodes[1]->put("k/shared", 1, bytes("first"), seconds(60), kOp));
   SwarmDht &reader = *nodes[2];
@@ -162,7 +162,7 @@ TEST_F(Swarm, CallsWhileAGetIsUnderWayShareItAndTheNextOneIsFresh) {
     for (int t = 0; t < kThreads; ++t)
       calls.push_back(std::async(std::launch::async, [&, released] {
         released.wait();
-        return texts(reader.get("k/shared", kOp));
+        return texts(reader.get("k/shared", kOp, SwarmDht::GetMode::shared));
       }));
     go.set_value();
     for (auto &c : calls) EXPECT_EQ(c.get(), std::vector<std::string>{"first"}) << "batch " << b;
@@ -174,8 +174,12 @@ TEST_F(Swarm, CallsWhileAGetIsUnderWayShareItAndTheNextOneIsFresh) {
   EXPECT_LE(sent, uint64_t(kBatches * kThreads / 2));
   ASSERT_TRUE(nodes[3]->put("k/shared", 1, bytes("second"), seconds(60), kOp));
   const uint64_t then = reader.gets_started();
-  EXPECT_EQ(texts(reader.get("k/shared", kOp)), std::vector<std::string>{"second"});
+  EXPECT_EQ(texts(reader.get("k/shared", kOp, SwarmDht::GetMode::shared)), std::vector<std::string>{"second"});
   EXPECT_EQ(reader.gets_started(), then + 1);
+  // A fresh get is a get of its own, each time.
+  const uint64_t fresh_from = reader.gets_started();
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(texts(reader.get("k/shared", kOp)), std::vector<std::string>{"second"});
+  EXPECT_EQ(reader.gets_started(), fresh_from + 3);
 }
 
 TEST_F(Swarm, RecordsOfAnotherRunUnderTheSameKeyAreRejectedByDecode) {
