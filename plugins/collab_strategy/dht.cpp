@@ -483,16 +483,18 @@ uint64_t SwarmDht::gets_started() const { return impl_->gets_started.load(); }
 
 // GetMode::shared: at most one get per key is under way; a call while one
 // is waits for that one (up to its timeout) and answers what it has found
-// so far, instead of sending another search to the same nodes. The
-// progress records are polled every 10-250 ms by every peer; on a busy
-// machine a get outlasted its caller's timeout, and a new one each time
-// piled searches and retries onto the nodes that hold the key, whose
-// replies then came too late and were dropped, which made the gets slower
-// still (at 32 peers on 2 cores: 1,000-2,000 datagrams a second per peer,
-// 250 dropped). Matchmaking's keys stay fresh: a join seen one get late
-// lets its group close late, and members overshoot the target meanwhile
-// (8 peers of tests/swarm/samples_per_round_test.cpp, shared: 1 run in 6
-// over the bound).
+// so far, instead of sending another search to the same nodes. On a busy
+// machine a get outlasts its caller's timeout, and polling with a new get
+// each time piles searches and retries onto the nodes that hold the key.
+// Only the observer (loom swarm status) reads shared. A peer's reads stay
+// fresh: a shared read may answer with what nodes held when the get began,
+// and peers decide on records by the millisecond. Matchmaking's keys read
+// shared let groups close late (a join seen one get late) and members
+// overshoot the target (tests/swarm/samples_per_round_test.cpp over its
+// bound in 1 run of 6 alone); progress records read shared, it went over
+// in 2 full-suite runs and 1 of 2 runs beside netns.stripes, fresh in none
+// of 1 and 2. The traffic this saves was not shown either: at 32 peers on
+// 2 cores, runs swung as much as the change (523-888 datagrams a second).
 std::vector<Bytes> SwarmDht::get(const std::string &key, std::chrono::milliseconds timeout, GetMode mode) {
   if (good_nodes() == 0) return {};  // alone: see put
   flush_pending();

@@ -368,7 +368,7 @@ void Peer::refresh() {
     const bool gone = (it->second.flags & ProgressRecord::kLeft) || start - it->second.time_ms > kRecordTtlMs;
     it = gone ? foreign_.erase(it) : std::next(it);
   }
-  for (const auto &raw : dht_->get(progress_key(opt_.run_id), std::chrono::milliseconds(500), SwarmDht::GetMode::shared)) {
+  for (const auto &raw : dht_->get(progress_key(opt_.run_id), std::chrono::milliseconds(500))) {
     std::string reason;
     auto r = decode_progress(run_, raw.data(), raw.size(), &reason);
     if (!r) {
