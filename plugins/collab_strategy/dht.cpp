@@ -491,9 +491,9 @@ uint64_t SwarmDht::gets_started() const { return impl_->gets_started.load(); }
 // and peers decide on records by the millisecond. Matchmaking's keys read
 // shared let groups close late (a join seen one get late) and members
 // overshoot the target (tests/swarm/samples_per_round_test.cpp over its
-// bound in 1 run of 6 alone); progress records read shared, it went over
-// in 2 full-suite runs and 1 of 2 runs beside netns.stripes, fresh in none
-// of 1 and 2. The traffic this saves was not shown either: at 32 peers on
+// bound in 1 run of 6 alone, and in a full-suite run); progress records
+// read shared, it went over in a full-suite run and in 1 of 2 runs beside
+// netns.stripes, fresh in neither (1 full-suite run, 2 beside it). The traffic this saves was not shown either: at 32 peers on
 // 2 cores, runs swung as much as the change (523-888 datagrams a second).
 std::vector<Bytes> SwarmDht::get(const std::string &key, std::chrono::milliseconds timeout, GetMode mode) {
   if (good_nodes() == 0) return {};  // alone: see put

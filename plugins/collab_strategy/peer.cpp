@@ -16,6 +16,8 @@
 
 #include "peer.h"
 
+#include "../common/huge_pages.h"
+
 namespace loom_collab {
 
 int64_t wall_ms() {
@@ -525,7 +527,7 @@ void Peer::warm_serving() {
   // would have: two states' worth of memory, held from now on; a state
   // over an eighth of the machine's memory is left cold.
   if (!server_ || opt_.checkpointer) return;
-  const uint64_t memory = uint64_t(::sysconf(_SC_PHYS_PAGES)) * uint64_t(::sysconf(_SC_PAGESIZE));
+  const uint64_t memory = loom_plugin_common::physical_memory();
   uint64_t params = 0;  // an Adam state is about three times the parameters
   for (const auto &p : params_) params += p.numel * sizeof(float);
   if (3 * params > memory / 8) return;

@@ -27,7 +27,7 @@ bool Stripes::begin(const StateIdentity &id, size_t donor, std::string *why) {
   // The buffer is filled (zeroed) at once, before the bytes arrive, where
   // the single stream grows its buffer as they do: a donor that lies about
   // the size must not make this peer touch much memory for nothing.
-  const uint64_t memory = uint64_t(::sysconf(_SC_PHYS_PAGES)) * uint64_t(::sysconf(_SC_PAGESIZE));
+  const uint64_t memory = loom_plugin_common::physical_memory();
   if (id.total > memory / 8) {
     *why = "a state of " + std::to_string(id.total) + " bytes is over an eighth of this machine's memory (" +
            std::to_string(memory) + " bytes) and is not spread over donors";

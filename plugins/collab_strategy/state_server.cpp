@@ -130,8 +130,10 @@ void StateServer::publish_copy(int64_t epoch, const uint8_t *data, size_t len) {
 
 void StateServer::prepare(size_t len) {
   {
+    // Storage publish_copy would reuse counts: a joiner that loaded a state
+    // has it published already.
     std::lock_guard<std::mutex> g(impl_->m);
-    if (impl_->spare.capacity() >= len) return;
+    if (impl_->spare.capacity() >= len || (impl_->snapshot && impl_->snapshot->bytes.capacity() >= len)) return;
   }
   Bytes fresh;
   loom_plugin_common::reserve_huge(fresh, len);

@@ -11,6 +11,7 @@
 #define LOOM_PLUGINS_COMMON_HUGE_PAGES_H
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -47,6 +48,10 @@ inline void advise_huge(const void *p, size_t bytes) {
   const uintptr_t end = (uintptr_t(p) + bytes) & ~uintptr_t(kHugePage - 1);
   if (end > begin) ::madvise(reinterpret_cast<void *>(begin), end - begin, MADV_HUGEPAGE);
 }
+
+// This machine's physical memory in bytes: the bound for buffers a peer
+// fills before it knows it needs them.
+inline uint64_t physical_memory() { return uint64_t(::sysconf(_SC_PHYS_PAGES)) * uint64_t(::sysconf(_SC_PAGESIZE)); }
 
 // Gives a vector or string room for n elements: when its capacity is
 // short, fresh storage advised into huge pages replaces it (its contents
