@@ -81,6 +81,10 @@ class SwarmDht {
   // key never piles up searches on a busy machine (dht.cpp).
   enum class GetMode { fresh, shared };
   std::vector<Bytes> get(const std::string &key, std::chrono::milliseconds timeout, GetMode mode = GetMode::fresh);
+  // Fresh gets of several keys sent at once and answered together, each as
+  // get would, within one timeout: a read of several keys costs the time of
+  // the slowest, not the sum.
+  std::vector<std::vector<Bytes>> get_many(const std::vector<std::string> &keys, std::chrono::milliseconds timeout);
   // Gets this node has sent into the network (calls that waited for one
   // already under way not counted): for tests and diagnostics.
   uint64_t gets_started() const;
@@ -90,6 +94,10 @@ class SwarmDht {
                std::chrono::milliseconds timeout);
   void flush_pending();
   struct Impl;
+  struct Flight;
+  static void start_get(Impl *impl, const std::string &key, const Flight &f);
+  static std::vector<Bytes> collect(Impl *impl, const std::string &key, const Flight &f, bool ended,
+                                    GetMode mode, std::chrono::milliseconds timeout);
   std::unique_ptr<Impl> impl_;
 };
 

@@ -108,6 +108,11 @@ const loom_option_decl kOptions[kNumOptions] = {
     {sizeof(loom_option_decl), LOOM_OPTION_INT, "relay_clients", "8",
      "Client-mode peers this peer relays for at once (0 to 64; 0: none). Each costs its vector in and the "
      "result out per round, and a thread."},
+    {sizeof(loom_option_decl), LOOM_OPTION_INT, "progress_shard_peers", "8",
+     "Progress records per DHT key (1 to 4096). A swarm of more than twice this many peers spreads its records "
+     "over several keys, each peer's by its id, and a peer reads its own key and one other in turn, scaling the "
+     "swarm's samples and rate up from them: a read costs the same at any size (sampled progress). Up to twice "
+     "this many, every read sees every peer."},
 };
 
 namespace {
@@ -306,6 +311,7 @@ bool read_options(const loom_host_v1 *host, Options *o, std::string *why) {
   if (!r.text(kOptClientMode, &t)) return false;
   o->client_mode = t == "true";
   if (!r.integer(kOptRelayClients, 0, 64, &o->relay_clients)) return false;
+  if (!r.integer(kOptProgressShardPeers, 1, 4096, &o->progress_shard_peers)) return false;
   if (o->client_mode && o->checkpointer) {
     *why = "option client_mode = true is not valid with role = \"checkpointer\": a checkpointer serves the state to "
            "joiners, which needs connections in; run it where peers can reach it";

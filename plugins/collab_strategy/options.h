@@ -50,6 +50,7 @@ enum OptionIndex {
   kOptProgressReads,
   kOptClientMode,
   kOptRelayClients,
+  kOptProgressShardPeers,
   kNumOptions
 };
 
@@ -90,6 +91,9 @@ struct Options {
   // progress_reads = "eta": reads and puts of progress records by the time
   // to the target (tracker.h); false ("every_step"): on every step.
   bool progress_reads_eta = false;
+  // Records per progress shard (progress_shards.h): a swarm of more than
+  // about twice this many peers reads its progress sampled.
+  int64_t progress_shard_peers = 8;
   bool checkpointer = false;
   std::string checkpoint_dir;
   int64_t checkpoint_every = 0;  // resolved: average_state_every, or 10 without state averaging

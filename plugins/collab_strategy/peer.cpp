@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -43,6 +44,8 @@ constexpr auto kRecordTtl = std::chrono::seconds(10);  // DHT expiry of a progre
 constexpr int64_t kRecordTtlMs = std::chrono::milliseconds(kRecordTtl).count();  // a peer's, unrefreshed
 constexpr int64_t kRepublishMs = 1000;                 // refresh even when nothing changed
 constexpr int64_t kSampleRefreshMs = 50;               // sample counts alone: at most twenty puts a second
+constexpr int64_t kRecordLiveMs = 5000;                // a record younger than this is a live peer (tracker_'s)
+constexpr int64_t kShardMaxAgeMs = 5000;               // shard reads the swarm's size is estimated from
 constexpr int64_t kIntroduceMs = 2000;                 // how often known peers are checked in the DHT's table
 constexpr int64_t kForgetAddressMs = 5 * 60 * 1000;    // a peer unseen this long is not introduced again
 
@@ -289,8 +292,14 @@ loom_status Peer::teardown() {
   if (thread_.joinable()) thread_.join();
   // Goodbye: others stop counting this peer now rather than at expiry.
   flags_ |= ProgressRecord::kLeft;
-  const bool said = dht_ && dht_->put(progress_key(opt_.run_id), id_, encode(run_, own_record(), identity_), kRecordTtl,
-                                     std::chrono::milliseconds(500));
+  bool said = dht_ != nullptr;
+  if (dht_) {
+    const Bytes bye = encode(run_, own_record(), identity_);
+    if (written_levels_.empty()) written_levels_.push_back(0);
+    for (int level : written_levels_)
+      said = dht_->put(progress_shard_key(opt_.run_id, level, shard_of(id_, level)), id_, bye, kRecordTtl,
+                       std::chrono::milliseconds(500)) && said;
+  }
   log(Level::info, std::string("left the swarm at epoch ") + std::to_string(epoch_.load()) +
                        (said ? "; its goodbye is published, so the others stop counting this peer now"
                              : "; its goodbye could not be published: the others stop counting it when its record expires"));
@@ -355,7 +364,8 @@ int64_t Peer::newest_epoch() const {
 
 SwarmView Peer::view() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return tracker_.view(id_, epoch_.load(), samples_.load(), rate_.load(), wall_ms(), epoch_start_ms_.load());
+  return tracker_.view(id_, epoch_.load(), samples_.load(), rate_.load(), wall_ms(), epoch_start_ms_.load(),
+                       sample_ ? &*sample_ : nullptr);
 }
 
 void Peer::wake_background() {
@@ -370,7 +380,75 @@ void Peer::refresh() {
     const bool gone = (it->second.flags & ProgressRecord::kLeft) || start - it->second.time_ms > kRecordTtlMs;
     it = gone ? foreign_.erase(it) : std::next(it);
   }
-  for (const auto &raw : dht_->get(progress_key(opt_.run_id), std::chrono::milliseconds(500))) {
+  // Sampled progress (progress_shards.h): this peer's shard and, in a large
+  // swarm, one other; in a small one the one key that holds every record.
+  if (!shards_) shards_.emplace(id_, uint64_t(opt_.progress_shard_peers));
+  const int level = shards_->level();
+  std::vector<std::pair<int, uint32_t>> keys;
+  for (uint32_t shard : shards_->next_reads()) keys.emplace_back(level, shard);
+  for (int probe : shards_->next_probes()) keys.emplace_back(probe, shard_of(id_, probe));
+  std::vector<std::string> names;
+  for (const auto &[l, shard] : keys) names.push_back(progress_shard_key(opt_.run_id, l, shard));
+  // One round trip for all of them (a probe is a get of a key nobody may
+  // write: it must not add its time to the read).
+  const auto found = dht_->get_many(names, std::chrono::milliseconds(500));
+  std::vector<uint64_t> fresh;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    std::vector<uint64_t> ids;
+    const uint64_t live = take_progress(found[i], keys[i].first == level ? &ids : nullptr);
+    shards_->saw(keys[i].first, keys[i].second, live, wall_ms());
+    fresh.insert(fresh.end(), ids.begin(), ids.end());
+  }
+  const double estimate = shards_->peers(wall_ms(), kShardMaxAgeMs);
+  swarm_estimate_ = estimate;
+  if (shards_->level() != logged_level_) {
+    const int now_level = shards_->level();
+    if (now_level > 0)
+      log(Level::info, "the swarm has about " + std::to_string(std::llround(estimate)) +
+                           " peers: progress records are spread over " + std::to_string(1u << now_level) +
+                           " keys (level " + std::to_string(now_level) + ", progress_shard_peers = " +
+                           std::to_string(opt_.progress_shard_peers) +
+                           "); each read gets this peer's key and one other, and scales them up (sampled progress)");
+    else if (logged_level_ > 0)
+      log(Level::info, "the swarm has about " + std::to_string(std::llround(estimate)) +
+                           " peers: progress records are under one key again, and every read sees every peer");
+    logged_level_ = now_level;
+  }
+  {
+    std::sort(fresh.begin(), fresh.end());
+    fresh.erase(std::unique(fresh.begin(), fresh.end()), fresh.end());
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (level > 0 && shards_->level() == level) sample_ = SampledProgress{std::move(fresh), estimate};
+    else if (shards_->level() == 0) sample_.reset();
+  }
+  // Keep every peer seen lately in the DHT's routing table (its state server
+  // listens on its DHT node's port number whenever that was free).
+  const int64_t now = wall_ms();
+  if (now - last_introduce_ms_ >= kIntroduceMs) {
+    last_introduce_ms_ = now;
+    std::vector<std::pair<std::string, uint16_t>> peers;
+    for (auto it = addresses_.begin(); it != addresses_.end();) {
+      if (now - it->second.seen_ms > kForgetAddressMs) {
+        it = addresses_.erase(it);
+        continue;
+      }
+      peers.emplace_back(it->second.host, it->second.port);
+      ++it;
+    }
+    dht_->introduce(peers);
+  }
+  std::vector<ProgressRecord> foreign;
+  for (const auto &[id, r] : foreign_)
+    if (!(r.flags & ProgressRecord::kLeft)) foreign.push_back(r);
+  check_model(foreign);
+  serve_model();
+}
+
+uint64_t Peer::take_progress(const std::vector<Bytes> &values, std::vector<uint64_t> *ids) {
+  uint64_t live = 0;
+  const bool merge = ids != nullptr;
+  const int64_t now = wall_ms();
+  for (const auto &raw : values) {
     std::string reason;
     auto r = decode_progress(run_, raw.data(), raw.size(), &reason);
     if (!r) {
@@ -388,6 +466,11 @@ void Peer::refresh() {
       continue;
     }
     if (r->peer_id == id_) continue;
+    const bool alive = !(r->flags & ProgressRecord::kLeft) && now - r->time_ms <= kRecordLiveMs;
+    if (alive) ++live;
+    // A probe of another level only counts: a peer that writes two levels
+    // may have left an older copy on the other, which is no replay.
+    if (!merge) continue;
     if (r->fingerprint != fingerprint_) {
       // Another model under this run id: never counted, grouped or loaded
       // from; said once a minute (check_model decides who must go).
@@ -414,32 +497,13 @@ void Peer::refresh() {
       continue;
     }
     lock.unlock();
+    if (alive) ids->push_back(r->peer_id);
     if (r->state_port != 0 && !r->state_host.empty()) {
       if (r->flags & ProgressRecord::kLeft) addresses_.erase(r->peer_id);
       else addresses_[r->peer_id] = {r->state_host, r->state_port, wall_ms()};
     }
   }
-  // Keep every peer seen lately in the DHT's routing table (its state server
-  // listens on its DHT node's port number whenever that was free).
-  const int64_t now = wall_ms();
-  if (now - last_introduce_ms_ >= kIntroduceMs) {
-    last_introduce_ms_ = now;
-    std::vector<std::pair<std::string, uint16_t>> peers;
-    for (auto it = addresses_.begin(); it != addresses_.end();) {
-      if (now - it->second.seen_ms > kForgetAddressMs) {
-        it = addresses_.erase(it);
-        continue;
-      }
-      peers.emplace_back(it->second.host, it->second.port);
-      ++it;
-    }
-    dht_->introduce(peers);
-  }
-  std::vector<ProgressRecord> foreign;
-  for (const auto &[id, r] : foreign_)
-    if (!(r.flags & ProgressRecord::kLeft)) foreign.push_back(r);
-  check_model(foreign);
-  serve_model();
+  return live;
 }
 
 void Peer::publish(bool force) {
@@ -452,8 +516,17 @@ void Peer::publish(bool force) {
   const bool event = r.epoch != last_published_epoch_ || r.flags != last_published_flags_ ||
                      r.sync_epoch != last_published_sync_epoch_;
   const bool samples = r.samples != last_published_samples_ && now - last_publish_ms_ >= kSampleRefreshMs;
-  if (!force && !event && !samples && now - last_publish_ms_ < kRepublishMs) return;
-  dht_->put(progress_key(opt_.run_id), id_, encode(run_, r, identity_), kRecordTtl, std::chrono::milliseconds(1000));
+  // The levels a record goes on follow the swarm's estimated size
+  // (progress_shards.h); a move to another level is an event too.
+  std::vector<int> levels{0};
+  if (shards_) levels = shards_->levels_to_write(swarm_estimate_.load());
+  const bool moved = levels != written_levels_;
+  if (!force && !event && !samples && !moved && now - last_publish_ms_ < kRepublishMs) return;
+  const Bytes bytes = encode(run_, r, identity_);
+  for (int level : levels)
+    dht_->put(progress_shard_key(opt_.run_id, level, shard_of(id_, level)), id_, bytes, kRecordTtl,
+              std::chrono::milliseconds(1000));
+  written_levels_ = levels;
   last_published_epoch_ = r.epoch;
   last_published_samples_ = r.samples;
   last_published_flags_ = r.flags;

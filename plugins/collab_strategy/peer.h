@@ -25,6 +25,7 @@
 #include "log.h"
 #include "loom/strategy.h"
 #include "options.h"
+#include "progress_shards.h"
 #include "records.h"
 #include "relay.h"
 #include "state_check.h"
@@ -344,6 +345,17 @@ class Peer {
   std::atomic<int64_t> epoch_start_ms_{0};  // wall clock when this peer entered its epoch
   mutable std::mutex mutex_;  // guards tracker_ and the wake-up
   Tracker tracker_{5000};
+  // Sampled progress (progress_shards.h). shards_ and written_levels_:
+  // the background thread's (and teardown's, once it has ended).
+  std::optional<ShardPlan> shards_;
+  std::vector<int> written_levels_;        // levels this peer's record was last put on
+  int logged_level_ = 0;                   // the level last said in the log
+  std::optional<SampledProgress> sample_;  // the latest read's, when it read some shards only; under mutex_
+  std::atomic<double> swarm_estimate_{1};  // the swarm's size as the latest read estimated it
+  // What one progress key held: merged into the tracker as refresh() always
+  // has, when ids is given (a probe of another level only counts); returns
+  // how many live records of other peers it held, and *ids gets their ids.
+  uint64_t take_progress(const std::vector<Bytes> &values, std::vector<uint64_t> *ids);
   std::condition_variable wake_;
   bool wake_now_ = false;
   std::atomic<bool> stop_{false};

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <thread>
@@ -20,6 +21,7 @@
 #include "dht.h"
 #include "observer.h"
 #include "options.h"
+#include "progress_shards.h"
 #include "records.h"
 
 namespace {
@@ -140,8 +142,15 @@ int main(int argc, char **argv) {
   auto next_print = started + kSettle;
   int printed = 0;
   bool seen_any = false, last_empty = true;
-  auto read = [&] {
-    for (const auto &raw : dht->get(progress_key(a.run_id), std::chrono::milliseconds(500), SwarmDht::GetMode::shared)) {
+  // A large swarm spreads its records over shards (progress_shards.h). The
+  // observer reads every shard of the levels next to the highest one that
+  // held records on its last pass (it follows the swarm as it grows or
+  // shrinks), and level 0. Until it knows that level, it looks at one shard
+  // of each level, which finds any level a swarm writes on.
+  int top = -1;
+  auto read_key = [&](const std::string &key) {
+    size_t n = 0;
+    for (const auto &raw : dht->get(key, std::chrono::milliseconds(500), SwarmDht::GetMode::shared)) {
       std::string why;
       auto r = decode_progress(run, raw.data(), raw.size(), &why);
       if (!r) {
@@ -150,7 +159,25 @@ int main(int argc, char **argv) {
         continue;
       }
       observer.merge(*r);
+      ++n;
     }
+    return n;
+  };
+  auto read = [&] {
+    if (top < 0) {
+      for (int level = 0; level <= kMaxShardLevel && !g_stop; ++level)
+        if (read_key(progress_shard_key(a.run_id, level, 0)) > 0) top = level;
+      if (top < 0) return;
+    }
+    int highest = -1;
+    for (int level = 0; level <= std::min(kMaxShardLevel, top + 1) && !g_stop; ++level) {
+      if (level > 0 && level < top - 1) continue;
+      size_t found = 0;
+      for (uint32_t shard = 0; shard < (uint32_t(1) << level) && !g_stop; ++shard)
+        found += read_key(progress_shard_key(a.run_id, level, shard));
+      if (found > 0) highest = level;
+    }
+    top = highest;
   };
   auto write_csv = [&](std::vector<SwarmObserver::EpochLoss> rows) {
     std::string why;

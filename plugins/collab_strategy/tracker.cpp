@@ -2,6 +2,7 @@
 #include "tracker.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace loom_collab {
 
@@ -91,7 +92,7 @@ bool Tracker::live(const ProgressRecord &r, int64_t now_ms) const {
 }
 
 SwarmView Tracker::view(uint64_t me, int64_t my_epoch, uint64_t my_samples, double my_rate, int64_t now_ms,
-                        int64_t epoch_start_ms) const {
+                        int64_t epoch_start_ms, const SampledProgress *sample) const {
   SwarmView v;
   v.global_epoch = my_epoch;
   for (const auto &[id, r] : peers_) {
@@ -105,7 +106,14 @@ SwarmView Tracker::view(uint64_t me, int64_t my_epoch, uint64_t my_samples, doub
     v.samples = my_samples;
     v.rate = my_rate;
   }
+  auto sampled = [sample](uint64_t id) {
+    return !sample || std::binary_search(sample->fresh.begin(), sample->fresh.end(), id);
+  };
+  double others_samples = 0, others_rate = 0;
+  size_t counted = 0;  // others whose records are in the sum (trained or not): the sample's size
   for (const auto &r : v.others) {
+    if (!sampled(r.peer_id)) continue;
+    ++counted;
     // A loading peer has nothing yet; a diverged one's samples count 0.
     if (r.flags & ProgressRecord::kAway) continue;
     if (r.epoch == v.global_epoch - 1 && my_epoch == v.global_epoch && epoch_start_ms > 0) {
@@ -114,17 +122,25 @@ SwarmView Tracker::view(uint64_t me, int64_t my_epoch, uint64_t my_samples, doub
       // likely accumulated since, at its rate. Without this, peers whose
       // steps are faster than the records refresh each overshoot the target.
       double since = std::clamp(double(now_ms - epoch_start_ms) / 1000.0, 0.0, 1.0);
-      v.samples += static_cast<uint64_t>(r.samples_per_second * since);
-      v.rate += r.samples_per_second;
+      others_samples += double(static_cast<uint64_t>(r.samples_per_second * since));
+      others_rate += r.samples_per_second;
       continue;
     }
     if (r.epoch != v.global_epoch) continue;
     // Extrapolate at most one second: a record older than that belongs to a
     // peer that is averaging or stalled, not one still accumulating.
     double age = std::clamp(double(now_ms - r.time_ms) / 1000.0, 0.0, 1.0);
-    v.samples += r.samples + static_cast<uint64_t>(r.samples_per_second * age);
-    v.rate += r.samples_per_second;
+    others_samples += double(r.samples + static_cast<uint64_t>(r.samples_per_second * age));
+    others_rate += r.samples_per_second;
   }
+  double scale = 1;
+  if (sample) {
+    const double others = std::max(0.0, sample->peers - 1);
+    scale = counted > 0 ? others / double(counted) : 0;
+    v.peers = std::max<size_t>(1, size_t(std::llround(sample->peers)));
+  }
+  v.samples += static_cast<uint64_t>(others_samples * scale);
+  v.rate += others_rate * scale;
   return v;
 }
 

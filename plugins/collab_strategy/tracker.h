@@ -64,6 +64,15 @@ constexpr int64_t kMaxReadIntervalMs = 250;
 constexpr int64_t kReachedReadIntervalMs = 50;
 int64_t read_interval_ms(const SwarmView &v, uint64_t target);
 
+// Sampled progress (progress_shards.h): what the latest read brought when it
+// read only some of the swarm's shards. The swarm's samples and rate are
+// then those of the fresh records scaled to the estimated swarm: records of
+// shards read earlier are older than the extrapolation trusts.
+struct SampledProgress {
+  std::vector<uint64_t> fresh;  // peers (not this one) whose records the latest read brought, sorted
+  double peers = 0;             // the swarm's estimated size, this peer included
+};
+
 class Tracker {
  public:
   // ttl_ms: a record older than this (by its sender's clock) is a dead peer.
@@ -83,9 +92,10 @@ class Tracker {
   std::vector<ProgressRecord> live_records(int64_t now_ms) const;
 
   // The swarm as seen at now_ms, with this peer's own numbers; this peer
-  // entered my_epoch at epoch_start_ms.
+  // entered my_epoch at epoch_start_ms. With `sample`, the swarm's samples,
+  // rate and size are scaled up from the sampled records.
   SwarmView view(uint64_t me, int64_t my_epoch, uint64_t my_samples, double my_rate, int64_t now_ms,
-                 int64_t epoch_start_ms = 0) const;
+                 int64_t epoch_start_ms = 0, const SampledProgress *sample = nullptr) const;
 
   // What the live peers published for epoch; others counts those besides
   // donor. Each peer's last kSyncHistory hashes are remembered, so a joiner

@@ -182,6 +182,25 @@ TEST_F(Swarm, CallsWhileAGetIsUnderWayShareItAndTheNextOneIsFresh) {
   EXPECT_EQ(reader.gets_started(), fresh_from + 3);
 }
 
+TEST_F(Swarm, GetManyAnswersEachKeyAsAGetWouldInOneRoundTrip) {
+  ASSERT_TRUE(nodes[1]->put("k/many/a", 1, bytes("a1"), seconds(60), kOp));
+  ASSERT_TRUE(nodes[2]->put("k/many/a", 2, bytes("a2"), seconds(60), kOp));
+  ASSERT_TRUE(nodes[3]->put("k/many/c", 1, bytes("c1"), seconds(60), kOp));
+  SwarmDht &reader = *nodes[0];
+  const uint64_t before = reader.gets_started();
+  const auto found = reader.get_many({"k/many/a", "k/many/b", "k/many/c"}, kOp);
+  EXPECT_EQ(reader.gets_started(), before + 3);
+  ASSERT_EQ(found.size(), 3u);
+  auto sorted = [](std::vector<std::string> v) {
+    std::sort(v.begin(), v.end());
+    return v;
+  };
+  EXPECT_EQ(sorted(texts(found[0])), (std::vector<std::string>{"a1", "a2"}));
+  EXPECT_TRUE(found[1].empty()) << "a key nobody wrote";
+  EXPECT_EQ(texts(found[2]), std::vector<std::string>{"c1"});
+  EXPECT_TRUE(reader.get_many({}, kOp).empty());
+}
+
 TEST_F(Swarm, RecordsOfAnotherRunUnderTheSameKeyAreRejectedByDecode) {
   const uint64_t ours = run_hash("run-a"), theirs = run_hash("run-b");
   const Identity one, two;
