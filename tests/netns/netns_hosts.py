@@ -253,6 +253,47 @@ class Host:
         _signal_group(proc, sig)
 
 
+# The kernel keeps one ARP table for every network namespace, with
+# machine-wide limits (net.ipv4.neigh.default.gc_thresh1-3, by default 128,
+# 512 and 1,024 entries). Hosts on one bridge that all talk to each other
+# need an entry per pair and direction: past gc_thresh3 the kernel refuses
+# new ones ("neighbor table overflow"), and a host whose neighbours are
+# refused reaches nobody. 64 hosts (about 4,000 entries) left 24 of 64 swarm
+# peers unable to connect anywhere. The limits are raised as hosts are added
+# (never lowered while another harness's switch may need them) and put back
+# when the last harness on this machine closes.
+_NEIGH = "/proc/sys/net/ipv4/neigh/default/gc_thresh{}"
+_neigh_saved = {}  # which limit -> its value before any harness raised it
+
+
+def _fit_neighbours(hosts):
+    need = 4 * (hosts + 8) ** 2  # both directions, routers, and room for stale entries
+    for which, want in ((2, need // 2), (3, need)):
+        path = _NEIGH.format(which)
+        try:
+            with open(path) as f:
+                now = int(f.read())
+            if now < want:
+                _neigh_saved.setdefault(which, now)
+                with open(path, "w") as f:
+                    f.write(str(want))
+        except (OSError, ValueError):
+            pass  # not root, or no such knob: a large harness may then lose connections
+
+
+def _restore_neighbours(own_switch):
+    others = [n for n in _namespaces() if n.endswith("-sw") and n != own_switch]
+    if others or not _neigh_saved:
+        return
+    for which, value in sorted(_neigh_saved.items()):
+        try:
+            with open(_NEIGH.format(which), "w") as f:
+                f.write(str(value))
+        except OSError:
+            pass
+    _neigh_saved.clear()
+
+
 class _Resources:
     """What a Hosts made, kept apart from it so that weakref.finalize can
     remove it when a Hosts is dropped or the interpreter exits unclosed."""
@@ -315,7 +356,10 @@ class Hosts:
         """Kills every process of these hosts and deletes their namespaces
         (links and bridge go with them); raises HostsError naming anything left."""
         self._finalizer.detach()
-        self._res.close()
+        try:
+            self._res.close()
+        finally:
+            _restore_neighbours(getattr(self, "switch", None))
 
     def namespaces(self):
         """The names of every network namespace made so far (hosts, routers, switch)."""
@@ -330,6 +374,7 @@ class Hosts:
         if rate_mbit is not None and not rate_mbit > 0:
             raise HostsError(f"host {name}: rate_mbit must be positive, not {rate_mbit!r}")
         ns = self._new_namespace("h-" + name)
+        _fit_neighbours(len(self.hosts) + 1)
         if not nat:
             address, port = self._attach(ns, "eth0")
             host = Host(self, name, ns, address, address, False, rate_mbit)

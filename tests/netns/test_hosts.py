@@ -131,6 +131,30 @@ class NetworkTest(unittest.TestCase):
             self.assertEqual(got.get("bytes"), 2 << 20, got)
             self.assertEqual(got["seen_as"], b.address)
 
+    def test_forty_hosts_all_reach_each_other(self):
+        # 1,560 ARP entries, past the kernel's default machine-wide limit of
+        # 1,024 (netns_hosts._fit_neighbours): without raising it, hosts made
+        # last could reach nobody.
+        probe = ("import json, socket, sys\n"
+                 "bad = []\n"
+                 "for a in sys.argv[1:]:\n"
+                 "    h, p = a.split(':')\n"
+                 "    try:\n"
+                 "        socket.create_connection((h, int(p)), timeout=5).close()\n"
+                 "    except OSError as e:\n"
+                 "        bad.append(f'{a}: {e}')\n"
+                 "print(json.dumps(bad))\n")
+        with Hosts() as hosts:
+            hs = [hosts.add_host(f"n{i}") for i in range(40)]
+            with open(netns_hosts._NEIGH.format(3)) as f:
+                self.assertGreaterEqual(int(f.read()), 40 * 40)
+            targets = [f"{h.address}:{serve(h)}" for h in hs]
+            for i, h in enumerate(hs):
+                r = h.run([sys.executable, "-c", probe] + targets[:i] + targets[i + 1:], timeout=120)
+                self.assertEqual(json.loads(r.stdout), [], f"host {h.name} ({h.address}) could not reach those")
+        if not any(n.endswith("-sw") for n in netns_names()):  # no other harness running: limits put back
+            self.assertEqual(netns_hosts._neigh_saved, {})
+
     def test_nat_host_reaches_out_and_accepts_nothing_in(self):
         with Hosts() as hosts:
             pub, nat = hosts.add_host("pub"), hosts.add_host("nat", nat=True)
