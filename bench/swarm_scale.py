@@ -39,6 +39,7 @@ import collections
 import hashlib
 import json
 import os
+import random
 import re
 import signal
 import statistics
@@ -199,7 +200,10 @@ def run_size(n, args, out, run_no):
                 fail(peers[0], "never listened")
             time.sleep(0.1)
         for i in range(1, n):
-            start(i, f"{hs[0].address}:{PORT}")
+            # The first peer, and --initial-peers - 1 of those started before (a
+            # fixed pick per peer): one seed for 64 joiners is a bottleneck of its own.
+            seeds = [0] + random.Random(i).sample(range(1, i), min(args.initial_peers - 1, i - 1))
+            start(i, ",".join(f"{hs[j].address}:{PORT}" for j in seeds))
         # The window opens once the swarm averaged, after a warm-up.
         while not any(p.grep(AVG) for p in peers):
             check_alive(peers)
@@ -325,6 +329,8 @@ def main():
     ap.add_argument("--target", type=int, default=1 << 20,
                     help="target_batch_size, the same at every size: the CPUs bound the swarm's rate, so epochs\n"
                          "last about as long at each size (1-2 s on 2 cores)")
+    ap.add_argument("--initial-peers", type=int, default=1,
+                    help="initial peers each joiner is given: the first peer and this many - 1 earlier ones")
     ap.add_argument("--set", action="append", default=[], help="KEY=VALUE for every peer's loom train (repeatable)")
     ap.add_argument("--dissect", action="store_true", help="count one host's DHT queries by method and key")
     ap.add_argument("--loom", default=os.environ.get("LOOM_BIN", os.path.join(ROOT, "build", "bin", "loom")))

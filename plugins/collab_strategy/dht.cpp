@@ -473,7 +473,8 @@ bool SwarmDht::put_now(const std::string &key, uint64_t value_id, const Bytes &v
       [w](bool ok, const std::vector<std::shared_ptr<dht::Node>> &) { w->finish(ok); }, created, false);
   bool ok = false;
   if (!w->wait(timeout, &ok)) {
-    impl_->debug("DHT put under " + key + ": no node confirmed within " + std::to_string(timeout.count()) + " ms");
+    if (timeout.count() > 0)  // 0: the caller chose not to wait
+      impl_->debug("DHT put under " + key + ": no node confirmed within " + std::to_string(timeout.count()) + " ms");
     return false;
   }
   if (!ok) impl_->debug("DHT put under " + key + ": no node accepted it (kept locally)");

@@ -98,7 +98,7 @@ const loom_option_decl kOptions[kNumOptions] = {
      "Epochs between a checkpointer's loads of the swarm's state; 0: average_state_every (10 when that is 0)."},
     {sizeof(loom_option_decl), LOOM_OPTION_STRING, "progress_reads", "every_step",
      "How often a peer puts its progress record and reads everyone's: \"every_step\" (each training step), or "
-     "\"eta\" (sample counts every 50 ms, reads an eighth of the estimated time to the target apart, 10 to 250 ms; "
+     "\"eta\" (sample counts every 50 ms, reads an eighth of the estimated time to the target apart, 10 ms to 1 s; "
      "20x fewer DHT datagrams with 2 peers, 3x with 4, in bench/swarm_scale.py; experimental)."},
     {sizeof(loom_option_decl), LOOM_OPTION_BOOL, "client_mode", "false",
      "For a peer that cannot accept connections (behind NAT, or a firewall that drops inbound): it opens every "

@@ -350,6 +350,7 @@ class Peer {
   std::optional<ShardPlan> shards_;
   std::vector<int> written_levels_;        // levels this peer's record was last put on
   int logged_level_ = 0;                   // the level last said in the log
+  uint64_t progress_reads_ = 0, records_read_ = 0;  // refresh()'s gets and the values they brought (for the log)
   std::optional<SampledProgress> sample_;  // the latest read's, when it read some shards only; under mutex_
   std::atomic<double> swarm_estimate_{1};  // the swarm's size as the latest read estimated it
   // What one progress key held: merged into the tracker as refresh() always

@@ -23,10 +23,13 @@ std::vector<uint64_t> SwarmView::accumulating_at(int64_t epoch) const {
 }
 
 int64_t read_interval_ms(const SwarmView &v, uint64_t target) {
-  if (!(v.rate > 0)) return kMinReadIntervalMs;
   // Reached: this peer enters a round at its next step and decides nothing
   // more on the others' records until its epoch changes (which reads at once).
   if (v.samples >= target) return kReachedReadIntervalMs;
+  // Nobody accumulates (a swarm waiting for min_peers, or between rounds):
+  // nothing is decided soon. At the floor, 64 peers waiting for each other
+  // on 2 cores spent them on reads, and never all saw each other.
+  if (!(v.rate > 0)) return kMaxReadIntervalMs;
   const double eta_ms = 1000.0 * double(target - v.samples) / v.rate;
   return std::clamp<int64_t>(int64_t(eta_ms / 8), kMinReadIntervalMs, kMaxReadIntervalMs);
 }

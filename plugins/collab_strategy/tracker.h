@@ -52,7 +52,7 @@ struct SyncVotes {
 
 // How long a peer may go without reading the swarm's records again, in ms:
 // an eighth of the time the swarm needs to reach target at its rate, from
-// kMinReadIntervalMs (also while no rate is known) to kMaxReadIntervalMs;
+// kMinReadIntervalMs to kMaxReadIntervalMs (also while no rate is known);
 // kReachedReadIntervalMs once the target is reached (the peer then enters a
 // round, and its next epoch reads at once). Far from the target the estimate
 // extrapolates the peers' rates between reads; near it reads are as close
@@ -60,7 +60,7 @@ struct SyncVotes {
 // Each read is a DHT get of every peer's record; the training thread wakes
 // the reader on every step, which on a small model is thousands a second.
 constexpr int64_t kMinReadIntervalMs = 10;
-constexpr int64_t kMaxReadIntervalMs = 250;
+constexpr int64_t kMaxReadIntervalMs = 1000;
 constexpr int64_t kReachedReadIntervalMs = 50;
 int64_t read_interval_ms(const SwarmView &v, uint64_t target);
 

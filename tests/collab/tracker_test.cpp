@@ -219,8 +219,10 @@ TEST(Tracker, ReadsAreAsFrequentAsTheTargetIsNear) {
   v.samples = 20000;
   EXPECT_EQ(read_interval_ms(v, 10000), kReachedReadIntervalMs);
   v.samples = 0;
-  v.rate = 0;  // no rate known yet: nothing to extrapolate with
-  EXPECT_EQ(read_interval_ms(v, 10000), kMinReadIntervalMs);
+  v.rate = 0;  // nobody accumulates (waiting for min_peers): nothing is decided soon
+  EXPECT_EQ(read_interval_ms(v, 10000), kMaxReadIntervalMs);
+  v.samples = 10000;  // but a reached target still enters a round
+  EXPECT_EQ(read_interval_ms(v, 10000), kReachedReadIntervalMs);
 }
 
 }  // namespace
