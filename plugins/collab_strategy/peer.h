@@ -7,6 +7,7 @@
 #define LOOM_COLLAB_PEER_H
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <limits>
@@ -98,6 +99,12 @@ class Peer {
   std::string status_line() const;
 
  private:
+  // Progress records (peer_progress.cpp): the DHT's expiry of one, and how
+  // often one is put again when nothing changed.
+  static constexpr auto kRecordTtl = std::chrono::seconds(10);
+  static constexpr int64_t kRecordTtlMs = 10 * 1000;  // a peer's, unrefreshed
+  static constexpr int64_t kRepublishMs = 1000;
+
   void log(Level level, const std::string &message) const;
   // Logs the first time, then at most once a minute per key with how many
   // were held back: a broken peer or a misfit must not flood anyone's log.

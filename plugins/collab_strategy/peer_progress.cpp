@@ -1,0 +1,283 @@
+// SPDX-License-Identifier: Apache-2.0
+// A peer's progress (peer.h): its record, published in the DHT, and the
+// background thread that reads the others' (sampled in a large swarm,
+// progress_shards.h) into the tracker.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+
+#include "peer.h"
+
+namespace loom_collab {
+
+namespace {
+
+constexpr int64_t kSampleRefreshMs = 50;             // sample counts alone: at most twenty puts a second
+constexpr int64_t kRecordLiveMs = 5000;              // a record younger than this is a live peer (tracker_'s)
+constexpr int64_t kShardMaxAgeMs = 5000;             // shard reads the swarm's size is estimated from
+constexpr int64_t kIntroduceMs = 2000;               // how often known peers are checked in the DHT's table
+constexpr int64_t kForgetAddressMs = 5 * 60 * 1000;  // a peer unseen this long is not introduced again
+
+}  // namespace
+
+// ---- Progress ---------------------------------------------------------------
+
+ProgressRecord Peer::own_record() const {
+  ProgressRecord r;
+  r.peer_id = id_;
+  r.epoch = epoch_.load();
+  r.samples = samples_.load();
+  r.samples_per_second = rate_.load();
+  r.time_ms = wall_ms();
+  r.flags = flags_.load() | (server_ && server_->active() > 0 ? ProgressRecord::kServing : 0) |
+            (opt_.checkpointer ? ProgressRecord::kCheckpointer : 0) |
+            (opt_.client_mode ? ProgressRecord::kClient : 0) |
+            (unhealthy_ ? ProgressRecord::kUnhealthy : 0);
+  r.state_host = announce_host_;
+  r.state_port = server_ ? server_->port() : 0;
+  r.fingerprint = fingerprint_;
+  r.since_ms = since_ms_;
+  r.target_batch_size = std::max<uint64_t>(1, opt_.target_batch_size);
+  {
+    std::lock_guard<std::mutex> lock(report_mutex_);
+    r.last_loss = last_loss_;
+    if (loss_epoch_ <= r.epoch) {  // never ahead of the record (encode refuses it)
+      r.loss_epoch = loss_epoch_;
+      r.epoch_loss = epoch_loss_;
+      r.loss_windows = loss_windows_;
+    }
+    if (last_round_.epoch <= r.epoch) r.last_round = last_round_;
+  }
+  {
+    std::lock_guard<std::mutex> lock(sync_mutex_);
+    r.sync_epoch = sync_epoch_;
+    r.sync_hash = sync_hash_;
+    r.earlier_syncs = earlier_syncs_;
+  }
+  return r;
+}
+
+int64_t Peer::newest_epoch() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  int64_t newest = -1;
+  for (const auto &r : tracker_.live_records(wall_ms()))
+    if (r.peer_id != id_ && !(r.flags & ProgressRecord::kAway)) newest = std::max(newest, r.epoch);
+  return newest;
+}
+
+SwarmView Peer::view() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return tracker_.view(id_, epoch_.load(), samples_.load(), rate_.load(), wall_ms(), epoch_start_ms_.load(),
+                       sample_ ? &*sample_ : nullptr);
+}
+
+void Peer::wake_background() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  wake_now_ = true;
+  wake_.notify_all();
+}
+
+void Peer::refresh() {
+  const int64_t start = wall_ms();
+  for (auto it = foreign_.begin(); it != foreign_.end();) {  // peers of another model that left or expired
+    const bool gone = (it->second.flags & ProgressRecord::kLeft) || start - it->second.time_ms > kRecordTtlMs;
+    it = gone ? foreign_.erase(it) : std::next(it);
+  }
+  // Sampled progress (progress_shards.h): this peer's shard and, in a large
+  // swarm, one other; in a small one the one key that holds every record.
+  if (!shards_) shards_.emplace(id_, uint64_t(opt_.progress_shard_peers));
+  const int level = shards_->level();
+  std::vector<std::pair<int, uint32_t>> keys;
+  for (uint32_t shard : shards_->next_reads()) keys.emplace_back(level, shard);
+  for (int probe : shards_->next_probes()) keys.emplace_back(probe, shard_of(id_, probe));
+  std::vector<std::string> names;
+  for (const auto &[l, shard] : keys) names.push_back(progress_shard_key(opt_.run_id, l, shard));
+  // One round trip for all of them (a probe is a get of a key nobody may
+  // write: it must not add its time to the read).
+  const auto found = dht_->get_many(names, std::chrono::milliseconds(500));
+  ++progress_reads_;
+  std::vector<uint64_t> fresh;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    std::vector<uint64_t> ids;
+    const uint64_t live = take_progress(found[i], keys[i].first == level ? &ids : nullptr);
+    records_read_ += found[i].size();
+    shards_->saw(keys[i].first, keys[i].second, live, wall_ms());
+    fresh.insert(fresh.end(), ids.begin(), ids.end());
+  }
+  const double estimate = shards_->peers(wall_ms(), kShardMaxAgeMs);
+  swarm_estimate_ = estimate;
+  if (shards_->level() != logged_level_) {
+    const int now_level = shards_->level();
+    if (now_level > 0)
+      log(Level::info, "the swarm has about " + std::to_string(std::llround(estimate)) +
+                           " peers: progress records are spread over " + std::to_string(1u << now_level) +
+                           " keys (level " + std::to_string(now_level) + ", progress_shard_peers = " +
+                           std::to_string(opt_.progress_shard_peers) +
+                           "); each read gets this peer's key and one other, and scales them up (sampled progress)");
+    else if (logged_level_ > 0)
+      log(Level::info, "the swarm has about " + std::to_string(std::llround(estimate)) +
+                           " peers: progress records are under one key again, and every read sees every peer");
+    logged_level_ = now_level;
+  }
+  {
+    std::sort(fresh.begin(), fresh.end());
+    fresh.erase(std::unique(fresh.begin(), fresh.end()), fresh.end());
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (level > 0 && shards_->level() == level) sample_ = SampledProgress{std::move(fresh), estimate};
+    else if (shards_->level() == 0) sample_.reset();
+  }
+  // Keep every peer seen lately in the DHT's routing table (its state server
+  // listens on its DHT node's port number whenever that was free).
+  const int64_t now = wall_ms();
+  if (now - last_introduce_ms_ >= kIntroduceMs) {
+    last_introduce_ms_ = now;
+    std::vector<std::pair<std::string, uint16_t>> peers;
+    for (auto it = addresses_.begin(); it != addresses_.end();) {
+      if (now - it->second.seen_ms > kForgetAddressMs) {
+        it = addresses_.erase(it);
+        continue;
+      }
+      peers.emplace_back(it->second.host, it->second.port);
+      ++it;
+    }
+    dht_->introduce(peers);
+  }
+  std::vector<ProgressRecord> foreign;
+  for (const auto &[id, r] : foreign_)
+    if (!(r.flags & ProgressRecord::kLeft)) foreign.push_back(r);
+  check_model(foreign);
+  serve_model();
+}
+
+uint64_t Peer::take_progress(const std::vector<Bytes> &values, std::vector<uint64_t> *ids) {
+  uint64_t live = 0;
+  const bool merge = ids != nullptr;
+  const int64_t now = wall_ms();
+  for (const auto &raw : values) {
+    std::string reason;
+    auto r = decode_progress(run_, raw.data(), raw.size(), &reason);
+    if (!r) {
+      if (reason.find("forged") != std::string::npos || reason.find("bad signature") != std::string::npos) {
+        // Someone speaking for another peer. Its ids are the sender's to
+        // choose, so one key for all: said once a minute, with a count.
+        log_limited(Level::warn, "forged record", "rejected a progress record: " + reason);
+        continue;
+      }
+      // Logged once per kind of defect (the reason up to its numbers), then
+      // counted: a peer sending garbage must not flood the log.
+      const std::string kind = reason.substr(0, reason.find_first_of("(:0123456789"));
+      if (rejected_[kind]++ == 0)
+        log(Level::warn, "rejected a progress record: " + reason + " (more of this kind are dropped silently)");
+      continue;
+    }
+    if (r->peer_id == id_) continue;
+    const bool alive = !(r->flags & ProgressRecord::kLeft) && now - r->time_ms <= kRecordLiveMs;
+    if (alive) ++live;
+    // A probe of another level only counts: a peer that writes two levels
+    // may have left an older copy on the other, which is no replay.
+    if (!merge) continue;
+    if (r->fingerprint != fingerprint_) {
+      // Another model under this run id: never counted, grouped or loaded
+      // from; said once a minute (check_model decides who must go).
+      auto &seen = foreign_[r->peer_id];
+      if (r->time_ms >= seen.time_ms) seen = *r;
+      if (!(r->flags & ProgressRecord::kLeft))
+        log_limited(Level::warn, "foreign model",
+                    "peer " + std::to_string(r->peer_id) + " announces run '" + opt_.run_id +
+                        "' but trains another model (its fingerprint differs); it is ignored");
+      continue;
+    }
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (!tracker_.merge(*r)) {
+      // A stale copy may come from a slow node now and then; a replay
+      // (someone re-publishing a peer's older record) repeats: either way
+      // it is refused, and said once a minute (one key: whoever replays
+      // may mint identities).
+      const int64_t newer = tracker_.newest(r->peer_id);
+      lock.unlock();
+      log_limited(Level::warn, "replayed record",
+                  "rejected a progress record of peer " + std::to_string(r->peer_id) + " made " +
+                      std::to_string(newer - r->time_ms) +
+                      " ms before one already seen from it (a replay, or a stale copy from a slow node)");
+      continue;
+    }
+    lock.unlock();
+    if (alive) ids->push_back(r->peer_id);
+    if (r->state_port != 0 && !r->state_host.empty()) {
+      if (r->flags & ProgressRecord::kLeft) addresses_.erase(r->peer_id);
+      else addresses_[r->peer_id] = {r->state_host, r->state_port, wall_ms()};
+    }
+  }
+  return live;
+}
+
+void Peer::publish(bool force) {
+  ProgressRecord r = own_record();
+  const int64_t now = r.time_ms;
+  // What others decide on goes out at once: an epoch, a flag (loading,
+  // unhealthy, serving, leaving), a sync point. Sample counts alone go at
+  // most every kSampleRefreshMs: readers extrapolate them at the published
+  // rate meanwhile (tracker.cpp).
+  const bool event = r.epoch != last_published_epoch_ || r.flags != last_published_flags_ ||
+                     r.sync_epoch != last_published_sync_epoch_;
+  const bool samples = r.samples != last_published_samples_ && now - last_publish_ms_ >= kSampleRefreshMs;
+  // The levels a record goes on follow the swarm's estimated size
+  // (progress_shards.h); a move to another level is an event too.
+  std::vector<int> levels{0};
+  if (shards_) levels = shards_->levels_to_write(swarm_estimate_.load());
+  const bool moved = levels != written_levels_;
+  if (!force && !event && !samples && !moved && now - last_publish_ms_ < kRepublishMs) return;
+  const Bytes bytes = encode(run_, r, identity_);
+  // Each put waits for the nodes (up to 1 s): on a loaded machine that
+  // paces this loop to what the DHT can take. Sent without waiting, 64
+  // peers on 2 cores saw each other less, not more (estimates of 18-22
+  // against 39-53 of 64).
+  for (int level : levels)
+    dht_->put(progress_shard_key(opt_.run_id, level, shard_of(id_, level)), id_, bytes, kRecordTtl,
+              std::chrono::milliseconds(1000));
+  written_levels_ = levels;
+  last_published_epoch_ = r.epoch;
+  last_published_samples_ = r.samples;
+  last_published_flags_ = r.flags;
+  last_published_sync_epoch_ = r.sync_epoch;
+  last_publish_ms_ = now;
+}
+
+int64_t Peer::read_interval_ms() const { return loom_collab::read_interval_ms(view(), opt_.target_batch_size); }
+
+void Peer::background() {
+  int64_t last_read_ms = 0, read_epoch = -1;
+  while (!stop_) {
+    bool woken = false;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      wake_.wait_for(lock, std::chrono::milliseconds(50), [this] { return wake_now_ || stop_.load(); });
+      woken = wake_now_;
+      wake_now_ = false;
+    }
+    if (stop_) break;
+    try {
+      // progress_reads = "every_step" (the default): every wake (the
+      // training thread wakes it each step) puts this peer's record and
+      // reads everyone's. "eta": puts for events, sample counts every 50
+      // ms, reads by the time to the target (tracker.h's read_interval_ms).
+      const bool by_eta = opt_.progress_reads_eta;
+      publish(woken && !by_eta);
+      publish_fingerprint();
+      const int64_t now = wall_ms();
+      // A new epoch of this peer's (a round, a load) reads at once: what it
+      // decides next depends on where the others are.
+      if (!by_eta || epoch_.load() != read_epoch || now - last_read_ms >= read_interval_ms()) {
+        read_epoch = epoch_.load();
+        last_read_ms = now;
+        refresh();
+      }
+      check_announced_address();
+    } catch (const std::exception &e) {
+      log(Level::warn, std::string("swarm background update failed: ") + e.what());
+    }
+  }
+}
+
+}  // namespace loom_collab
