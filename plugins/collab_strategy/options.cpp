@@ -108,7 +108,7 @@ const loom_option_decl kOptions[kNumOptions] = {
     {sizeof(loom_option_decl), LOOM_OPTION_INT, "relay_clients", "8",
      "Client-mode peers this peer relays for at once (0 to 64; 0: none). Each costs its vector in and the "
      "result out per round, and a thread."},
-    {sizeof(loom_option_decl), LOOM_OPTION_INT, "progress_shard_peers", "8",
+    {sizeof(loom_option_decl), LOOM_OPTION_INT, "progress_shard_peers", "32",
      "Progress records per DHT key (1 to 4096). A swarm of more than twice this many peers spreads its records "
      "over several keys, each peer's by its id, and a peer reads its own key and one other in turn, scaling the "
      "swarm's samples and rate up from them: a read costs the same at any size (sampled progress). Up to twice "

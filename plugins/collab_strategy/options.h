@@ -93,7 +93,7 @@ struct Options {
   bool progress_reads_eta = false;
   // Records per progress shard (progress_shards.h): a swarm of more than
   // about twice this many peers reads its progress sampled.
-  int64_t progress_shard_peers = 8;
+  int64_t progress_shard_peers = 32;
   bool checkpointer = false;
   std::string checkpoint_dir;
   int64_t checkpoint_every = 0;  // resolved: average_state_every, or 10 without state averaging

@@ -28,7 +28,7 @@
 
 namespace loom_collab {
 
-constexpr int kMaxShardLevel = 12;  // 4,096 shards, for 32,768 to 65,536 peers at 8 a shard
+constexpr int kMaxShardLevel = 12;  // 4,096 shards: 131,072 peers and more at the default 32 a shard
 
 // The level whose shards hold per_shard to 2 * per_shard of `peers`
 // records: floor(log2(peers / per_shard)), 0 to kMaxShardLevel.

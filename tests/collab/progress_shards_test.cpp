@@ -19,7 +19,7 @@
 namespace loom_collab {
 namespace {
 
-constexpr uint64_t kPer = 8;  // the option's default
+constexpr uint64_t kPer = 8;  // a quarter of the default: more levels within the sizes simulated
 
 TEST(ProgressShards, LevelsDoubleWithTheSwarmAndStopAtTheCap) {
   EXPECT_EQ(shard_level(1, kPer), 0);
