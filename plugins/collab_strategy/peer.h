@@ -104,6 +104,7 @@ class Peer {
   static constexpr auto kRecordTtl = std::chrono::seconds(10);
   static constexpr int64_t kRecordTtlMs = 10 * 1000;  // a peer's, unrefreshed
   static constexpr int64_t kRepublishMs = 1000;
+  static constexpr int64_t kRecordLiveMs = 5000;  // a record younger than this is a live peer
 
   void log(Level level, const std::string &message) const;
   // Logs the first time, then at most once a minute per key with how many
@@ -351,7 +352,7 @@ class Peer {
   std::atomic<uint32_t> flags_{0};
   std::atomic<int64_t> epoch_start_ms_{0};  // wall clock when this peer entered its epoch
   mutable std::mutex mutex_;  // guards tracker_ and the wake-up
-  Tracker tracker_{5000};
+  Tracker tracker_{kRecordLiveMs};
   // Sampled progress (progress_shards.h). shards_ and written_levels_:
   // the background thread's (and teardown's, once it has ended).
   std::optional<ShardPlan> shards_;

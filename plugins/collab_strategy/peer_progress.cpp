@@ -14,7 +14,6 @@ namespace loom_collab {
 namespace {
 
 constexpr int64_t kSampleRefreshMs = 50;             // sample counts alone: at most twenty puts a second
-constexpr int64_t kRecordLiveMs = 5000;              // a record younger than this is a live peer (tracker_'s)
 constexpr int64_t kShardMaxAgeMs = 5000;             // shard reads the swarm's size is estimated from
 constexpr int64_t kIntroduceMs = 2000;               // how often known peers are checked in the DHT's table
 constexpr int64_t kForgetAddressMs = 5 * 60 * 1000;  // a peer unseen this long is not introduced again

@@ -93,7 +93,6 @@ double ShardPlan::peers(int64_t now_ms, int64_t max_age_ms) {
     ++n;
     ++it;
   }
-  placed_ = placed_ || reads_ > 0;
   if (n == 0) return last_peers_;  // nothing read lately: the last estimate stands
   const double estimate = std::ldexp(sum / double(n), level_);
   const double low = std::ldexp(double(per_shard_), level_) / kReadBand;
@@ -110,7 +109,7 @@ double ShardPlan::peers(int64_t now_ms, int64_t max_age_ms) {
 }
 
 std::vector<int> ShardPlan::levels_to_write(double peers) const {
-  if (!placed_) return {};
+  if (!placed()) return {};
   std::vector<int> out = write_levels(peers, per_shard_);
   if (std::find(out.begin(), out.end(), level_) == out.end()) out.push_back(level_);
   std::sort(out.begin(), out.end());

@@ -64,7 +64,7 @@ class ShardPlan {
   // Whether a read has placed this peer on a level: until then it puts its
   // record nowhere (levels_to_write is empty), not on level 0 where a large
   // swarm's readers would not see it and a small one's would count it twice.
-  bool placed() const { return placed_; }
+  bool placed() const { return reads_ > 0; }
   // What a read of (level, shard) at now_ms found: `records` live records
   // (this peer's own not among them). A read of the current level counts
   // towards the estimate; one of a higher level (a probe) that found at
@@ -83,7 +83,6 @@ class ShardPlan {
   uint64_t me_, per_shard_;
   int level_ = 0;
   uint64_t turn_ = 0, reads_ = 0, probes_ = 0;
-  bool placed_ = false;
   double last_peers_ = 1;
   struct Seen {
     uint64_t records = 0;

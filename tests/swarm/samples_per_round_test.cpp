@@ -23,13 +23,8 @@ TEST(SamplesPerRound, EightPeersAverageBetweenTheTargetAndOneBatchPerMemberMore)
       "strategy.options.listen=127.0.0.1", "strategy.options.verbose=true",
       "strategy.options.min_peers=" + std::to_string(kPeers),
       "strategy.options.run_id=" + unique_run_id("samples")};
-  std::vector<std::unique_ptr<Peer>> peers;
-  peers.push_back(std::make_unique<Peer>(scratch, "p0", teacher_config(), sets, std::map<std::string, std::string>{}, false));
-  ASSERT_TRUE(wait_until([&] { return !peers[0]->address().empty(); }, seconds(30))) << peers[0]->tail();
-  for (int i = 1; i < kPeers; ++i)
-    peers.push_back(std::make_unique<Peer>(scratch, "p" + std::to_string(i), teacher_config(), sets,
-                                           std::map<std::string, std::string>{{"LOOM_INITIAL_PEERS", peers[0]->address()}},
-                                           false));
+  auto peers = start_teacher_swarm(scratch, kPeers, sets);
+  ASSERT_EQ(peers.size(), size_t(kPeers)) << "p0 never listened\n" << peers[0]->tail();
   const auto deadline = Clock::now() + seconds(170);
   size_t rounds = 0;
   for (auto& p : peers) {

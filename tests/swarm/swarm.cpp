@@ -48,6 +48,17 @@ std::string unique_run_id(const std::string& tag) { return "swarm-" + tag + "-" 
 std::string digits_config() { return std::string(LOOM_SOURCE_DIR) + "/examples/configs/digits-collab.toml"; }
 std::string teacher_config() { return std::string(LOOM_SOURCE_DIR) + "/examples/configs/teacher.toml"; }
 
+std::vector<std::unique_ptr<Peer>> start_teacher_swarm(const Scratch& scratch, int n, const std::vector<std::string>& sets) {
+  std::vector<std::unique_ptr<Peer>> peers;
+  peers.push_back(std::make_unique<Peer>(scratch, "p0", teacher_config(), sets, std::map<std::string, std::string>{}, false));
+  if (!wait_until([&] { return !peers[0]->address().empty(); }, seconds(30))) return peers;
+  for (int i = 1; i < n; ++i)
+    peers.push_back(std::make_unique<Peer>(scratch, "p" + std::to_string(i), teacher_config(), sets,
+                                           std::map<std::string, std::string>{{"LOOM_INITIAL_PEERS", peers[0]->address()}},
+                                           false));
+  return peers;
+}
+
 std::string read_text(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::stringstream s;

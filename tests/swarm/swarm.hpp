@@ -87,6 +87,11 @@ std::string rogue_dht_address(const std::string& log_path, milliseconds timeout)
 // address; empty if its log has none.
 std::string rogue_peer_id(const std::string& log_path);
 
+// n teacher peers (no final dump) with the same sets: p0 starts the swarm,
+// p1.. join through it. Fewer than n come back (p0 alone) when p0 never
+// listened within 30 s: check the size, and p0's tail.
+std::vector<std::unique_ptr<Peer>> start_teacher_swarm(const Scratch& scratch, int n, const std::vector<std::string>& sets);
+
 // Checks pred every poll until it holds (true) or timeout passes (false).
 bool wait_until(const std::function<bool()>& pred, milliseconds timeout, milliseconds poll = milliseconds(20));
 
