@@ -113,6 +113,11 @@ const loom_option_decl kOptions[kNumOptions] = {
      "over several keys, each peer's by its id, and a peer reads its own key and one other in turn, scaling the "
      "swarm's samples and rate up from them: a read costs the same at any size (sampled progress). Up to twice "
      "this many, every read sees every peer."},
+    {sizeof(loom_option_decl), LOOM_OPTION_STRING, "snapshot_ahead", "auto",
+     "When a full peer snapshots its state for joiners before one asks: \"always\" at every epoch's start (a "
+     "joiner's download begins at once; two copies of the state an epoch), \"never\" (a joiner waits for this "
+     "peer's next step boundary), or \"auto\" (at every epoch's start while the copies cost at most 2% of the "
+     "epoch). With average_state_every > 0 only state-averaging epochs are served, so only they are snapshot."},
 };
 
 namespace {
@@ -312,6 +317,14 @@ bool read_options(const loom_host_v1 *host, Options *o, std::string *why) {
   o->client_mode = t == "true";
   if (!r.integer(kOptRelayClients, 0, 64, &o->relay_clients)) return false;
   if (!r.integer(kOptProgressShardPeers, 1, 4096, &o->progress_shard_peers)) return false;
+  if (!r.text(kOptSnapshotAhead, &t)) return false;
+  if (t != "auto" && t != "always" && t != "never") {
+    *why = "option snapshot_ahead = '" + t + "' is not valid; use \"auto\", \"always\" or \"never\"";
+    return false;
+  }
+  o->snapshot_ahead = t == "always"  ? Options::SnapshotAhead::always
+                      : t == "never" ? Options::SnapshotAhead::never
+                                     : Options::SnapshotAhead::automatic;
   if (o->client_mode && o->checkpointer) {
     *why = "option client_mode = true is not valid with role = \"checkpointer\": a checkpointer serves the state to "
            "joiners, which needs connections in; run it where peers can reach it";

@@ -51,6 +51,7 @@ enum OptionIndex {
   kOptClientMode,
   kOptRelayClients,
   kOptProgressShardPeers,
+  kOptSnapshotAhead,
   kNumOptions
 };
 
@@ -94,6 +95,10 @@ struct Options {
   // Records per progress shard (progress_shards.h): a swarm of more than
   // about twice this many peers reads its progress sampled.
   int64_t progress_shard_peers = 32;
+  // snapshot_ahead: when a full peer snapshots its state for joiners
+  // besides on request (peer.cpp's serve_at_epoch_start).
+  enum class SnapshotAhead { never, automatic, always };
+  SnapshotAhead snapshot_ahead = SnapshotAhead::automatic;
   bool checkpointer = false;
   std::string checkpoint_dir;
   int64_t checkpoint_every = 0;  // resolved: average_state_every, or 10 without state averaging

@@ -325,19 +325,56 @@ void Peer::serve_if_wanted() {
   if (!server_ || !server_->wanted()) return;
   // A state a joiner can check is one of a sync point: served only there.
   if (opt_.average_state_every > 0 && !at_sync_) return;
+  publish_snapshot("for a joining peer");
+}
+
+void Peer::serve_at_epoch_start(int64_t epoch_ms) {
+  if (!server_ || opt_.checkpointer) return;
+  if (opt_.average_state_every > 0 && !at_sync_) return;
+  if (server_->wanted()) return publish_snapshot("for a joining peer");
+  using Ahead = Options::SnapshotAhead;
+  if (opt_.snapshot_ahead == Ahead::never || finished()) return;  // after the last epoch nobody trains on
+  // A transfer still reading the last snapshot would make this copy take
+  // fresh memory; joiners that come meanwhile ask as before.
+  if (server_->active() > 0) return;
+  if (opt_.snapshot_ahead == Ahead::automatic) {
+    // Warm buffers are what make it cheap (warm_serving): a state left cold
+    // is snapshot on request only. A first snapshot measures the cost.
+    if (!warmed_) return;
+    // A cost once measured under a passing load would otherwise hold for
+    // good: every 32nd epoch skipped measures it again.
+    if (!snapshot_ahead_pays(snapshot_ms_, double(epoch_ms))) {
+      if (ahead_skipped_++ == 0) {
+        char line[256];
+        std::snprintf(line, sizeof line,
+                      "snapshot_ahead = \"auto\": a snapshot took %.1f ms, over %.0f%% of the %lld ms epoch; joiners "
+                      "wait for this peer's next step instead (\"always\" snapshots every epoch anyway)",
+                      snapshot_ms_, 100 * kSnapshotAheadShare, static_cast<long long>(epoch_ms));
+        detail(line);
+      }
+      if (ahead_skipped_ % 32 != 0) return;
+    } else {
+      ahead_skipped_ = 0;
+    }
+  }
+  publish_snapshot("ahead of any request");
+}
+
+void Peer::publish_snapshot(const char *why) {
   const uint8_t *data = nullptr;
   size_t len = 0;
   const auto t0 = Clock::now();
   if (state_.snapshot(state_.user, &data, &len) != LOOM_OK) {
-    log(Level::warn, "could not snapshot the training state for a peer that asked for it");
+    log(Level::warn, std::string("could not snapshot the training state ") + why);
     return;
   }
   const auto t1 = Clock::now();
   server_->publish_copy(epoch_.load(), data, len);
+  const auto t2 = Clock::now();
+  snapshot_ms_ = std::chrono::duration<double, std::milli>(t2 - t0).count();
   auto ms = [](Clock::duration d) { return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count()); };
   detail("published a state snapshot of epoch " + std::to_string(epoch_.load()) + " (" + std::to_string(len) +
-         " bytes) for a joining peer (serialised in " + ms(t1 - t0) + " ms, handed over in " + ms(Clock::now() - t1) +
-         " ms)");
+         " bytes) " + why + " (serialised in " + ms(t1 - t0) + " ms, handed over in " + ms(t2 - t1) + " ms)");
 }
 
 void Peer::warm_serving() {
@@ -353,6 +390,7 @@ void Peer::warm_serving() {
   uint64_t params = 0;  // an Adam state is about three times the parameters
   for (const auto &p : params_) params += p.numel * sizeof(float);
   if (3 * params > memory / 8) return;
+  warmed_ = true;
   const auto t0 = Clock::now();
   const uint8_t *data = nullptr;
   size_t len = 0;

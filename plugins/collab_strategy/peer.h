@@ -128,11 +128,22 @@ class Peer {
 
   // State: serving a snapshot to others, loading one from them.
   void serve_if_wanted();
+  // At an epoch's start (after the optimizer step): a snapshot for joiners
+  // before any asks, as snapshot_ahead says, so that a joiner's download
+  // begins at once instead of at this peer's next step boundary.
+  // Parameters and optimizer state change only at the optimizer step, so
+  // the epoch's snapshot is its state until the next one.
+  void serve_at_epoch_start(int64_t epoch_ms);
+  // Snapshots the state into the state server (why: for the log).
+  void publish_snapshot(const char *why);
+  double snapshot_ms_ = -1;  // what the last snapshot and hand-over took; -1: none yet
+  uint64_t ahead_skipped_ = 0;  // epochs snapshot_ahead = "auto" found it too dear
   // Readies this donor's snapshot buffers (peer.cpp): at setup, and after
   // the first optimizer step (warmed_after_step_), when the snapshot has
   // its full size.
   void warm_serving();
   bool warmed_after_step_ = false;
+  bool warmed_ = false;  // warm_serving found the state small enough to keep its buffers warm
   bool load_state(int64_t min_epoch, std::string *why);
   void zero_grads();
 

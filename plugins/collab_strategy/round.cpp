@@ -273,6 +273,9 @@ loom_status Peer::after_optimizer_step(std::string *why) {
            (parameters ? " (averaged: " + std::string(last ? "the last epoch" : "state averaging") + ")" : ""));
     round_met_.reset();
   }
+  // Before the background thread is woken to publish the new epoch, so that
+  // a joiner reading it finds the snapshot ready; never a diverged state.
+  if (!unhealthy_) serve_at_epoch_start(wall_ms() - epoch_start_ms_.load());
   wake_background();
   heal();
   serve_if_wanted();

@@ -100,6 +100,7 @@ void StateServer::Impl::serve(Transfer &t) {
   const int fd = t.fd.get();
   const std::string &peer = t.peer;
   const auto asked = Clock::now();
+  bool asked_training = false;  // no snapshot fresh enough was ready: the training thread was asked for one
   std::shared_ptr<Snapshot> snap;
   int64_t range_epoch = 0;
   uint32_t first = 0, count = 0;
@@ -116,7 +117,8 @@ void StateServer::Impl::serve(Transfer &t) {
   } else {
     std::unique_lock<std::mutex> g(m);
     auto fresh = [&] { return snapshot && snapshot->epoch >= t.min_epoch; };
-    if (!fresh()) {
+    asked_training = !fresh();
+    if (asked_training) {
       // Ask the training thread for a snapshot; it publishes at its next safe point.
       wanted = true;
       published.wait_for(g, milliseconds(wait_ms.load()),
@@ -258,9 +260,13 @@ void StateServer::Impl::serve(Transfer &t) {
                       : "epoch " + std::to_string(snap->epoch)) +
            " (" + std::to_string(end - (t.range ? size_t(first) * kChunkSize : 0)) + " bytes) to " + peer + " in " +
            std::to_string(int64_t(s * 1000)) +
-           " ms, after waiting " + std::to_string(std::chrono::duration_cast<milliseconds>(got_snapshot - asked).count()) +
-           " ms for a snapshot and " + std::to_string(std::chrono::duration_cast<milliseconds>(ready - got_snapshot).count()) +
-           " ms for its " + (t.keyed ? "seal" : "checksums"));
+           " ms, " +
+           (asked_training ? "after waiting " +
+                                 std::to_string(std::chrono::duration_cast<milliseconds>(got_snapshot - asked).count()) +
+                                 " ms for the training thread's snapshot"
+                           : std::string("from a snapshot ready when it asked")) +
+           " (" + std::to_string(std::chrono::duration_cast<milliseconds>(ready - got_snapshot).count()) + " ms for its " +
+           (t.keyed ? "seal" : "checksums") + ")");
 }
 
 }  // namespace loom_collab

@@ -217,6 +217,17 @@ class StateServer {
   std::unique_ptr<Impl> impl_;
 };
 
+// snapshot_ahead = "auto": whether a donor's snapshot at an epoch's start,
+// before any joiner asks, is worth its copies. The last snapshot took
+// snapshot_ms (negative: none yet, so this one measures it); the epoch that
+// just ended took epoch_ms. It pays while it costs at most kSnapshotAheadShare
+// of the epoch: every epoch pays it, a joiner's wait for the donor's next
+// step boundary (up to a step) is saved only when one comes.
+constexpr double kSnapshotAheadShare = 0.02;
+inline bool snapshot_ahead_pays(double snapshot_ms, double epoch_ms) {
+  return snapshot_ms < 0 || snapshot_ms <= kSnapshotAheadShare * epoch_ms;
+}
+
 // Asks the peer whose state server listens at host:port what model its
 // swarm trains (a model request), within timeout. Returns the encoded
 // FingerprintRecord, or nullopt with *why (unreachable, refused, not sure

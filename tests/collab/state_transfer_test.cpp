@@ -111,6 +111,18 @@ TEST(StateTransfer, PreparedStoragePublishesNothingAndCopiesArriveIntact) {
   }
 }
 
+// snapshot_ahead = "auto": a first snapshot measures the cost; after it,
+// one pays while it costs at most 2% of the epoch.
+TEST(StateTransfer, SnapshotAheadPaysWhileItCostsAFiftiethOfTheEpoch) {
+  EXPECT_TRUE(snapshot_ahead_pays(-1, 0));
+  EXPECT_TRUE(snapshot_ahead_pays(-1, 1e9));
+  EXPECT_TRUE(snapshot_ahead_pays(20, 1000));
+  EXPECT_TRUE(snapshot_ahead_pays(20, 5000));
+  EXPECT_FALSE(snapshot_ahead_pays(21, 1000));
+  EXPECT_FALSE(snapshot_ahead_pays(0.1, 0));
+  EXPECT_TRUE(snapshot_ahead_pays(0, 0));
+}
+
 TEST(StateTransfer, DonorOfAnotherRunIsRefused) {
   LogSink log;
   StateServer other("127.0.0.1", 0, kRun + 1, log.fn());

@@ -20,6 +20,7 @@ namespace {
 constexpr int kPeers = 8;
 constexpr int64_t kTarget = 2048;
 constexpr int64_t kBatch = 64;  // teacher.toml's
+constexpr int kPerShard = 2;     // progress_shard_peers
 
 TEST(SampledProgress, EightPeersOverSeveralKeysAverageFullRoundsAndFinishTogether) {
   Scratch scratch;
@@ -28,7 +29,7 @@ TEST(SampledProgress, EightPeersOverSeveralKeysAverageFullRoundsAndFinishTogethe
       "trainer.log_every=4",          "strategy.name=collab",
       "strategy.options.target_batch_size=" + std::to_string(kTarget),
       "strategy.options.listen=127.0.0.1", "strategy.options.verbose=true",
-      "strategy.options.progress_shard_peers=2",
+      "strategy.options.progress_shard_peers=" + std::to_string(kPerShard),
       "strategy.options.min_peers=" + std::to_string(kPeers),
       "strategy.options.run_id=" + unique_run_id("sampled")};
   auto peers = start_teacher_swarm(scratch, kPeers, sets);
@@ -57,7 +58,10 @@ TEST(SampledProgress, EightPeersOverSeveralKeysAverageFullRoundsAndFinishTogethe
       const int estimate = std::stoi((*it)[1]), keys = std::stoi((*it)[2]);
       EXPECT_GE(estimate, 4) << p->name() << ": " << it->str();
       EXPECT_LE(estimate, 16) << p->name() << ": " << it->str();
-      EXPECT_GE(keys, 2) << p->name();
+      // Each key holds between progress_shard_peers and twice that many of
+      // the peers it estimates (the estimate is logged rounded: +-0.5).
+      EXPECT_GE(estimate + 0.5, double(kPerShard * keys)) << p->name() << ": " << it->str();
+      EXPECT_LT(estimate - 0.5, double(2 * kPerShard * keys)) << p->name() << ": " << it->str();
     }
     for (const auto& r : averaged_rounds(log)) {
       ++rounds;
