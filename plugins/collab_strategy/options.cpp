@@ -96,10 +96,10 @@ const loom_option_decl kOptions[kNumOptions] = {
      "Folder where a checkpointer keeps the swarm's latest state (required with role = \"checkpointer\")."},
     {sizeof(loom_option_decl), LOOM_OPTION_INT, "checkpoint_every", "0",
      "Epochs between a checkpointer's loads of the swarm's state; 0: average_state_every (10 when that is 0)."},
-    {sizeof(loom_option_decl), LOOM_OPTION_STRING, "progress_reads", "every_step",
-     "How often a peer puts its progress record and reads everyone's: \"every_step\" (each training step), or "
-     "\"eta\" (sample counts every 50 ms, reads an eighth of the estimated time to the target apart, 10 ms to 1 s; "
-     "20x fewer DHT datagrams with 2 peers, 3x with 4, in bench/swarm_scale.py; experimental)."},
+    {sizeof(loom_option_decl), LOOM_OPTION_STRING, "progress_reads", "eta",
+     "How often a peer puts its progress record and reads the others': \"eta\" (sample counts every 50 ms, reads "
+     "an eighth of the estimated time to the target apart, 10 ms to 1 s; 20x fewer DHT datagrams than every_step "
+     "with 2 peers, 3x with 4, in bench/swarm_scale.py), or \"every_step\" (at each training step)."},
     {sizeof(loom_option_decl), LOOM_OPTION_BOOL, "client_mode", "false",
      "For a peer that cannot accept connections (behind NAT, or a firewall that drops inbound): it opens every "
      "connection itself. It trains and counts as any peer, but never joins a group's communicator: each round "

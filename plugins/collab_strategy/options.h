@@ -89,9 +89,10 @@ struct Options {
   // role = "checkpointer": a peer that never trains; it loads the swarm's
   // state every checkpoint_every epochs, keeps it in checkpoint_dir and
   // serves it to joiners (peer_checkpointer.cpp).
-  // progress_reads = "eta": reads and puts of progress records by the time
-  // to the target (tracker.h); false ("every_step"): on every step.
-  bool progress_reads_eta = false;
+  // progress_reads = "eta" (the default): reads and puts of progress
+  // records by the time to the target (tracker.h); false ("every_step"):
+  // on every step.
+  bool progress_reads_eta = true;
   // Records per progress shard (progress_shards.h): a swarm of more than
   // about twice this many peers reads its progress sampled.
   int64_t progress_shard_peers = 32;

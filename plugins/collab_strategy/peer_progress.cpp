@@ -257,10 +257,10 @@ void Peer::background() {
     }
     if (stop_) break;
     try {
-      // progress_reads = "every_step" (the default): every wake (the
-      // training thread wakes it each step) puts this peer's record and
-      // reads everyone's. "eta": puts for events, sample counts every 50
-      // ms, reads by the time to the target (tracker.h's read_interval_ms).
+      // progress_reads = "eta" (the default): puts for events, sample
+      // counts every 50 ms, reads by the time to the target (tracker.h's
+      // read_interval_ms). "every_step": every wake (the training thread
+      // wakes it each step) puts this peer's record and reads the others'.
       const bool by_eta = opt_.progress_reads_eta;
       publish(woken && !by_eta);
       publish_fingerprint();
