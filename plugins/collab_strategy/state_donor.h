@@ -80,7 +80,8 @@ class Stripes {
   // single stream grows it as bytes arrive).
   bool begin(const StateIdentity &id, size_t donor, std::string *why);
   bool ready() const;
-  wire::Clock::time_point began() const;  // when begin() was called
+  wire::Clock::time_point began() const;  // when begin() had its buffer ready
+  int64_t fill_ms() const;                 // what filling that buffer took
   StateIdentity identity() const;
   size_t first_donor() const;
   uint8_t *base();
@@ -108,6 +109,7 @@ class Stripes {
   mutable std::mutex m_;
   bool ready_ = false;
   wire::Clock::time_point began_;
+  int64_t fill_ms_ = 0;
   StateIdentity id_;
   size_t first_donor_ = 0;
   Bytes bytes_;

@@ -202,7 +202,8 @@ std::optional<DownloadedState> download_state(const std::vector<Donor> &donors, 
              "downloaded state of epoch " + std::to_string(out.epoch) + " (" + std::to_string(out.bytes.size()) +
                  " bytes) from " + name_of(donors[first]) + " in " + std::to_string(int64_t(s * 1000)) +
                  " ms, " + std::to_string(int64_t(moving * 1000)) +
-                 " ms of them from the first reply on, spread over donors (chunks: " + from + ")");
+                 " ms of them from the first reply on (before it, " + std::to_string(stripes.fill_ms()) +
+                 " ms filling the receive buffer), spread over donors (chunks: " + from + ")");
         winner = std::move(out);
         break;
       }

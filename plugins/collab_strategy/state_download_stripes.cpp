@@ -34,6 +34,7 @@ bool Stripes::begin(const StateIdentity &id, size_t donor, std::string *why) {
     return false;
   }
   const size_t n = id.chunk ? size_t((id.total + id.chunk - 1) / id.chunk) : 0;
+  const auto fill_from = Clock::now();
   Bytes bytes;
   try {
     loom_plugin_common::reserve_huge(bytes, size_t(id.total));
@@ -49,6 +50,7 @@ bool Stripes::begin(const StateIdentity &id, size_t donor, std::string *why) {
   state_.assign(n, 0);
   crcs_.assign(n, 0);
   began_ = Clock::now();
+  fill_ms_ = std::chrono::duration_cast<std::chrono::milliseconds>(began_ - fill_from).count();
   ready_ = true;
   return true;
 }
@@ -60,6 +62,10 @@ bool Stripes::ready() const {
 Clock::time_point Stripes::began() const {
   std::lock_guard<std::mutex> g(m_);
   return began_;
+}
+int64_t Stripes::fill_ms() const {
+  std::lock_guard<std::mutex> g(m_);
+  return fill_ms_;
 }
 StateIdentity Stripes::identity() const {
   std::lock_guard<std::mutex> g(m_);

@@ -442,7 +442,8 @@ class SlowDonorTest(_Peers):
             self.assertEqual(code, 0, f"peer {name} (exit {code}):\n" + "\n".join(log.splitlines()[-25:]))
         slow_id = int(re.search(r"peer (\d+) of run", logs[3]).group(1))
         got = re.search(r"downloaded state of epoch \d+ \((\d+) bytes\) from donor \d+ .* in \d+ ms, (\d+) ms of "
-                        r"them from the first reply on, spread over donors \(chunks: (.*)\)\s*$", logs[4], re.M)
+                        r"them from the first reply on \(before it, \d+ ms filling the receive buffer\), spread over donors "
+                        r"\(chunks: (.*)\)\s*$", logs[4], re.M)
         self.assertIsNotNone(got, "the joiner's download was not spread:\n" + logs[4][-3000:])
         size, took = int(got.group(1)), int(got.group(2)) / 1000
         chunks = {int(donor): int(n) for n, donor in re.findall(r"(\d+) from donor (\d+)", got.group(3))}
