@@ -105,6 +105,7 @@ class Peer {
   static constexpr int64_t kRecordTtlMs = 10 * 1000;  // a peer's, unrefreshed
   static constexpr int64_t kRepublishMs = 1000;
   static constexpr int64_t kRecordLiveMs = 5000;  // a record younger than this is a live peer
+  static constexpr int64_t kClockSlackMs = 2000;  // peers' wall clocks may differ by this much
 
   void log(Level level, const std::string &message) const;
   // Logs the first time, then at most once a minute per key with how many

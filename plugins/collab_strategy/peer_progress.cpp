@@ -189,16 +189,24 @@ uint64_t Peer::take_progress(const std::vector<Bytes> &values, std::vector<uint6
     }
     std::unique_lock<std::mutex> lock(mutex_);
     if (!tracker_.merge(*r)) {
-      // A stale copy may come from a slow node now and then; a replay
-      // (someone re-publishing a peer's older record) repeats: either way
-      // it is refused, and said once a minute (one key: whoever replays
-      // may mint identities).
+      // Refused either way. An older copy that a node may still hold (a
+      // put lives kRecordTtlMs; a level this peer reads no more keeps one
+      // till then) is no attack: said only in verbose logs. One older than
+      // any node keeps was put again by someone: a replay. Once a minute
+      // each (one key: whoever replays may mint identities).
       const int64_t newer = tracker_.newest(r->peer_id);
       lock.unlock();
-      log_limited(Level::warn, "replayed record",
-                  "rejected a progress record of peer " + std::to_string(r->peer_id) + " made " +
-                      std::to_string(newer - r->time_ms) +
-                      " ms before one already seen from it (a replay, or a stale copy from a slow node)");
+      const int64_t age = now - r->time_ms;
+      const std::string what = "progress record of peer " + std::to_string(r->peer_id) + " made " +
+                               std::to_string(newer - r->time_ms) + " ms before one already seen from it";
+      if (age <= kRecordTtlMs + kClockSlackMs)
+        log_limited(opt_.verbose ? Level::info : Level::debug, "stale record",
+                    "refused an older copy of a " + what + " (a DHT node, or a key this peer reads no more, keeps "
+                    "one until it expires)");
+      else
+        log_limited(Level::warn, "replayed record",
+                    "rejected a " + what + " and " + std::to_string(age / 1000) + " s ago, longer than any node keeps " +
+                        "one (" + std::to_string(kRecordTtlMs / 1000) + " s): someone puts old records again (a replay)");
       continue;
     }
     lock.unlock();
