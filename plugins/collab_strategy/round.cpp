@@ -301,9 +301,19 @@ std::optional<GroupRecord> Peer::matchmake(int64_t epoch, uint32_t attempt, Cloc
   // and each member averages with its own part of it (group_split.h).
   auto mine = [&](const GroupRecord &whole) { return part_of(whole, id_, uint32_t(opt_.target_group_size)); };
 
+  // What this matchmaking read, for the log: join-key gets and the values
+  // they brought, group-key gets.
+  uint64_t join_reads = 0, join_values = 0, group_reads = 0;
+  auto said = [&](const char *as) {
+    detail("matchmaking at epoch " + std::to_string(epoch) + " attempt " + std::to_string(attempt) + ": " + as +
+           ", read the join key " + std::to_string(join_reads) + " times (" + std::to_string(join_values) +
+           " values) and the group key " + std::to_string(group_reads) + " times");
+  };
+
   // The group record with the smallest leader that lists this peer.
   auto find_group = [&](bool *excluded) -> std::optional<GroupRecord> {
     std::optional<GroupRecord> best;
+    ++group_reads;
     for (const auto &raw : dht_->get(gkey, std::chrono::milliseconds(200))) {
       std::string reason;
       auto g = decode_group(run_, raw.data(), raw.size(), &reason);
@@ -323,11 +333,19 @@ std::optional<GroupRecord> Peer::matchmake(int64_t epoch, uint32_t attempt, Cloc
     // good moment to snapshot for a joiner (never from the prematch thread).
     if (!background) serve_if_wanted();
     if (!joined) joined = dht_->put(jkey, id_, join_bytes, std::chrono::seconds(60), std::chrono::milliseconds(300));
+    ++join_reads;
     for (const auto &raw : dht_->get(jkey, std::chrono::milliseconds(200))) {
+      ++join_values;
       std::string reason;
       auto j = decode_join(run_, raw.data(), raw.size(), &reason);
       if (j && j->epoch == epoch && j->attempt == attempt) joiners.insert(j->peer_id);
     }
+    // Joined, and a smaller id joined too: this peer is no leader, and
+    // only a leader needs the joins. From here it reads the group key
+    // alone (one record), so that a round's reads grow with its group at
+    // the leader only, not at every member (every member polling every
+    // join every 10 ms made a group of N cost N^2 values a poll).
+    if (joined && *joiners.begin() != id_) break;
     // Close early once every peer training at this epoch, or one behind it
     // (it will follow within a step), has joined: records lag the peers by
     // up to a refresh, so a peer that just caught up still counts.
@@ -336,13 +354,11 @@ std::optional<GroupRecord> Peer::matchmake(int64_t epoch, uint32_t attempt, Cloc
     for (uint64_t p : now_view.training_at(epoch - 1)) expected.push_back(p);
     bool all = std::all_of(expected.begin(), expected.end(), [&](uint64_t p) { return joiners.count(p) > 0; });
     if (all || Clock::now() >= close_at) break;
-    if (*joiners.begin() != id_) {
-      if (auto g = find_group(nullptr)) return mine(*g);  // our leader already closed
-    }
     std::this_thread::sleep_for(kPoll);
   }
   const uint64_t leader = *joiners.begin();
   if (leader == id_) {
+    said(("the leader of " + std::to_string(joiners.size()) + " joiners").c_str());
     GroupRecord g;
     g.fingerprint = fingerprint_;
     g.leader = id_;
@@ -353,14 +369,21 @@ std::optional<GroupRecord> Peer::matchmake(int64_t epoch, uint32_t attempt, Cloc
       dht_->put(gkey, id_, encode(run_, g, identity_), std::chrono::seconds(60), std::chrono::milliseconds(500));
     return mine(g);
   }
-  // A follower waits for its leader's record, at most one more window.
+  // A follower waits for its leader's record: the leader closes within its
+  // window, which began before this peer saw its join; one more second
+  // for the record to arrive.
   const auto wait_until = std::min(Clock::now() + window + std::chrono::seconds(1), round_deadline);
-  while (Clock::now() < wait_until && !cancelled()) {
+  while (Clock::now() < wait_until && !cancelled() && !stopping()) {
+    if (!background) serve_if_wanted();
     bool excluded = false;
-    if (auto g = find_group(&excluded)) return mine(*g);
+    if (auto g = find_group(&excluded)) {
+      said("a follower");
+      return mine(*g);
+    }
     if (excluded) break;
     std::this_thread::sleep_for(kPoll);
   }
+  said("a follower that no group listed");
   detail("no group at epoch " + std::to_string(epoch) + " attempt " + std::to_string(attempt) + " included this peer");
   return std::nullopt;
 }
