@@ -321,17 +321,19 @@ std::string Peer::status_line() const {
 
 // ---- State ------------------------------------------------------------------
 
-void Peer::serve_if_wanted() {
-  if (!server_ || !server_->wanted()) return;
+bool Peer::servable() const {
   // A state a joiner can check is one of a sync point: served only there.
-  if (opt_.average_state_every > 0 && !at_sync_) return;
+  return server_ && (opt_.average_state_every == 0 || at_sync_);
+}
+
+bool Peer::serve_if_wanted() {
+  if (!servable() || !server_->wanted()) return false;
   publish_snapshot("for a joining peer");
+  return true;
 }
 
 void Peer::serve_at_epoch_start(int64_t epoch_ms) {
-  if (!server_ || opt_.checkpointer) return;
-  if (opt_.average_state_every > 0 && !at_sync_) return;
-  if (server_->wanted()) return publish_snapshot("for a joining peer");
+  if (opt_.checkpointer || !servable() || serve_if_wanted()) return;
   using Ahead = Options::SnapshotAhead;
   if (opt_.snapshot_ahead == Ahead::never || finished()) return;  // after the last epoch nobody trains on
   // A transfer still reading the last snapshot would make this copy take

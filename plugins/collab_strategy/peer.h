@@ -128,7 +128,11 @@ class Peer {
   void wake_background();
 
   // State: serving a snapshot to others, loading one from them.
-  void serve_if_wanted();
+  // Whether this peer's state may be served now (it has a server; with
+  // state averaging, it holds a sync point's state).
+  bool servable() const;
+  // Publishes a snapshot when a joiner asked for one; true when it did.
+  bool serve_if_wanted();
   // At an epoch's start (after the optimizer step): a snapshot for joiners
   // before any asks, as snapshot_ahead says, so that a joiner's download
   // begins at once instead of at this peer's next step boundary.

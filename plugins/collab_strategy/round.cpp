@@ -304,7 +304,7 @@ std::optional<GroupRecord> Peer::matchmake(int64_t epoch, uint32_t attempt, Cloc
   // What this matchmaking read, for the log: join-key gets and the values
   // they brought, group-key gets.
   uint64_t join_reads = 0, join_values = 0, group_reads = 0;
-  auto said = [&](const char *as) {
+  auto said = [&](const std::string &as) {
     detail("matchmaking at epoch " + std::to_string(epoch) + " attempt " + std::to_string(attempt) + ": " + as +
            ", read the join key " + std::to_string(join_reads) + " times (" + std::to_string(join_values) +
            " values) and the group key " + std::to_string(group_reads) + " times");
@@ -358,7 +358,7 @@ std::optional<GroupRecord> Peer::matchmake(int64_t epoch, uint32_t attempt, Cloc
   }
   const uint64_t leader = *joiners.begin();
   if (leader == id_) {
-    said(("the leader of " + std::to_string(joiners.size()) + " joiners").c_str());
+    said("the leader of " + std::to_string(joiners.size()) + " joiners");
     GroupRecord g;
     g.fingerprint = fingerprint_;
     g.leader = id_;
