@@ -58,13 +58,25 @@ TEST(ClientMode, AClientTrainsThroughARelayAndEndsWithTheSwarmsParameters) {
   for (Peer *p : {p0.get(), p1.get()})
     answered += count_of(p->log(), "answered 1 client-mode peer(s) relayed through this peer (averaged)") +
                 count_of(p->log(), "came after its round: it gets that round's mean");
-  std::printf("client: %zu of 100 epochs averaged through a relay; relays answered %zu\n", relayed, answered);
-  EXPECT_GE(relayed, size_t(50)) << "the client averaged through its relay in too few epochs";
+  // The full peers may run several epochs before the client's first round:
+  // they start once its record is there, while it still checks the model and
+  // loads the state (a digits epoch takes 50 ms; on a loaded machine the
+  // client came in at epoch 16 to 21, and a CI run saw 42 relayed rounds in
+  // 100). What it owes is the epochs from its first round through a relay on.
+  static const std::regex round(R"(epoch ([0-9]+): (averaged gradients of|the relay's round went without))");
+  std::smatch first;
+  ASSERT_TRUE(std::regex_search(client, first, round)) << c0->tail();
+  const size_t from = std::stoul(first[1]), owed = 100 - from;
+  std::printf("client: first round through a relay at epoch %zu; %zu of its %zu epochs averaged through a relay; "
+              "relays answered %zu\n", from, relayed, owed, answered);
+  EXPECT_GE(relayed, size_t(30)) << "the client came in too late for the test to say anything";
+  EXPECT_GE(relayed * 10, owed * 8) << "the client averaged through its relay in too few of its epochs";
   EXPECT_EQ(relayed, answered);
-  // State averaging (every 5 epochs, and the last) goes through the relay too.
-  const size_t synced = count_of(client, "averaged the parameters through relay peer");
-  std::printf("client: parameters averaged through the relay at %zu of 20 sync points\n", synced);
-  EXPECT_GE(synced, size_t(15));
+  // State averaging (at every 5th epoch: 20 sync points in 100) goes through the relay too.
+  const size_t synced = count_of(client, "averaged the parameters through relay peer"), points = 20 - from / 5;
+  std::printf("client: parameters averaged through the relay at %zu of the %zu sync points after its first round\n",
+              synced, points);
+  EXPECT_GE(synced * 4, points * 3);
   // A relayed round is one its relay's group averaged: on the whole target.
   static const std::regex totals(R"(averaged gradients of ([0-9]+) samples through relay peer)");
   for (std::sregex_iterator it(client.begin(), client.end(), totals), end; it != end; ++it)
