@@ -44,6 +44,13 @@ std::string number(double v) {
   return text;
 }
 
+// How a round combined the gradients, for its log line.
+std::string combine_text(const Options &o) {
+  const std::string codec = o.compression != Codec::none ? std::string(" in ") + codec_name(o.compression) : "";
+  if (o.centered_clip) return "centered_clip" + codec + " ";
+  return o.compression != Codec::none ? "sliced mean" + codec + " " : "allreduce ";
+}
+
 uint64_t views_numel(const std::vector<FloatView> &views) {
   uint64_t n = 0;
   for (const auto &v : views) n += v.numel;
@@ -188,12 +195,14 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
       return RoundEnd::short_of_target;
     }
     const auto posted = Clock::now();
-    const bool robust = opt_.centered_clip;
-    if (robust) {
-      // Each member sends its mean gradient; CenteredClip weighs them by
-      // their samples (capped, robust.h), so the honest result is the mean's
-      // near neighbour and a rogue's pull is bounded. The gradients are
-      // written only once it is done, so a retry starts from them again.
+    // Slice by slice (sliced_round.cpp) under centered_clip or a codec:
+    // each member sends its mean gradient, and the owner of a slice weighs
+    // the copies by their samples, CenteredClip capping the weights
+    // (robust.h), so the honest result is the mean's near neighbour and a
+    // rogue's pull is bounded. The gradients are written only once it is
+    // done, so a retry starts from them again.
+    const bool sliced = opt_.centered_clip || opt_.compression != Codec::none;
+    if (sliced) {
       gather(float(1.0 / windows));
       filled = false;
       if (relayed_weight_ > 0) {
@@ -202,7 +211,8 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
         for (uint64_t i = 0; i < numel_; ++i)
           buffer_[i] = float((double(buffer_[i]) * weight + double(relayed_sum_[i])) / all);
       }
-      if (!robust_average(*comm, buffer_.data(), numel_, members.weight, buffer_.data(), deadline, &why))
+      if (!sliced_average(*comm, buffer_.data(), numel_, members.weight, buffer_.data(), opt_.compression, deadline,
+                          &why))
         return failed();
     } else {
       // A member that counts 0 (diverged, or an outlier) sends zeros.
@@ -242,7 +252,7 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
     // could finish with that data. Such a member never comes here, so this
     // step fails for the others too, and they start again from their
     // weighted copies.
-    const float *result = direct && !robust ? flat_grads_ : buffer_.data();
+    const float *result = direct && !sliced ? flat_grads_ : buffer_.data();
     double finished[2] = {1, std::isfinite(sum_of_squares(result, numel_)) ? 0.0 : 1.0};
     if (comm->allreduce(finished, 2, LOOM_DTYPE_F64, LOOM_REDUCE_SUM, deadline, &why) != LOOM_OK) return failed();
     if (finished[1] > 0) {
@@ -251,7 +261,7 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
                       " are not finite; the round is discarded on every member (no step)");
       return RoundEnd::discarded;
     }
-    if (robust) {
+    if (sliced) {
       if (direct) {
         std::memcpy(flat_grads_, buffer_.data(), numel_ * sizeof(float));
       } else {
@@ -276,8 +286,8 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
     detail("epoch " + std::to_string(epoch) + ": averaged gradients of " + std::to_string(uint64_t(total)) +
            " samples with " + group_text(group) + " (matchmaking " + milliseconds_text(waited) + " ms" +
            (ahead ? ", group and communicator prepared ahead" : "") + ", averaging " + milliseconds_text(setup + reduced) +
-           " ms: communicator " + milliseconds_text(setup) + " ms, " + (robust ? "centered_clip " : "allreduce ") + milliseconds_text(reduced) +
-           " ms" + (direct && !robust ? ", scaled into the gradients" : "") + ")");
+           " ms: communicator " + milliseconds_text(setup) + " ms, " + combine_text(opt_) + milliseconds_text(reduced) +
+           " ms" + (direct && !sliced ? ", scaled into the gradients" : "") + ")");
     comm_ = std::move(comm);
     last_local_reason_.clear();
     return RoundEnd::averaged;
@@ -369,7 +379,8 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
 }
 
 bool Peer::average_views(std::vector<FloatView> &views, const MemberWeights &members, Clock::time_point deadline,
-                         std::string *why, const std::vector<float> *relayed, double relayed_weight) {
+                         Codec codec, std::string *why, const std::vector<float> *relayed, double relayed_weight,
+                         const float *reference) {
   const double total = members.total;
   // This member's own weight: what it announced less what its clients bring.
   const double mine = std::max(0.0, members.weight[size_t(comm_->rank())] - (relayed ? relayed_weight : 0.0));
@@ -377,9 +388,10 @@ bool Peer::average_views(std::vector<FloatView> &views, const MemberWeights &mem
   uint64_t numel = 0;
   for (const auto &v : views) numel += v.numel;
   scratch_.resize(numel);
-  if (opt_.centered_clip) {
-    // The same protection as the gradients': each member's values as they
-    // are, combined by CenteredClip over the members that count.
+  if (opt_.centered_clip || codec != Codec::none) {
+    // As the gradients' sliced round: each member's values as they are,
+    // combined by CenteredClip or the weighted mean over the members that
+    // count.
     size_t at = 0;
     for (const auto &v : views) {
       std::memcpy(scratch_.data() + at, v.data, v.numel * sizeof(float));
@@ -390,7 +402,14 @@ bool Peer::average_views(std::vector<FloatView> &views, const MemberWeights &mem
       for (uint64_t i = 0; i < numel; ++i)
         scratch_[i] = float((double(scratch_[i]) * mine + double((*relayed)[i])) / all);
     }
-    if (!robust_average(*comm_, scratch_.data(), numel, members.weight, scratch_.data(), deadline, why)) return false;
+    // Members that share a reference send their drift from it: a weighted
+    // mean of (x - reference) is the mean less the reference, and a lossy
+    // codec then rounds to the drift's scale instead of the weights'.
+    const uint64_t referenced = reference ? std::min<uint64_t>(numel, numel_) : 0;
+    for (uint64_t i = 0; i < referenced; ++i) scratch_[i] -= reference[i];
+    if (!sliced_average(*comm_, scratch_.data(), numel, members.weight, scratch_.data(), codec, deadline, why))
+      return false;
+    for (uint64_t i = 0; i < referenced; ++i) scratch_[i] += reference[i];
     at = 0;
     for (auto &v : views) {
       std::memcpy(v.data, scratch_.data() + at, v.numel * sizeof(float));
@@ -422,6 +441,21 @@ void Peer::mark_synced() {
     std::memcpy(synced_.data() + at, p.data, p.numel * sizeof(float));
     at += p.numel;
   }
+  if (opt_.state_compression != Codec::none) {
+    Digest d;
+    d.update(synced_.data(), synced_.size() * sizeof(float));
+    synced_digest_ = d.finish();
+  }
+}
+
+bool Peer::same_reference(Clock::time_point deadline) {
+  // max and -min of the digest's halves (exact in a double) in one call.
+  const double hi = double(synced_digest_ >> 32), lo = double(synced_digest_ & 0xffffffffu);
+  double x[4] = {hi, lo, -hi, -lo};
+  std::string why;
+  if (synced_.size() != numel_ || comm_->allreduce(x, 4, LOOM_DTYPE_F64, LOOM_REDUCE_MAX, deadline, &why) != LOOM_OK)
+    return false;
+  return x[0] == -x[2] && x[1] == -x[3];
 }
 
 double Peer::drift_since_sync() const {
@@ -472,7 +506,16 @@ void Peer::average_parameters(const char *reason) {
                 std::string(reason) + ": no member's parameters were healthy; each keeps its own");
     return;
   }
-  if (!average_views(views, members, deadline, &why, &relayed, relayed_weight)) {
+  // Under a lossy codec, the drift from the parameters every member last
+  // synced to, when they all hold the same.
+  const bool drift_coded = opt_.state_compression != Codec::none && views_numel(params_) == numel_ &&
+                           same_reference(deadline);
+  if (!comm_->is_open()) {
+    log_limited(Level::warn, "state averaging", std::string(reason) + ": parameter averaging failed; keeping this peer's");
+    return;
+  }
+  if (!average_views(views, members, deadline, opt_.state_compression, &why, &relayed, relayed_weight,
+                     drift_coded ? synced_.data() : nullptr)) {
     log_limited(Level::warn, "state averaging", std::string(reason) + ": parameter averaging failed (" + why +
                                                     "); keeping this peer's");
     return;
@@ -481,6 +524,9 @@ void Peer::average_parameters(const char *reason) {
   mark_synced();
   detail(std::string(reason) + ": averaged the parameters" + (buffers ? " and " + std::to_string(buffers) + " buffers" : "") +
          " with " + std::to_string(comm_->size()) + " peers" +
+         (opt_.state_compression == Codec::none ? ""
+          : drift_coded ? std::string(" in ") + codec_name(opt_.state_compression) + ", as drift from the last synced state"
+                        : std::string(" in ") + codec_name(opt_.state_compression)) +
          (mine > 0 ? "" : " (this peer's own counted 0: it took the others' mean)"));
   if (opt_.average_optimizer_state) average_optimizer_state(reason, members, deadline);
 }
@@ -541,7 +587,10 @@ void Peer::average_optimizer_state(const char *reason, const MemberWeights &memb
     return;
   }
   if (numel == 0) return;
-  if (!average_views(views, members, deadline, &why)) {
+  // In f32 whatever state_compression says: Adam's second moments span
+  // magnitudes that fp16 or a linear 8-bit block flushes to zero, and a
+  // zeroed second moment makes the next step m / eps.
+  if (!average_views(views, members, deadline, Codec::none, &why)) {
     log_limited(Level::warn, "optimizer state", std::string(reason) + ": averaging the optimizer's statistics failed (" + why + "); keeping this peer's");
     return;
   }

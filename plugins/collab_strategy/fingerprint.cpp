@@ -64,6 +64,10 @@ std::string fingerprint_text(const loom_training_state_v1 &state, const Options 
     out += std::string("collab aggregation: centered_clip, clip_radius ") + radius + ", clip_iterations " +
            std::to_string(o.clip_iterations) + "\n";
   }
+  // Listed only when set, like aggregation: members must send the same codec.
+  if (o.compression != Codec::none) out += std::string("collab compression: ") + codec_name(o.compression) + "\n";
+  if (o.state_compression != Codec::none)
+    out += std::string("collab state_compression: ") + codec_name(o.state_compression) + "\n";
   out += std::string("collab average_optimizer_state: ") + (o.average_optimizer_state ? "true" : "false") + "\n";
   out += "collab target_batch_size: " + std::to_string(o.target_batch_size) + "\n";
   return out;

@@ -70,19 +70,17 @@ loom_status GroupComm::allreduce_scaled(const float *send, float *recv, uint64_t
   return complete(posted, request, deadline, "allreduce", why);
 }
 
-loom_status GroupComm::alltoall(const float *send, float *recv, uint64_t count, Clock::time_point deadline,
-                                std::string *why) {
+loom_status GroupComm::alltoall(const void *send, void *recv, uint64_t bytes, Clock::time_point deadline, std::string *why) {
   if (comm_ == nullptr) return no_comm(why);
   loom_request *request = nullptr;
-  const loom_status posted = vt_->alltoall(comm_, send, recv, count, LOOM_DTYPE_F32, &request);
+  const loom_status posted = vt_->alltoall(comm_, send, recv, bytes, LOOM_DTYPE_U8, &request);
   return complete(posted, request, deadline, "alltoall", why);
 }
 
-loom_status GroupComm::allgather(const float *send, float *recv, uint64_t count, Clock::time_point deadline,
-                                 std::string *why) {
+loom_status GroupComm::allgather(const void *send, void *recv, uint64_t bytes, Clock::time_point deadline, std::string *why) {
   if (comm_ == nullptr) return no_comm(why);
   loom_request *request = nullptr;
-  const loom_status posted = vt_->allgather(comm_, send, recv, count, LOOM_DTYPE_F32, &request);
+  const loom_status posted = vt_->allgather(comm_, send, recv, bytes, LOOM_DTYPE_U8, &request);
   return complete(posted, request, deadline, "allgather", why);
 }
 

@@ -55,12 +55,12 @@ class GroupComm {
   loom_status allreduce_scaled(const float *send, float *recv, uint64_t count, double scale,
                                Clock::time_point deadline, std::string *why);
 
-  // f32, out of place: block j (count values) of this member's send lands
-  // in block (this rank) of member j's recv. A failure aborts and closes.
-  loom_status alltoall(const float *send, float *recv, uint64_t count, Clock::time_point deadline, std::string *why);
-  // f32, out of place: recv (size x count) gets every member's send in rank
-  // order. A failure aborts and closes.
-  loom_status allgather(const float *send, float *recv, uint64_t count, Clock::time_point deadline, std::string *why);
+  // Bytes, out of place: block j (bytes long) of this member's send lands in
+  // block (this rank) of member j's recv. A failure aborts and closes.
+  loom_status alltoall(const void *send, void *recv, uint64_t bytes, Clock::time_point deadline, std::string *why);
+  // Bytes, out of place: recv (size x bytes) gets every member's send in
+  // rank order. A failure aborts and closes.
+  loom_status allgather(const void *send, void *recv, uint64_t bytes, Clock::time_point deadline, std::string *why);
 
   // Returns once every member called it (by deadline). A failure aborts and
   // closes the communicator.

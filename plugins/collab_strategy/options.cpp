@@ -118,6 +118,17 @@ const loom_option_decl kOptions[kNumOptions] = {
      "joiner's download begins at once; two copies of the state an epoch), \"never\" (a joiner waits for this "
      "peer's next step boundary), or \"auto\" (at every epoch's start while the copies cost at most 2% of the "
      "epoch). With average_state_every > 0 only state-averaging epochs are served, so only they are snapshot."},
+    {sizeof(loom_option_decl), LOOM_OPTION_STRING, "compression", "none",
+     "How gradients travel in a group's averaging: \"none\" (f32), \"fp16\" or \"bf16\" (half the bytes; "
+     "fp16 clamps beyond +-65504), or \"blockwise8\" (8 bits a value and one f32 scale per 256: about a quarter "
+     "of the bytes, each value within 1/254 of its block's largest). Compressed, each member owns a slice, "
+     "receives every member's copy of it, sums them in f32 and sends the mean back encoded (alltoall, then "
+     "allgather). Every peer of a run must use the same value (part of the fingerprint)."},
+    {sizeof(loom_option_decl), LOOM_OPTION_STRING, "state_compression", "none",
+     "The same for state averaging's parameters and buffers: \"none\", \"fp16\", \"bf16\" or "
+     "\"blockwise8\". Members that hold the same last synced parameters send their drift from them, so the "
+     "codec rounds the drift, not the weights. The optimizer's statistics (average_optimizer_state) always travel "
+     "in f32. Every peer of a run must use the same value."},
 };
 
 namespace {
@@ -325,6 +336,14 @@ bool read_options(const loom_host_v1 *host, Options *o, std::string *why) {
   o->snapshot_ahead = t == "always"  ? Options::SnapshotAhead::always
                       : t == "never" ? Options::SnapshotAhead::never
                                      : Options::SnapshotAhead::automatic;
+  for (auto [index, codec] : {std::pair{kOptCompression, &o->compression}, {kOptStateCompression, &o->state_compression}}) {
+    if (!r.text(index, &t)) return false;
+    if (!parse_codec(t, codec)) {
+      *why = std::string("option ") + kOptions[index].name + " = '" + t +
+             "' is not valid; use \"none\", \"fp16\", \"bf16\" or \"blockwise8\"";
+      return false;
+    }
+  }
   if (o->client_mode && o->checkpointer) {
     *why = "option client_mode = true is not valid with role = \"checkpointer\": a checkpointer serves the state to "
            "joiners, which needs connections in; run it where peers can reach it";

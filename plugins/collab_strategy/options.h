@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "compression.h"
 #include "loom/plugin.h"
 #include "state_transfer.h"
 #include "../common/swarm_key.h"
@@ -52,6 +53,8 @@ enum OptionIndex {
   kOptRelayClients,
   kOptProgressShardPeers,
   kOptSnapshotAhead,
+  kOptCompression,
+  kOptStateCompression,
   kNumOptions
 };
 
@@ -86,6 +89,11 @@ struct Options {
   bool centered_clip = false;   // aggregation = "centered_clip" (robust.h); false: "mean"
   double clip_radius = 0.5;     // CenteredClip's radius, in medians of the members' distances
   int64_t clip_iterations = 5;  // CenteredClip's iterations
+  // The codecs gradients (compression) and state averaging's parameters and
+  // optimizer statistics (state_compression) travel in (compression.h);
+  // anything but none averages slice by slice (sliced_round.cpp).
+  Codec compression = Codec::none;
+  Codec state_compression = Codec::none;
   // role = "checkpointer": a peer that never trains; it loads the swarm's
   // state every checkpoint_every epochs, keeps it in checkpoint_dir and
   // serves it to joiners (peer_checkpointer.cpp).

@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "compression.h"
 #include "dht.h"
 #include "fingerprint.h"
 #include "group_comm.h"
@@ -182,16 +183,24 @@ class Peer {
   // data is then unchanged).
   // relayed: what client-mode peers sent through this one (their weighted
   // sum, relayed_weight its weight: members.weight counts it already), or null.
+  // codec: how the values travel (compression.h). reference: under a
+  // codec, values every member holds alike (its first numel_ values), sent
+  // as each member's difference from them.
   bool average_views(std::vector<FloatView> &views, const MemberWeights &members, Clock::time_point deadline,
-                     std::string *why, const std::vector<float> *relayed = nullptr, double relayed_weight = 0);
-  // aggregation = centered_clip (robust_round.cpp): out (numel values) gets
-  // the CenteredClip (robust.h) of every member's values, weighted by
-  // weights (per rank; 0 leaves a member out). Each member owns a slice:
-  // an alltoall brings it every member's copy of its slice, and an
-  // allgather brings every member the results. out may be values. False,
-  // with *why, when the collective failed.
-  bool robust_average(GroupComm &comm, const float *values, uint64_t numel, const std::vector<double> &weights,
-                      float *out, Clock::time_point deadline, std::string *why);
+                     Codec codec, std::string *why, const std::vector<float> *relayed = nullptr, double relayed_weight = 0,
+                     const float *reference = nullptr);
+  // Whether every member of comm_ holds the same synced_ (by its digest); a
+  // tiny allreduce. False when the collective failed.
+  bool same_reference(Clock::time_point deadline);
+  // A group's average slice by slice (sliced_round.cpp): out (numel values)
+  // gets the CenteredClip (aggregation = centered_clip, robust.h) or the
+  // weighted mean of every member's values, weighted by weights (per rank; 0
+  // leaves a member out), the values travelling in codec (compression.h).
+  // Each member owns a slice: an alltoall brings it every member's copy of
+  // its slice, and an allgather brings every member the results. out may be
+  // values. False, with *why, when the collective failed.
+  bool sliced_average(GroupComm &comm, const float *values, uint64_t numel, const std::vector<double> &weights,
+                      float *out, Codec codec, Clock::time_point deadline, std::string *why);
   // Adds views of the host's float32 buffers (ABI 1.4) to *views; returns
   // how many.
   size_t append_buffer_views(std::vector<FloatView> *views);
@@ -416,8 +425,10 @@ class Peer {
   std::string last_local_reason_;  // why the last epoch stepped alone, if it did
   std::unique_ptr<Pending> pending_;
   std::vector<float, loom_plugin_common::HugePageAllocator<float>> zeros_;  // what a member counting 0 sends
-  // centered_clip's slices: what this member sends, what it receives, its result.
-  std::vector<float, loom_plugin_common::HugePageAllocator<float>> robust_send_, robust_recv_, robust_slice_;
+  // sliced_average's buffers: the encoded slices this member sends and
+  // receives, its slice's decoded copies and their combination.
+  std::vector<uint8_t, loom_plugin_common::HugePageAllocator<uint8_t>> slice_send_, slice_recv_;
+  std::vector<float> slice_copies_, slice_mean_;
   int64_t last_heal_try_ms_ = 0;
   // What observers see (records.h's version 5 fields): the training thread
   // sets them, the background thread publishes them.
@@ -440,6 +451,10 @@ class Peer {
   // Health (set on the training thread, read by the background's records).
   std::atomic<bool> unhealthy_{false};
   std::vector<float> synced_;  // see mark_synced
+  // A digest of synced_, kept under a lossy state_compression: a group whose
+  // members all hold the same last synced parameters averages their drift
+  // from them, so the codec rounds the drift, not the weights.
+  uint64_t synced_digest_ = 0;
 
   // The fingerprint: fixed at setup.
   std::string fingerprint_text_;

@@ -1,0 +1,192 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "compression.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "../common/half_float.h"
+
+namespace loom_collab {
+
+using loom_plugin_common::bf16_to_float;
+using loom_plugin_common::f16_to_float;
+using loom_plugin_common::float_to_bf16;
+using loom_plugin_common::float_to_f16;
+
+namespace {
+
+constexpr float kF16Max = 65504.0f;
+
+uint64_t blocks_of(uint64_t n) { return (n + kQuantBlock - 1) / kQuantBlock; }
+
+uint64_t encode_halves(const float *in, uint64_t n, uint8_t *out, bool f16) {
+  uint64_t clamped = 0;
+  for (uint64_t i = 0; i < n; ++i) {
+    float x = in[i];
+    uint16_t h;
+    if (f16) {
+      if (x > kF16Max || x < -kF16Max) {
+        x = x > 0 ? kF16Max : -kF16Max;
+        ++clamped;
+      }
+      h = float_to_f16(x);
+    } else {
+      h = float_to_bf16(x);
+      if ((h & 0x7fffu) == 0x7f80u) h = uint16_t((h & 0x8000u) | 0x7f7fu);  // rounded past the largest finite
+    }
+    std::memcpy(out + 2 * i, &h, 2);  // little-endian hosts only, as the whole wire (DESIGN.md)
+  }
+  return clamped;
+}
+
+void encode_blockwise(const float *in, uint64_t n, uint8_t *out) {
+  const uint64_t blocks = blocks_of(n);
+  auto *codes = reinterpret_cast<int8_t *>(out + 4 * blocks);
+  for (uint64_t b = 0; b < blocks; ++b) {
+    const uint64_t begin = b * kQuantBlock, end = std::min(n, begin + kQuantBlock);
+    float absmax = 0;
+    for (uint64_t i = begin; i < end; ++i) absmax = std::max(absmax, std::fabs(in[i]));
+    const float scale = absmax / 127.0f;
+    std::memcpy(out + 4 * b, &scale, 4);
+    if (scale == 0 || !std::isfinite(scale)) {  // all zeros (a non-finite block is the caller's to refuse)
+      std::memset(codes + begin, 0, end - begin);
+      continue;
+    }
+    const float inv = 1.0f / scale;
+    for (uint64_t i = begin; i < end; ++i) {
+      const float q = std::nearbyint(in[i] * inv);
+      codes[i] = int8_t(std::clamp(q, -127.0f, 127.0f));
+    }
+  }
+}
+
+void decode_blockwise(const uint8_t *in, uint64_t n, float *out) {
+  const uint64_t blocks = blocks_of(n);
+  const auto *codes = reinterpret_cast<const int8_t *>(in + 4 * blocks);
+  for (uint64_t b = 0; b < blocks; ++b) {
+    float scale;
+    std::memcpy(&scale, in + 4 * b, 4);
+    const uint64_t begin = b * kQuantBlock, end = std::min(n, begin + kQuantBlock);
+    for (uint64_t i = begin; i < end; ++i) out[i] = float(codes[i]) * scale;
+  }
+}
+
+}  // namespace
+
+bool parse_codec(const std::string &name, Codec *out) {
+  for (Codec c : {Codec::none, Codec::fp16, Codec::bf16, Codec::blockwise8})
+    if (name == codec_name(c)) {
+      *out = c;
+      return true;
+    }
+  return false;
+}
+
+const char *codec_name(Codec c) {
+  switch (c) {
+    case Codec::fp16: return "fp16";
+    case Codec::bf16: return "bf16";
+    case Codec::blockwise8: return "blockwise8";
+    default: return "none";
+  }
+}
+
+uint64_t encoded_bytes(Codec c, uint64_t n) {
+  switch (c) {
+    case Codec::fp16:
+    case Codec::bf16: return 2 * n;
+    case Codec::blockwise8: return 4 * blocks_of(n) + n;
+    default: return 4 * n;
+  }
+}
+
+uint64_t encode(Codec c, const float *in, uint64_t n, uint8_t *out) {
+  switch (c) {
+    case Codec::fp16: return encode_halves(in, n, out, true);
+    case Codec::bf16: return encode_halves(in, n, out, false);
+    case Codec::blockwise8: encode_blockwise(in, n, out); return 0;
+    default: std::memcpy(out, in, 4 * n); return 0;
+  }
+}
+
+void decode(Codec c, const uint8_t *in, uint64_t n, float *out) {
+  switch (c) {
+    case Codec::fp16:
+    case Codec::bf16:
+      for (uint64_t i = 0; i < n; ++i) {
+        uint16_t h;
+        std::memcpy(&h, in + 2 * i, 2);
+        out[i] = c == Codec::fp16 ? f16_to_float(h) : bf16_to_float(h);
+      }
+      return;
+    case Codec::blockwise8: decode_blockwise(in, n, out); return;
+    default: std::memcpy(out, in, 4 * n); return;
+  }
+}
+
+double codec_error_bound(Codec c, double x, double block_absmax) {
+  const double a = std::fabs(x);
+  switch (c) {
+    case Codec::fp16: return a > kF16Max ? a - kF16Max : std::max(a * 0x1p-11, 0x1p-25);
+    case Codec::bf16: return std::max(a * 0x1p-8, 0x1p-134);
+    // The scale is rounded to f32 and so is x / scale: a few ulps of absmax more.
+    case Codec::blockwise8: return block_absmax / 254.0 * (1 + 0x1p-20);
+    default: return 0;
+  }
+}
+
+SliceLayout::SliceLayout(Codec c, uint64_t n, uint64_t m)
+    : numel(n), members(m), chunk(m ? (n + m - 1) / m : 0), slice_bytes(encoded_bytes(c, chunk)) {}
+
+uint64_t encode_slices(Codec c, const SliceLayout &l, const float *values, uint8_t *out) {
+  std::vector<float> padded(l.chunk);
+  uint64_t clamped = 0;
+  for (uint64_t j = 0; j < l.members; ++j) {
+    const uint64_t begin = std::min(l.numel, j * l.chunk), len = std::min(l.numel, begin + l.chunk) - begin;
+    const float *slice = values + begin;
+    if (len < l.chunk) {  // the last slices: padded with zeros
+      std::fill(padded.begin(), padded.end(), 0.0f);
+      std::copy(values + begin, values + begin + len, padded.begin());
+      slice = padded.data();
+    }
+    clamped += encode(c, slice, l.chunk, out + j * l.slice_bytes);
+  }
+  return clamped;
+}
+
+void decode_copies(Codec c, const SliceLayout &l, const uint8_t *received, float *copies) {
+  for (uint64_t j = 0; j < l.members; ++j) decode(c, received + j * l.slice_bytes, l.chunk, copies + j * l.chunk);
+}
+
+void weighted_mean(const std::vector<const float *> &copies, const std::vector<double> &weights, uint64_t len,
+                   float *out) {
+  std::fill(out, out + len, 0.0f);
+  double total = 0;
+  for (size_t j = 0; j < copies.size(); ++j) {
+    if (!(weights[j] > 0)) continue;
+    total += weights[j];
+    const float w = float(weights[j]);
+    const float *x = copies[j];
+    for (uint64_t i = 0; i < len; ++i) out[i] += w * x[i];
+  }
+  if (!(total > 0)) return;
+  const float inv = float(1.0 / total);
+  for (uint64_t i = 0; i < len; ++i) out[i] *= inv;
+}
+
+void decode_gathered(Codec c, const SliceLayout &l, const uint8_t *gathered, float *out) {
+  std::vector<float> slice(l.chunk);
+  for (uint64_t j = 0; j < l.members; ++j) {
+    const uint64_t begin = std::min(l.numel, j * l.chunk), len = std::min(l.numel, begin + l.chunk) - begin;
+    if (len == 0) break;
+    if (len == l.chunk) {
+      decode(c, gathered + j * l.slice_bytes, l.chunk, out + begin);
+    } else {
+      decode(c, gathered + j * l.slice_bytes, l.chunk, slice.data());
+      std::copy(slice.begin(), slice.begin() + len, out + begin);
+    }
+  }
+}
+
+}  // namespace loom_collab
