@@ -10,6 +10,7 @@
 #include <limits>
 #include <random>
 
+#include "../common/half_float.h"
 #include "compression.h"
 
 namespace loom_collab {
@@ -194,6 +195,27 @@ TEST(Compression, Fp16ClampsWhatLiesBeyondItsRangeAndCountsIt) {
   std::vector<float> back(v.size());
   decode(Codec::fp16, bytes.data(), v.size(), back.data());
   EXPECT_EQ(back, (std::vector<float>{65504.0f, -65504.0f, 65504.0f, 1.0f}));
+}
+
+// encode may take the F16C instructions (x86-64 CPUs that have them): a
+// member with them and one without must send the same bits.
+TEST(Compression, Fp16AgreesBitForBitWithTheScalarConversion) {
+  std::vector<float> v = mixed_values(10007, 3);
+  for (float x : {0x1p-24f, 0x1p-25f, 0x1.8p-25f, 0x1p-14f, 0x1.ffcp-15f, 65504.0f, 65519.0f, -0.0f, 1.0f + 0x1p-11f,
+                  1.0f + 0x1.8p-11f, 2049.0f, 2051.0f})
+    v.push_back(x);  // ties, the subnormal edge, the largest finite
+  std::vector<uint8_t> bytes(encoded_bytes(Codec::fp16, v.size()));
+  encode(Codec::fp16, v.data(), v.size(), bytes.data());
+  std::vector<float> back(v.size());
+  decode(Codec::fp16, bytes.data(), v.size(), back.data());
+  for (size_t i = 0; i < v.size(); ++i) {
+    const float clamped = std::min(65504.0f, std::max(-65504.0f, v[i]));
+    uint16_t h;
+    std::memcpy(&h, bytes.data() + 2 * i, 2);
+    ASSERT_EQ(h, loom_plugin_common::float_to_f16(clamped)) << "value " << i << ": " << v[i];
+    ASSERT_EQ(loom_plugin_common::float_bits(back[i]), loom_plugin_common::float_bits(loom_plugin_common::f16_to_float(h)))
+        << "value " << i;
+  }
 }
 
 TEST(Compression, Bf16KeepsTheLargestFloatFinite) {
