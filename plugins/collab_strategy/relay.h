@@ -27,11 +27,18 @@
 //           weight f64, norm f64, count u64 (values that follow), the
 //           client's peer id u64 (the relay waits for the clients it
 //           serves that train at its epoch), CRC-32 of the previous 48
-//           bytes u32, 4 zero bytes.
+//           bytes u32, codec u8 (compression.h's Codec: how the values
+//           travel), 3 zero bytes. With a codec other than none the values
+//           are encoded_bytes(codec, count) bytes of encode()'s output.
 // A contribution's weight is its samples (gradients) or 1 (parameters),
-// its values the weighted sum weight x mean; norm, that of its mean
+// its values the weighted sum weight x mean (with a codec: the mean, which
+// fp16's range holds, and the relay weighs it); norm, that of its mean
 // (gradients; -1 unknown). A result's weight is the whole group's, its
-// values the group's mean (count 0 unless averaged).
+// values the group's mean (count 0 unless averaged), in the codec the
+// contribution came in. A client sends its gradients in the swarm's
+// compression; state averaging through a relay travels in f32 (the relay
+// cannot know the client's last synced parameters, so a lossy codec would
+// round the weights, not their drift).
 #ifndef LOOM_COLLAB_RELAY_H
 #define LOOM_COLLAB_RELAY_H
 
@@ -43,6 +50,7 @@
 #include <string>
 #include <vector>
 
+#include "compression.h"
 #include "log.h"
 #include "state_transfer.h"
 #include "../common/swarm_key.h"
@@ -71,6 +79,7 @@ struct RelayMessage {
   double weight = 0;
   double norm = -1;
   uint64_t peer = 0;  // the client's peer id (its progress record's)
+  Codec codec = Codec::none;  // how values travel; a contribution's values are then its mean
   std::vector<float> values;
   std::string why;  // a refusal's or miss's reason (not on the wire: the relay logs it)
 };

@@ -84,9 +84,17 @@ bool RelayChannel::send(const RelayMessage &m, const IoLimits &lim, Io *io, std:
   put64(h + 32, m.values.size());
   put64(h + 40, m.peer);
   put32(h + 48, crc(h, 48));
+  h[52] = uint8_t(m.codec);
   if (!send_frame(h, sizeof h, lim, io, why)) return false;
   const auto *bytes = reinterpret_cast<const uint8_t *>(m.values.data());
-  const size_t total = m.values.size() * sizeof(float);
+  size_t total = m.values.size() * sizeof(float);
+  std::vector<uint8_t> encoded;
+  if (m.codec != Codec::none) {
+    encoded.resize(encoded_bytes(m.codec, m.values.size()));
+    encode(m.codec, m.values.data(), m.values.size(), encoded.data());
+    bytes = encoded.data();
+    total = encoded.size();
+  }
   for (size_t off = 0; off < total; off += kRelayFrameBytes)
     if (!send_frame(bytes + off, std::min(kRelayFrameBytes, total - off), lim, io, why)) return false;
   return true;
@@ -164,6 +172,11 @@ bool RelayChannel::recv(RelayMessage *m, uint64_t max_count, const IoLimits &lim
     *why = "a relay message of unknown status " + std::to_string(status);
     return false;
   }
+  if (h[52] > uint8_t(Codec::blockwise8) || h[53] || h[54] || h[55]) {
+    *why = "a relay message in unknown codec " + std::to_string(h[52]) + " (0 none, 1 fp16, 2 bf16, 3 blockwise8)";
+    return false;
+  }
+  const Codec codec = Codec(h[52]);
   const uint64_t count = get64(h + 32);
   if (count > max_count) {
     *why = "a relay message of " + std::to_string(count) + " values, more than the " + std::to_string(max_count) +
@@ -176,12 +189,15 @@ bool RelayChannel::recv(RelayMessage *m, uint64_t max_count, const IoLimits &lim
   m->weight = from_bits(get64(h + 16));
   m->norm = from_bits(get64(h + 24));
   m->peer = get64(h + 40);
+  m->codec = codec;
   m->values.resize(count);
   m->why.clear();
-  auto *bytes = reinterpret_cast<uint8_t *>(m->values.data());
-  const size_t total = count * sizeof(float);
+  std::vector<uint8_t> encoded(codec != Codec::none ? encoded_bytes(codec, count) : 0);
+  auto *bytes = codec != Codec::none ? encoded.data() : reinterpret_cast<uint8_t *>(m->values.data());
+  const size_t total = codec != Codec::none ? encoded.size() : count * sizeof(float);
   for (size_t off = 0; off < total; off += kRelayFrameBytes)
     if (!recv_frame(bytes + off, std::min(kRelayFrameBytes, total - off), lim, nullptr, io, why)) return false;
+  if (codec != Codec::none) decode(codec, encoded.data(), count, m->values.data());
   *io = Io::ok;
   return true;
 }

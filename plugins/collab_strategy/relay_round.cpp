@@ -43,6 +43,12 @@ void Peer::relay_contribution(const std::string &client, RelayMessage &m, const 
                                             std::to_string(expected) + (parameters ? " parameters and buffers" : ""));
   if (!(m.weight > 0) || !std::isfinite(m.weight) || m.weight > (parameters ? 1.0 : 1e15))
     return answer(RelayStatus::refused, "its weight " + number(m.weight) + (parameters ? " is not 1" : " is not a positive sample count"));
+  if (m.codec != Codec::none && !parameters) {
+    // Encoded, a contribution carries its mean (fp16 may not hold weight x
+    // mean): weighed here, as every other contribution comes.
+    const float w = float(m.weight);
+    for (float &v : m.values) v *= w;
+  }
   const double squares = sum_of_squares(m.values.data(), m.values.size());
   if (!std::isfinite(squares))
     return answer(RelayStatus::refused, std::string("its ") + (parameters ? "parameters" : "gradients") + " are not finite");
@@ -382,7 +388,9 @@ RoundEnd Peer::relay_gradients(double weight, double norm) {
   m.norm = norm;
   m.peer = id_;
   m.values.resize(numel_);
-  const float k = float(weight / windows);
+  // In the swarm's compression, the mean (the relay weighs it); else weight x mean.
+  m.codec = opt_.compression;
+  const float k = opt_.compression != Codec::none ? float(1.0 / windows) : float(weight / windows);
   size_t at = 0;
   for (const auto &g : grads_) {
     for (uint64_t i = 0; i < g.numel; ++i) m.values[at + i] = g.data[i] * k;
@@ -405,7 +413,8 @@ RoundEnd Peer::relay_gradients(double weight, double norm) {
       }
       detail("epoch " + std::to_string(epoch) + ": averaged gradients of " + std::to_string(uint64_t(m.weight)) +
              " samples through relay peer " + std::to_string(relay_peer_) + " (" +
-             milliseconds_text(Clock::now() - start) + " ms)");
+             milliseconds_text(Clock::now() - start) + " ms" +
+             (m.codec != Codec::none ? std::string(", in ") + codec_name(m.codec) : "") + ")");
       last_local_reason_.clear();
       return RoundEnd::averaged;
     case RelayStatus::missed:

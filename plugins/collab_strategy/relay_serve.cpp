@@ -73,7 +73,9 @@ void StateServer::Impl::relay_session(Transfer &t, RelayHandler handler, uint64_
       ended = "a bad message";
       break;
     }
+    const Codec codec = m.codec;  // the result travels as the contribution came
     handler(t.peer, m, [&] { return stopping.load() || t.cancel.load(); });
+    m.codec = codec;
     if (!channel.send(m, lim, &io, &why)) {
       ended = "the result could not be sent (" + why + ")";
       break;

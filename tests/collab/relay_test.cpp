@@ -2,6 +2,9 @@
 // Relaying for client-mode peers (relay.h): a client's link to a relay's
 // state server carries contributions and results, open or keyed, and the
 // server refuses whoever it must with a reason.
+#include <atomic>
+#include <cmath>
+#include <cstring>
 #include <thread>
 
 #include "relay.h"
@@ -9,6 +12,9 @@
 #include "state_wire.h"
 
 namespace loom_collab {
+
+void PrintTo(Codec c, std::ostream *os);  // compression_test.cpp: names a Codec parameter
+
 namespace {
 
 using namespace transfer_test;
@@ -67,6 +73,46 @@ INSTANTIATE_TEST_SUITE_P(Swarms, RelayRoundTrip, ::testing::Bool(),
                          [](const ::testing::TestParamInfo<bool> &info) {
                            return info.param ? std::string("Keyed") : std::string("Open");
                          });
+
+// A contribution in a codec reaches the relay decoded (within the codec's
+// bound), and the result comes back in the same codec.
+class RelayCodecs : public ::testing::TestWithParam<Codec> {};
+
+TEST_P(RelayCodecs, AContributionAndItsResultTravelInTheCodecWithinItsBound) {
+  const Codec codec = GetParam();
+  LogSink log;
+  StateServer server("127.0.0.1", 0, kRun, log.fn());
+  std::atomic<int> seen_codec{-1};
+  server.set_relay(
+      [&](const std::string &c, RelayMessage &m, const std::function<bool()> &stop) {
+        seen_codec = int(m.codec);
+        doubling(c, m, stop);
+      },
+      4, 1 << 20);
+  std::string why;
+  auto link = RelayLink::open("127.0.0.1", server.port(), kRun, std::nullopt, milliseconds(5000), &why);
+  ASSERT_TRUE(link) << why << "\n" << log.text();
+  RelayMessage m;
+  m.epoch = 3;
+  m.weight = 3;
+  m.codec = codec;
+  for (size_t i = 0; i < 1000; ++i) m.values.push_back(float(int(i % 200) - 100) * 0.013f);
+  const RelayMessage sent = m;
+  ASSERT_TRUE(link->exchange(m, 1 << 20, std::chrono::steady_clock::now() + milliseconds(5000), &why)) << why;
+  EXPECT_EQ(seen_codec.load(), int(codec));
+  EXPECT_EQ(m.codec, codec);
+  ASSERT_EQ(m.values.size(), sent.values.size());
+  const double absmax = 100 * 0.013;  // every blockwise8 block holds -100 x 0.013
+  for (size_t i = 0; i < m.values.size(); ++i) {
+    const double exact = 2.0 * sent.values[i] + 3;
+    const double bound = 2 * codec_error_bound(codec, sent.values[i], absmax) +
+                         codec_error_bound(codec, exact, 2 * absmax + 3 + 0.1) + 1e-6;
+    ASSERT_LE(std::fabs(m.values[i] - exact), bound) << codec_name(codec) << " value " << i;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(EachCodec, RelayCodecs, ::testing::Values(Codec::fp16, Codec::bf16, Codec::blockwise8),
+                         [](const ::testing::TestParamInfo<Codec> &info) { return std::string(codec_name(info.param)); });
 
 TEST(Relay, AServerThatRelaysForNobodyRefusesWithAReason) {
   LogSink log;
@@ -145,6 +191,41 @@ TEST(Relay, ACorruptedFrameEndsTheSessionWithAWarning) {
   ASSERT_EQ(write_all(fd.get(), &f, 1, lim, &err), Io::ok);
   EXPECT_TRUE(eventually([&] { return log.has(Level::warn, {"bad relay message", "checksum does not match"}); }))
       << log.text();
+  EXPECT_TRUE(eventually([&] { return server.relaying() == 0; }));
+}
+
+TEST(Relay, AnUnknownCodecEndsTheSessionNamingTheValidOnes) {
+  using namespace wire;
+  LogSink log;
+  StateServer server("127.0.0.1", 0, kRun, log.fn());
+  server.set_relay(doubling, 4, 10);
+  IoLimits lim{milliseconds(3000), Clock::now() + milliseconds(5000), nullptr, -1};
+  Fd fd;
+  std::string why;
+  ASSERT_TRUE(connect_to("127.0.0.1", server.port(), lim, &fd, &why)) << why;
+  uint8_t req[kStateRequestSize];
+  encode_request(req, kRun, 0, kStateFlagRelay);
+  iovec iov{req, sizeof req};
+  int err = 0;
+  ASSERT_EQ(write_all(fd.get(), &iov, 1, lim, &err), Io::ok);
+  uint8_t reply[kStateReplySize];
+  size_t got = 0;
+  ASSERT_EQ(read_all(fd.get(), reply, sizeof reply, lim, &got, &err), Io::ok);
+  // A well-formed header but for its codec byte.
+  uint8_t h[kRelayHeaderSize] = {};
+  put32(h, kRelayMagic);
+  put16(h + 4, uint16_t(RelayKind::gradients));
+  put32(h + 48, crc(h, 48));
+  h[52] = 9;
+  uint8_t frame[8 + kRelayHeaderSize];
+  put32(frame, kRelayHeaderSize);
+  put32(frame + 4, crc(h, sizeof h));
+  std::memcpy(frame + 8, h, sizeof h);
+  iovec f{frame, sizeof frame};
+  ASSERT_EQ(write_all(fd.get(), &f, 1, lim, &err), Io::ok);
+  EXPECT_TRUE(eventually([&] {
+    return log.has(Level::warn, {"bad relay message", "unknown codec 9 (0 none, 1 fp16, 2 bf16, 3 blockwise8)"});
+  })) << log.text();
   EXPECT_TRUE(eventually([&] { return server.relaying() == 0; }));
 }
 

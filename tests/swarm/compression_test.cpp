@@ -85,6 +85,36 @@ TEST(Compression, EachCodecTrainsDigitsWithinAPointOfUncompressedAndThePeersAgre
   }
 }
 
+// A client-mode peer's gradients go to its relay in the swarm's codec too
+// (its uplink is where compression matters most), and the result comes back
+// in it.
+TEST(Compression, AClientSendsItsGradientsThroughItsRelayInTheCodec) {
+  Scratch scratch;
+  const std::vector<std::string> sets = {"trainer.threads=1", "strategy.options.listen=127.0.0.1",
+                                         "strategy.options.verbose=true", "strategy.options.min_peers=3",
+                                         "strategy.options.compression=blockwise8",
+                                         "strategy.options.run_id=" + unique_run_id("codec-client")};
+  auto client_sets = sets;
+  client_sets.push_back("strategy.options.client_mode=true");
+  Peer p0(scratch, "p0", digits_config(), sets);
+  ASSERT_TRUE(wait_until([&] { return !p0.address().empty(); }, seconds(30))) << p0.tail();
+  const std::map<std::string, std::string> env{{"LOOM_INITIAL_PEERS", p0.address()}};
+  Peer p1(scratch, "p1", digits_config(), sets, env);
+  Peer c0(scratch, "c0", digits_config(), client_sets, env);
+  for (Peer *p : {&p0, &p1, &c0}) {
+    ASSERT_EQ(p->wait_exit(seconds(240)), 0) << p->tail();
+    const auto final = final_result(p->log());
+    ASSERT_TRUE(final) << p->tail();
+    EXPECT_GE(final->accuracy, 0.93) << p->name();
+  }
+  const size_t relayed = count_of(c0.log(), "samples through relay peer");
+  const size_t encoded = count_of(c0.log(), " ms, in blockwise8)");
+  std::printf("[ figures  ] client: %zu rounds through its relay, %zu of them in blockwise8\n", relayed, encoded);
+  EXPECT_GE(relayed, 30u) << c0.tail();
+  EXPECT_EQ(encoded, relayed);
+  EXPECT_LE(max_parameter_difference(p0.final_dir(), c0.final_dir()), 0.01);
+}
+
 TEST(Compression, AnotherCodecIsAConfigurationErrorNamingTheValidOnes) {
   Scratch scratch;
   for (const char *option : {"compression", "state_compression"}) {
