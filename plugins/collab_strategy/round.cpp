@@ -21,6 +21,9 @@ constexpr auto kPoll = std::chrono::milliseconds(10);
 // while one that starts late overshoots it by whatever the members
 // accumulated meanwhile.
 constexpr double kEnterFraction = 0.75;
+// How many epochs a peer's record may lag behind its progress and still
+// keep a matchmaking leader from closing alone early (matchmake).
+constexpr int64_t kLagEpochs = 8;
 
 }  // namespace
 
@@ -353,6 +356,11 @@ std::optional<GroupRecord> Peer::matchmake(int64_t epoch, uint32_t attempt, Cloc
     std::vector<uint64_t> expected = now_view.training_at(epoch);
     for (uint64_t p : now_view.training_at(epoch - 1)) expected.push_back(p);
     bool all = std::all_of(expected.begin(), expected.end(), [&](uint64_t p) { return joiners.count(p) > 0; });
+    // Never close alone early while another peer trains: its record may
+    // lag by more than an epoch (fast epochs, reads spaced by the ETA), and
+    // two peers that each closed alone stepped alone at every epoch after,
+    // in lockstep, each seeing the other behind: a split swarm for good.
+    if (all && joiners.size() == 1 && now_view.others_train_near(epoch, kLagEpochs)) all = false;
     if (all || Clock::now() >= close_at) break;
     std::this_thread::sleep_for(kPoll);
   }

@@ -22,6 +22,12 @@ std::vector<uint64_t> SwarmView::accumulating_at(int64_t epoch) const {
   return out;
 }
 
+bool SwarmView::others_train_near(int64_t epoch, int64_t behind) const {
+  return std::any_of(others.begin(), others.end(), [&](const ProgressRecord &r) {
+    return r.epoch >= epoch - behind && !(r.flags & (ProgressRecord::kAway | ProgressRecord::kClient));
+  });
+}
+
 int64_t read_interval_ms(const SwarmView &v, uint64_t target) {
   // Reached: this peer enters a round at its next step and decides nothing
   // more on the others' records until its epoch changes (which reads at once).

@@ -28,6 +28,10 @@ struct SwarmView {
   // trains (stuck, or broken) must not hold the others up for a whole
   // averaging_timeout.
   std::vector<uint64_t> accumulating_at(int64_t epoch) const;
+  // Whether a live peer other than this one trains (not loading, unhealthy
+  // or a client) at an epoch no more than `behind` before `epoch`, or after
+  // it: its record may lag its progress.
+  bool others_train_near(int64_t epoch, int64_t behind) const;
   std::vector<ProgressRecord> others;  // live, not this one, not a checkpointer
 };
 

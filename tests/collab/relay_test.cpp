@@ -164,6 +164,23 @@ TEST(Relay, AContributionLargerThanTheModelEndsTheSession) {
   EXPECT_TRUE(eventually([&] { return server.relaying() == 0; }));
 }
 
+// A relay session opened by hand on an open swarm's server, so that a test
+// can send what no RelayLink would. The server's reply is checked (taken).
+void open_raw_session(const StateServer &server, const wire::IoLimits &lim, wire::Fd *fd) {
+  using namespace wire;
+  std::string why;
+  ASSERT_TRUE(connect_to("127.0.0.1", server.port(), lim, fd, &why)) << why;
+  uint8_t req[kStateRequestSize];
+  encode_request(req, kRun, 0, kStateFlagRelay);
+  iovec iov{req, sizeof req};
+  int err = 0;
+  ASSERT_EQ(write_all(fd->get(), &iov, 1, lim, &err), Io::ok);
+  uint8_t reply[kStateReplySize];
+  size_t got = 0;
+  ASSERT_EQ(read_all(fd->get(), reply, sizeof reply, lim, &got, &err), Io::ok);
+  EXPECT_EQ(get16(reply + 6), uint16_t(StateStatus::ok));
+}
+
 TEST(Relay, ACorruptedFrameEndsTheSessionWithAWarning) {
   using namespace wire;
   LogSink log;
@@ -171,17 +188,8 @@ TEST(Relay, ACorruptedFrameEndsTheSessionWithAWarning) {
   server.set_relay(doubling, 4, 10);
   IoLimits lim{milliseconds(3000), Clock::now() + milliseconds(5000), nullptr, -1};
   Fd fd;
-  std::string why;
-  ASSERT_TRUE(connect_to("127.0.0.1", server.port(), lim, &fd, &why)) << why;
-  uint8_t req[kStateRequestSize];
-  encode_request(req, kRun, 0, kStateFlagRelay);
-  iovec iov{req, sizeof req};
+  ASSERT_NO_FATAL_FAILURE(open_raw_session(server, lim, &fd));
   int err = 0;
-  ASSERT_EQ(write_all(fd.get(), &iov, 1, lim, &err), Io::ok);
-  uint8_t reply[kStateReplySize];
-  size_t got = 0;
-  ASSERT_EQ(read_all(fd.get(), reply, sizeof reply, lim, &got, &err), Io::ok);
-  EXPECT_EQ(get16(reply + 6), uint16_t(StateStatus::ok));
   // A header frame whose CRC does not match its bytes.
   uint8_t frame[8 + kRelayHeaderSize] = {};
   put32(frame, kRelayHeaderSize);
@@ -201,16 +209,8 @@ TEST(Relay, AnUnknownCodecEndsTheSessionNamingTheValidOnes) {
   server.set_relay(doubling, 4, 10);
   IoLimits lim{milliseconds(3000), Clock::now() + milliseconds(5000), nullptr, -1};
   Fd fd;
-  std::string why;
-  ASSERT_TRUE(connect_to("127.0.0.1", server.port(), lim, &fd, &why)) << why;
-  uint8_t req[kStateRequestSize];
-  encode_request(req, kRun, 0, kStateFlagRelay);
-  iovec iov{req, sizeof req};
+  ASSERT_NO_FATAL_FAILURE(open_raw_session(server, lim, &fd));
   int err = 0;
-  ASSERT_EQ(write_all(fd.get(), &iov, 1, lim, &err), Io::ok);
-  uint8_t reply[kStateReplySize];
-  size_t got = 0;
-  ASSERT_EQ(read_all(fd.get(), reply, sizeof reply, lim, &got, &err), Io::ok);
   // A well-formed header but for its codec byte.
   uint8_t h[kRelayHeaderSize] = {};
   put32(h, kRelayMagic);

@@ -19,12 +19,6 @@
 namespace loom::swarm {
 namespace {
 
-size_t count_of(const std::string &text, const std::string &what) {
-  size_t n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
-}
-
 TEST(ClientMode, AClientTrainsThroughARelayAndEndsWithTheSwarmsParameters) {
   Scratch scratch;
   const std::string run = unique_run_id("client");

@@ -18,12 +18,6 @@
 namespace loom::swarm {
 namespace {
 
-size_t count_of(const std::string &text, const std::string &what) {
-  size_t n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
-}
-
 struct CodecRun {
   double accuracy = -1;  // the two peers' mean; -1: one failed
   size_t compressed_rounds = 0;

@@ -167,6 +167,12 @@ bool wait_until(const std::function<bool()>& pred, milliseconds timeout, millise
   return true;
 }
 
+size_t count_of(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
 std::vector<Averaged> averaged_rounds(const std::string& log) {
   static const std::regex re(
       R"(epoch ([0-9]+): averaged gradients of ([0-9]+) samples with ([0-9]+) peers [^\n]*\(matchmaking [0-9.]+ ms(, group and communicator prepared ahead)?)");

@@ -95,6 +95,9 @@ std::vector<std::unique_ptr<Peer>> start_teacher_swarm(const Scratch& scratch, i
 // Checks pred every poll until it holds (true) or timeout passes (false).
 bool wait_until(const std::function<bool()>& pred, milliseconds timeout, milliseconds poll = milliseconds(20));
 
+// How many times what occurs in text (overlapping occurrences too).
+size_t count_of(const std::string& text, const std::string& what);
+
 // What a peer logs with strategy.options.verbose = true.
 struct Averaged {
   int64_t epoch = 0;
