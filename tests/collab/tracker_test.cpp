@@ -191,6 +191,25 @@ TEST(Tracker, OnlyPeersThatAccumulateAreWorthWaitingFor) {
   EXPECT_TRUE(v.accumulating_at(7).empty());
 }
 
+// What keeps a matchmaking leader from closing alone early (round.cpp): a
+// peer that trains, even if its record lags some epochs behind.
+TEST(Tracker, OthersTrainNearCountsALaggingRecordButNotALoadingUnhealthyClientOrFarBehindPeer) {
+  Tracker t(5000);
+  t.merge(record(2, 90, 0, 100.0));  // 10 behind epoch 100
+  SwarmView v = t.view(kMe, 100, 0, 0, kNow);
+  EXPECT_FALSE(v.others_train_near(100, 8));
+  EXPECT_TRUE(v.others_train_near(100, 10));
+  t.merge(record(3, 95, 0, 100.0, 0, ProgressRecord::kLoading));
+  t.merge(record(4, 96, 0, 100.0, 0, ProgressRecord::kUnhealthy));
+  t.merge(record(5, 97, 0, 100.0, 0, ProgressRecord::kClient));
+  EXPECT_FALSE(t.view(kMe, 100, 0, 0, kNow).others_train_near(100, 8));
+  t.merge(record(6, 94, 0, 100.0));  // 6 behind: its record may lag that much
+  EXPECT_TRUE(t.view(kMe, 100, 0, 0, kNow).others_train_near(100, 8));
+  Tracker ahead(5000);
+  ahead.merge(record(2, 120, 0, 100.0));  // ahead: this peer will follow it
+  EXPECT_TRUE(ahead.view(kMe, 100, 0, 0, kNow).others_train_near(100, 8));
+}
+
 TEST(Tracker, DonorsAreTheHighestEpochFirstThenIdleOnesAndNeverBehindMinEpoch) {
   Tracker t(5000);
   t.merge(record(2, 10, 0, 0, 0, ProgressRecord::kServing));
