@@ -361,6 +361,11 @@ std::optional<GroupRecord> Peer::matchmake(int64_t epoch, uint32_t attempt, Cloc
     // two peers that each closed alone stepped alone at every epoch after,
     // in lockstep, each seeing the other behind: a split swarm for good.
     if (all && joiners.size() == 1 && now_view.others_train_near(epoch, kLagEpochs)) all = false;
+    // Under sampled progress the view holds a sample of the swarm's records
+    // (its size, an estimate of the whole): "every peer seen has joined" is
+    // then no proof that every peer has. Close early only once as many
+    // joined as the swarm is estimated to hold.
+    if (all && now_view.sampled && joiners.size() < now_view.peers) all = false;
     if (all || Clock::now() >= close_at) break;
     std::this_thread::sleep_for(kPoll);
   }

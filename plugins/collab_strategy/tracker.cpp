@@ -147,6 +147,7 @@ SwarmView Tracker::view(uint64_t me, int64_t my_epoch, uint64_t my_samples, doub
     const double others = std::max(0.0, sample->peers - 1);
     scale = counted > 0 ? others / double(counted) : 0;
     v.peers = std::max<size_t>(1, size_t(std::llround(sample->peers)));
+    v.sampled = true;
   }
   v.samples += static_cast<uint64_t>(others_samples * scale);
   v.rate += others_rate * scale;

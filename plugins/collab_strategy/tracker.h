@@ -20,7 +20,8 @@ struct SwarmView {
   int64_t global_epoch = 0;  // the highest epoch of a live peer (this one included)
   uint64_t samples = 0;      // accumulated at global_epoch by every live peer, extrapolated
   double rate = 0;           // samples per second of the live peers at global_epoch
-  size_t peers = 1;          // live peers, this one included
+  size_t peers = 1;          // live peers, this one included (an estimate when sampled)
+  bool sampled = false;      // read from a sample of the records (sampled progress, progress_shards.h)
   // Live peers (not this one) at `epoch` who are training, not loading.
   std::vector<uint64_t> training_at(int64_t epoch) const;
   // Those of them that accumulate (samples at this epoch, or a rate): the
