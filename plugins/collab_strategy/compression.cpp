@@ -225,13 +225,13 @@ SliceLayout::SliceLayout(Codec c, uint64_t n, uint64_t m)
     : numel(n), members(m), chunk(m ? (n + m - 1) / m : 0), slice_bytes(encoded_bytes(c, chunk)) {}
 
 uint64_t encode_slices(Codec c, const SliceLayout &l, const float *values, uint8_t *out) {
-  std::vector<float> padded(l.chunk);
+  std::vector<float> padded;  // only for a slice the vector ends in
   uint64_t clamped = 0;
   for (uint64_t j = 0; j < l.members; ++j) {
     const uint64_t begin = std::min(l.numel, j * l.chunk), len = std::min(l.numel, begin + l.chunk) - begin;
     const float *slice = values + begin;
     if (len < l.chunk) {  // the last slices: padded with zeros
-      std::fill(padded.begin(), padded.end(), 0.0f);
+      padded.assign(l.chunk, 0.0f);
       std::copy(values + begin, values + begin + len, padded.begin());
       slice = padded.data();
     }
@@ -261,13 +261,14 @@ void weighted_mean(const std::vector<const float *> &copies, const std::vector<d
 }
 
 void decode_gathered(Codec c, const SliceLayout &l, const uint8_t *gathered, float *out) {
-  std::vector<float> slice(l.chunk);
+  std::vector<float> slice;  // only for the slice the vector ends in
   for (uint64_t j = 0; j < l.members; ++j) {
     const uint64_t begin = std::min(l.numel, j * l.chunk), len = std::min(l.numel, begin + l.chunk) - begin;
     if (len == 0) break;
     if (len == l.chunk) {
       decode(c, gathered + j * l.slice_bytes, l.chunk, out + begin);
     } else {
+      slice.resize(l.chunk);
       decode(c, gathered + j * l.slice_bytes, l.chunk, slice.data());
       std::copy(slice.begin(), slice.begin() + len, out + begin);
     }

@@ -32,6 +32,12 @@ std::string seconds_text(double s) {
   return out.str();
 }
 
+std::string number_text(double v) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.3g", v);
+  return text;
+}
+
 std::string milliseconds_text(Clock::duration d) {
   char text[32];
   std::snprintf(text, sizeof text, "%.1f", std::chrono::duration<double, std::milli>(d).count());

@@ -189,9 +189,10 @@ class Peer {
   bool average_views(std::vector<FloatView> &views, const MemberWeights &members, Clock::time_point deadline,
                      Codec codec, std::string *why, const std::vector<float> *relayed = nullptr, double relayed_weight = 0,
                      const float *reference = nullptr);
-  // Whether every member of comm_ holds the same synced_ (by its digest); a
-  // tiny allreduce. False when the collective failed.
-  bool same_reference(Clock::time_point deadline);
+  // *same: whether every member of comm_ holds the same synced_ (by its
+  // digest), by a tiny allreduce every member must make. False, with *why,
+  // when the collective failed.
+  bool same_reference(Clock::time_point deadline, bool *same, std::string *why);
   // A group's average slice by slice (sliced_round.cpp): out (numel values)
   // gets the CenteredClip (aggregation = centered_clip, robust.h) or the
   // weighted mean of every member's values, weighted by weights (per rank; 0
@@ -486,6 +487,8 @@ std::string seconds_text(double s);
 // "12.3": a measured duration in milliseconds, to 0.1 ms, for the verbose
 // round lines (benchmarks read them; a whole millisecond hides a small round).
 std::string milliseconds_text(Clock::duration d);
+// "0.00123", "4.5e+03": a value in a message, to 3 significant digits.
+std::string number_text(double v);
 
 // A view of t when it is a compact float32 CPU tensor.
 bool float_view(const DLTensor &t, FloatView *out);

@@ -11,15 +11,6 @@
 #include "peer.h"
 
 namespace loom_collab {
-namespace {
-
-std::string number(double v) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.3g", v);
-  return text;
-}
-
-}  // namespace
 
 // ---- The relay's side ---------------------------------------------------------
 
@@ -42,7 +33,7 @@ void Peer::relay_contribution(const std::string &client, RelayMessage &m, const 
     return answer(RelayStatus::refused, "it sent " + std::to_string(m.values.size()) + " values; this model has " +
                                             std::to_string(expected) + (parameters ? " parameters and buffers" : ""));
   if (!(m.weight > 0) || !std::isfinite(m.weight) || m.weight > (parameters ? 1.0 : 1e15))
-    return answer(RelayStatus::refused, "its weight " + number(m.weight) + (parameters ? " is not 1" : " is not a positive sample count"));
+    return answer(RelayStatus::refused, "its weight " + number_text(m.weight) + (parameters ? " is not 1" : " is not a positive sample count"));
   if (m.codec != Codec::none && !parameters) {
     // Encoded, a contribution carries its mean (fp16 may not hold weight x
     // mean): weighed here, as every other contribution comes.
@@ -141,8 +132,8 @@ double Peer::take_relayed(int64_t epoch, double own_norm) {
         e->result.epoch = epoch;
         e->answered = true;
         log_limited(Level::warn, "relay outlier " + e->client,
-                    "client-mode peer " + e->client + " brought gradients of norm " + number(e->norm) + ", over " +
-                        number(kOutlierFactor) + " times this relay's " + number(own_norm) + ": not counted");
+                    "client-mode peer " + e->client + " brought gradients of norm " + number_text(e->norm) + ", over " +
+                        number_text(kOutlierFactor) + " times this relay's " + number_text(own_norm) + ": not counted");
         continue;
       }
       e->taken = true;
@@ -242,8 +233,8 @@ double Peer::take_relayed_parameters(int64_t epoch, double drift, std::vector<fl
         e->result.epoch = epoch;
         e->answered = true;
         log_limited(Level::warn, "relay parameters " + e->client,
-                    "client-mode peer " + e->client + "'s parameters lie " + number(d) + " from this relay's, over " +
-                        number(kParameterOutlierFactor) + " times its own drift since it synced (" + number(drift) +
+                    "client-mode peer " + e->client + "'s parameters lie " + number_text(d) + " from this relay's, over " +
+                        number_text(kParameterOutlierFactor) + " times its own drift since it synced (" + number_text(drift) +
                         "): not averaged");
         continue;
       }

@@ -181,7 +181,9 @@ void open_raw_session(const StateServer &server, const wire::IoLimits &lim, wire
   EXPECT_EQ(get16(reply + 6), uint16_t(StateStatus::ok));
 }
 
-TEST(Relay, ACorruptedFrameEndsTheSessionWithAWarning) {
+// Sends header h in a frame whose CRC is frame_crc on a raw session, and
+// expects the session to end with a bad-message warning that says warned.
+void a_bad_header_ends_the_session(const uint8_t (&h)[kRelayHeaderSize], uint32_t frame_crc, const char *warned) {
   using namespace wire;
   LogSink log;
   StateServer server("127.0.0.1", 0, kRun, log.fn());
@@ -189,44 +191,32 @@ TEST(Relay, ACorruptedFrameEndsTheSessionWithAWarning) {
   IoLimits lim{milliseconds(3000), Clock::now() + milliseconds(5000), nullptr, -1};
   Fd fd;
   ASSERT_NO_FATAL_FAILURE(open_raw_session(server, lim, &fd));
-  int err = 0;
-  // A header frame whose CRC does not match its bytes.
-  uint8_t frame[8 + kRelayHeaderSize] = {};
+  uint8_t frame[8 + kRelayHeaderSize];
   put32(frame, kRelayHeaderSize);
-  put32(frame + 4, 0xdeadbeef);
-  put32(frame + 8, kRelayMagic);
+  put32(frame + 4, frame_crc);
+  std::memcpy(frame + 8, h, sizeof h);
   iovec f{frame, sizeof frame};
+  int err = 0;
   ASSERT_EQ(write_all(fd.get(), &f, 1, lim, &err), Io::ok);
-  EXPECT_TRUE(eventually([&] { return log.has(Level::warn, {"bad relay message", "checksum does not match"}); }))
-      << log.text();
+  EXPECT_TRUE(eventually([&] { return log.has(Level::warn, {"bad relay message", warned}); })) << log.text();
   EXPECT_TRUE(eventually([&] { return server.relaying() == 0; }));
 }
 
+TEST(Relay, ACorruptedFrameEndsTheSessionWithAWarning) {
+  // A header frame whose CRC does not match its bytes.
+  uint8_t h[kRelayHeaderSize] = {};
+  wire::put32(h, kRelayMagic);
+  a_bad_header_ends_the_session(h, 0xdeadbeef, "checksum does not match");
+}
+
 TEST(Relay, AnUnknownCodecEndsTheSessionNamingTheValidOnes) {
-  using namespace wire;
-  LogSink log;
-  StateServer server("127.0.0.1", 0, kRun, log.fn());
-  server.set_relay(doubling, 4, 10);
-  IoLimits lim{milliseconds(3000), Clock::now() + milliseconds(5000), nullptr, -1};
-  Fd fd;
-  ASSERT_NO_FATAL_FAILURE(open_raw_session(server, lim, &fd));
-  int err = 0;
   // A well-formed header but for its codec byte.
   uint8_t h[kRelayHeaderSize] = {};
-  put32(h, kRelayMagic);
-  put16(h + 4, uint16_t(RelayKind::gradients));
-  put32(h + 48, crc(h, 48));
+  wire::put32(h, kRelayMagic);
+  wire::put16(h + 4, uint16_t(RelayKind::gradients));
+  wire::put32(h + 48, wire::crc(h, 48));
   h[52] = 9;
-  uint8_t frame[8 + kRelayHeaderSize];
-  put32(frame, kRelayHeaderSize);
-  put32(frame + 4, crc(h, sizeof h));
-  std::memcpy(frame + 8, h, sizeof h);
-  iovec f{frame, sizeof frame};
-  ASSERT_EQ(write_all(fd.get(), &f, 1, lim, &err), Io::ok);
-  EXPECT_TRUE(eventually([&] {
-    return log.has(Level::warn, {"bad relay message", "unknown codec 9 (0 none, 1 fp16, 2 bf16, 3 blockwise8)"});
-  })) << log.text();
-  EXPECT_TRUE(eventually([&] { return server.relaying() == 0; }));
+  a_bad_header_ends_the_session(h, wire::crc(h, sizeof h), "unknown codec 9 (0 none, 1 fp16, 2 bf16, 3 blockwise8)");
 }
 
 }  // namespace
