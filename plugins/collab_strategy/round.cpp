@@ -125,19 +125,16 @@ loom_status Peer::after_backward(uint64_t local_samples, loom_step_decision *dec
   // others catch up or the group forms: what members bring beyond the target
   // cannot be taken back, what they lack is topped up.
   if (v.peers > 1 && !alone_until_target_) {
-    // Rates count once every peer training here has one; a first window's
-    // rate is noise, so no share exceeds two equal ones.
+    // Rates count once every training peer has one; a first window's rate
+    // is noise, so no share exceeds two equal ones.
     const double my_rate = rate_.load();
-    bool rated = my_rate > 0 && v.rate > 0;
-    for (const auto &r : v.others)
-      if (r.epoch == epoch_ && !(r.flags & ProgressRecord::kAway) &&
-          r.samples_per_second <= 0)
-        rated = false;
+    const bool rated = v.all_rated && v.training_rate > 0;
     // Below the share, like the estimate's threshold: a round short of the
     // target tops up exactly, one past it cannot give samples back.
     const double equal = kEnterFraction * double(opt_.target_batch_size) / double(v.peers);
     const double share =
-        rated ? std::min(2 * equal, kEnterFraction * double(opt_.target_batch_size) * my_rate / v.rate) : equal;
+        rated ? std::min(2 * equal, kEnterFraction * double(opt_.target_batch_size) * my_rate / v.training_rate)
+              : equal;
     if (double(samples_.load()) >= share) return finish_window(decision);
   }
   const double enter_at = (alone_until_target_ ? 1.0 : kEnterFraction) * double(opt_.target_batch_size);
@@ -349,12 +346,16 @@ std::optional<GroupRecord> Peer::matchmake(int64_t epoch, uint32_t attempt, Cloc
     // the leader only, not at every member (every member polling every
     // join every 10 ms made a group of N cost N^2 values a poll).
     if (joined && *joiners.begin() != id_) break;
-    // Close early once every peer training at this epoch, or one behind it
-    // (it will follow within a step), has joined: records lag the peers by
-    // up to a refresh, so a peer that just caught up still counts.
+    // Close early once every peer training at this epoch, or a few behind
+    // it, has joined. A record lags its peer by up to a refresh, and reads
+    // are spaced by the ETA to the target, so after fast rounds a peer at
+    // this epoch can still show one 2 or more behind: trusting that, a
+    // leader closed with 2 of 8 peers and the other 6 went on without them
+    // (their round brought 6 targets). One truly behind loads the state
+    // (its record says so) and is not waited for; a stalled one costs the
+    // matchmaking window.
     const SwarmView now_view = view();
-    std::vector<uint64_t> expected = now_view.training_at(epoch);
-    for (uint64_t p : now_view.training_at(epoch - 1)) expected.push_back(p);
+    const std::vector<uint64_t> expected = now_view.training_near(epoch, kLagEpochs);
     bool all = std::all_of(expected.begin(), expected.end(), [&](uint64_t p) { return joiners.count(p) > 0; });
     // Never close alone early while another peer trains: its record may
     // lag by more than an epoch (fast epochs, reads spaced by the ETA), and

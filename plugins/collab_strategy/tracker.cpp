@@ -13,6 +13,14 @@ std::vector<uint64_t> SwarmView::training_at(int64_t epoch) const {
   return out;
 }
 
+std::vector<uint64_t> SwarmView::training_near(int64_t epoch, int64_t behind) const {
+  std::vector<uint64_t> out;
+  for (const auto &r : others)
+    if (r.epoch <= epoch && r.epoch >= epoch - behind && !(r.flags & (ProgressRecord::kAway | ProgressRecord::kClient)))
+      out.push_back(r.peer_id);
+  return out;
+}
+
 std::vector<uint64_t> SwarmView::accumulating_at(int64_t epoch) const {
   std::vector<uint64_t> out;
   for (const auto &r : others)
@@ -118,13 +126,16 @@ SwarmView Tracker::view(uint64_t me, int64_t my_epoch, uint64_t my_samples, doub
   auto sampled = [sample](uint64_t id) {
     return !sample || std::binary_search(sample->fresh.begin(), sample->fresh.end(), id);
   };
-  double others_samples = 0, others_rate = 0;
+  double others_samples = 0, others_rate = 0, training_rate = 0;
   size_t counted = 0;  // others whose records are in the sum (trained or not): the sample's size
+  v.all_rated = my_rate > 0;
   for (const auto &r : v.others) {
     if (!sampled(r.peer_id)) continue;
     ++counted;
     // A loading peer has nothing yet; a diverged one's samples count 0.
     if (r.flags & ProgressRecord::kAway) continue;
+    training_rate += r.samples_per_second;
+    if (!(r.samples_per_second > 0)) v.all_rated = false;
     if (r.epoch == v.global_epoch - 1 && my_epoch == v.global_epoch && epoch_start_ms > 0) {
       // One behind in our view is most often a record that has not caught
       // up with a round we finished together: count what that peer has
@@ -151,6 +162,7 @@ SwarmView Tracker::view(uint64_t me, int64_t my_epoch, uint64_t my_samples, doub
   }
   v.samples += static_cast<uint64_t>(others_samples * scale);
   v.rate += others_rate * scale;
+  v.training_rate = my_rate + training_rate * scale;
   return v;
 }
 

@@ -20,10 +20,22 @@ struct SwarmView {
   int64_t global_epoch = 0;  // the highest epoch of a live peer (this one included)
   uint64_t samples = 0;      // accumulated at global_epoch by every live peer, extrapolated
   double rate = 0;           // samples per second of the live peers at global_epoch
+  // Samples per second of every live peer that trains (not loading or
+  // diverged), whatever epoch its record still shows, and whether each of
+  // them published a rate: the denominator of a peer's share of the target.
+  // A record two epochs behind is most often one that has not caught up
+  // with rounds that went fast; leaving its peer out of `rate` made every
+  // peer's share too large, and the swarm overshot the target by up to half.
+  double training_rate = 0;
+  bool all_rated = false;
   size_t peers = 1;          // live peers, this one included (an estimate when sampled)
   bool sampled = false;      // read from a sample of the records (sampled progress, progress_shards.h)
   // Live peers (not this one) at `epoch` who are training, not loading.
   std::vector<uint64_t> training_at(int64_t epoch) const;
+  // Live peers (not this one) training at an epoch from `behind` before
+  // `epoch` up to it: those a matchmaking leader expects to join, since a
+  // record may lag its peer's progress by several fast epochs.
+  std::vector<uint64_t> training_near(int64_t epoch, int64_t behind) const;
   // Those of them that accumulate (samples at this epoch, or a rate): the
   // ones worth waiting for. A member that publishes progress but never
   // trains (stuck, or broken) must not hold the others up for a whole

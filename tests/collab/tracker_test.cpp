@@ -4,6 +4,8 @@
 // which of them to wait for, and donors in order of preference.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "tracker.h"
 
 namespace loom_collab {
@@ -208,6 +210,22 @@ TEST(Tracker, OthersTrainNearCountsALaggingRecordButNotALoadingUnhealthyClientOr
   Tracker ahead(5000);
   ahead.merge(record(2, 120, 0, 100.0));  // ahead: this peer will follow it
   EXPECT_TRUE(ahead.view(kMe, 100, 0, 0, kNow).others_train_near(100, 8));
+}
+
+// Whom a matchmaking leader waits for before closing early (round.cpp).
+TEST(Tracker, TrainingNearListsLaggingRecordsButNotPeersAheadFarBehindOrAway) {
+  Tracker t(5000);
+  t.merge(record(2, 100, 64, 100.0));
+  t.merge(record(3, 97, 0, 100.0));   // 3 behind: a record that has not caught up
+  t.merge(record(4, 91, 0, 100.0));   // 9 behind
+  t.merge(record(5, 101, 0, 100.0));  // ahead: it joins another epoch's key
+  t.merge(record(6, 99, 0, 100.0, 0, ProgressRecord::kLoading));
+  t.merge(record(7, 99, 0, 100.0, 0, ProgressRecord::kClient));
+  SwarmView v = t.view(kMe, 100, 0, 0, kNow);
+  auto near = v.training_near(100, 8);
+  std::sort(near.begin(), near.end());
+  EXPECT_EQ(near, (std::vector<uint64_t>{2, 3}));
+  EXPECT_EQ(v.training_near(100, 0), (std::vector<uint64_t>{2}));
 }
 
 TEST(Tracker, DonorsAreTheHighestEpochFirstThenIdleOnesAndNeverBehindMinEpoch) {

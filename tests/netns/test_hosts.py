@@ -392,7 +392,18 @@ class SixHostsTest(_Peers):
         through = {name: len(re.findall(r"averaged gradients of \d+ samples through relay peer", logs[name]))
                    for name in ("n2", "n1-restarted")}
         through["n1"] = len(re.findall(r"averaged gradients of \d+ samples through relay peer", killed_log))
-        self.assertGreaterEqual(through["n2"], self.epochs * 9 // 10, f"n2: {through}")
+        # n2 owes the epochs from its first relayed round on: the public
+        # peers start once min_peers' records are visible, while a client
+        # may still be loading the state (the start race ClientMode's test
+        # describes), so on a loaded machine it comes in some epochs late.
+        relayed = [int(e) for e in re.findall(r"epoch (\d+): averaged gradients of \d+ samples through relay peer",
+                                               logs["n2"])]
+        self.assertTrue(relayed, f"n2 never averaged through a relay:\n{logs['n2'][-3000:]}")
+        owed = self.epochs - relayed[0]
+        missed = "\n".join(line for line in logs["n2"].splitlines() if "[warn" in line)[-3000:]
+        self.assertLessEqual(relayed[0], self.epochs // 4, f"n2 came in at epoch {relayed[0]}:\n{missed}")
+        self.assertGreaterEqual(len(relayed), owed * 9 // 10,
+                                f"n2 relayed {len(relayed)} of the {owed} epochs from its first: {through}\n{missed}")
         self.assertGreaterEqual(through["n1"], 80, f"n1 before the kill: {through}")
         self.assertGreaterEqual(through["n1-restarted"], 50, f"n1 after its restart: {through}")
         self.assertIn("loaded the state of epoch", logs["n1-restarted"])
@@ -402,7 +413,7 @@ class SixHostsTest(_Peers):
         for name, value in accuracy.items():
             self.assertGreaterEqual(value, expected - 0.01, f"{name}: {accuracy}, alone {expected}")
         print(f"\n  alone {expected:.4f}; 4 public + 2 NAT'd clients, {self.epochs} epochs in {elapsed:.1f} s; "
-              f"epochs through a relay {through}; final accuracy {accuracy}", file=sys.stderr)
+              f"epochs through a relay {through} (n2's first at epoch {relayed[0]}); final accuracy {accuracy}", file=sys.stderr)
 
 
 class SlowDonorTest(_Peers):

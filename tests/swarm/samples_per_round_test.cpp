@@ -30,6 +30,7 @@ TEST(SamplesPerRound, EightPeersAverageBetweenTheTargetAndOneBatchPerMemberMore)
   ASSERT_EQ(peers.size(), size_t(kPeers)) << "p0 never listened\n" << peers[0]->tail();
   const auto deadline = Clock::now() + seconds(170);
   size_t rounds = 0;
+  int64_t most = 0, fewest = INT64_MAX;
   // What matchmaking read (printed): only a round's leader reads every
   // join; the others stop once they have joined and seen a smaller id.
   const std::regex made(R"(matchmaking at epoch \d+ attempt \d+: (the leader|a follower)[^,]*, read the join key (\d+) times \((\d+) values\))");
@@ -45,6 +46,8 @@ TEST(SamplesPerRound, EightPeersAverageBetweenTheTargetAndOneBatchPerMemberMore)
     }
     for (const auto& r : averaged_rounds(log)) {
       ++rounds;
+      most = std::max<int64_t>(most, int64_t(r.samples));
+      fewest = std::min<int64_t>(fewest, int64_t(r.samples));
       EXPECT_GE(r.samples, kTarget) << p->name() << " epoch " << r.epoch << " with " << r.peers << " peers";
       EXPECT_LE(r.samples, kTarget + kBatch * r.peers) << p->name() << " epoch " << r.epoch << " with " << r.peers << " peers";
     }
@@ -52,6 +55,9 @@ TEST(SamplesPerRound, EightPeersAverageBetweenTheTargetAndOneBatchPerMemberMore)
   EXPECT_GE(rounds, size_t(kPeers)) << "too few averaged rounds to judge";
   ASSERT_GT(leaders, 0u);
   ASSERT_GT(followers, 0u);
+  std::printf("[ figures  ] samples per averaged round: %lld to %lld (target %lld, bound %lld)\n",
+              static_cast<long long>(fewest), static_cast<long long>(most), static_cast<long long>(kTarget),
+              static_cast<long long>(kTarget + kBatch * kPeers));
   std::printf("[ figures  ] join-key values read per matchmaking: %.1f by a leader (%llu), %.1f by a follower (%llu)\n",
               double(leader_values) / double(leaders), static_cast<unsigned long long>(leaders),
               double(follower_values) / double(followers), static_cast<unsigned long long>(followers));
