@@ -119,7 +119,7 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
     uint64_t share = 0;
     // A bounded group (target_group_size) brings its share of the target;
     // the swarm's groups together bring all of it.
-    const uint64_t target = part_target(opt_.target_batch_size, group);
+    const uint64_t target = round_target(group);
     // A member that drew no batch of a short round's deficit meets the
     // others again at once (another batch would overshoot).
     for (bool waits = true; waits;) {

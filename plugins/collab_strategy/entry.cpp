@@ -159,7 +159,7 @@ loom_status reduce_decision(loom_strategy_ctx *, int32_t *, int32_t) noexcept { 
 loom_status barrier(loom_strategy_ctx *) noexcept { return LOOM_OK; }
 loom_status broadcast_bytes(loom_strategy_ctx *, void *, uint64_t, int32_t) noexcept { return LOOM_OK; }
 int32_t is_global_zero(loom_strategy_ctx *) noexcept { return 1; }
-int64_t global_step(loom_strategy_ctx *ctx) noexcept { return ctx && ctx->peer ? ctx->peer->epoch() : 0; }
+int64_t global_step(loom_strategy_ctx *ctx) noexcept { return ctx && ctx->peer ? ctx->peer->global_step() : 0; }
 int32_t should_stop(loom_strategy_ctx *ctx) noexcept { return ctx && ctx->peer && ctx->peer->finished() ? 1 : 0; }
 
 const char *status_line(loom_strategy_ctx *ctx) noexcept {

@@ -1,9 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "fingerprint.h"
 
-#include <cstdio>
-
 #include <algorithm>
+#include <cstdio>
 #include <map>
 #include <sstream>
 
@@ -68,6 +67,14 @@ std::string fingerprint_text(const loom_training_state_v1 &state, const Options 
   if (o.compression != Codec::none) out += std::string("collab compression: ") + codec_name(o.compression) + "\n";
   if (o.state_compression != Codec::none)
     out += std::string("collab state_compression: ") + codec_name(o.state_compression) + "\n";
+  // Local updates change what a round averages (pseudo-gradients) and what
+  // a snapshot holds (the outer state): peers must agree on all of it.
+  if (o.local_updates) {
+    char line[160];
+    std::snprintf(line, sizeof line, "collab local_updates: local_steps %lld, outer_lr %.9g, outer_momentum %.9g\n",
+                  static_cast<long long>(o.local_steps), o.outer_lr, o.outer_momentum);
+    out += line;
+  }
   out += std::string("collab average_optimizer_state: ") + (o.average_optimizer_state ? "true" : "false") + "\n";
   out += "collab target_batch_size: " + std::to_string(o.target_batch_size) + "\n";
   return out;

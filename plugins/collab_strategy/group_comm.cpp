@@ -54,9 +54,16 @@ loom_status GroupComm::open(const GroupRecord &group, uint64_t me, Clock::time_p
   return LOOM_OK;
 }
 
+namespace {
+std::atomic<uint64_t> g_payload_bytes{0};
+}  // namespace
+
+uint64_t GroupComm::payload_bytes() { return g_payload_bytes.load(); }
+
 loom_status GroupComm::allreduce(void *buf, uint64_t count, loom_dtype dtype, loom_reduce_op op,
                                  Clock::time_point deadline, std::string *why) {
   if (comm_ == nullptr) return no_comm(why);
+  g_payload_bytes += count * loom_dtype_size(dtype);
   loom_request *request = nullptr;
   const loom_status posted = vt_->allreduce(comm_, buf, buf, count, dtype, op, &request);
   return complete(posted, request, deadline, "allreduce", why);
@@ -65,6 +72,7 @@ loom_status GroupComm::allreduce(void *buf, uint64_t count, loom_dtype dtype, lo
 loom_status GroupComm::allreduce_scaled(const float *send, float *recv, uint64_t count, double scale,
                                         Clock::time_point deadline, std::string *why) {
   if (comm_ == nullptr) return no_comm(why);
+  g_payload_bytes += count * sizeof(float);
   loom_request *request = nullptr;
   const loom_status posted = vt_->allreduce_scaled(comm_, send, recv, count, LOOM_DTYPE_F32, scale, &request);
   return complete(posted, request, deadline, "allreduce", why);
@@ -72,6 +80,7 @@ loom_status GroupComm::allreduce_scaled(const float *send, float *recv, uint64_t
 
 loom_status GroupComm::alltoall(const void *send, void *recv, uint64_t bytes, Clock::time_point deadline, std::string *why) {
   if (comm_ == nullptr) return no_comm(why);
+  g_payload_bytes += bytes * uint64_t(size_);
   loom_request *request = nullptr;
   const loom_status posted = vt_->alltoall(comm_, send, recv, bytes, LOOM_DTYPE_U8, &request);
   return complete(posted, request, deadline, "alltoall", why);
@@ -79,6 +88,7 @@ loom_status GroupComm::alltoall(const void *send, void *recv, uint64_t bytes, Cl
 
 loom_status GroupComm::allgather(const void *send, void *recv, uint64_t bytes, Clock::time_point deadline, std::string *why) {
   if (comm_ == nullptr) return no_comm(why);
+  g_payload_bytes += bytes;
   loom_request *request = nullptr;
   const loom_status posted = vt_->allgather(comm_, send, recv, bytes, LOOM_DTYPE_U8, &request);
   return complete(posted, request, deadline, "allgather", why);

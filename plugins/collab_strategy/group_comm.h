@@ -68,6 +68,12 @@ class GroupComm {
 
   // Destroys the communicator (aborting first when abort is set).
   void close(bool abort);
+  // What every GroupComm of this process handed its collective to move:
+  // the payload of each call this member posted (an allreduce's buffer, an
+  // alltoall's or allgather's send), not what the transport put on the wire
+  // (a ring allreduce sends about twice its buffer). Rounds and state
+  // averaging alike; matchmaking and state downloads go elsewhere.
+  static uint64_t payload_bytes();
 
  private:
   static loom_status oob_allgather(void *user, const void *send, size_t len, void *recv, int64_t timeout_ms) noexcept;

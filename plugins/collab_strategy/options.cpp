@@ -129,6 +129,23 @@ const loom_option_decl kOptions[kNumOptions] = {
      "\"blockwise8\". Members that hold the same last synced parameters send their drift from them, so the "
      "codec rounds the drift, not the weights. The optimizer's statistics (average_optimizer_state) always travel "
      "in f32. Every peer of a run must use the same value."},
+    {sizeof(loom_option_decl), LOOM_OPTION_BOOL, "local_updates", "false",
+     "Local updates (DiLoCo): the trainer's optimizer steps at every window on this peer's own gradients, and "
+     "once an epoch the swarm averages each peer's pseudo-gradient (its parameters at the epoch's start minus "
+     "now, weighted by samples) and applies it with an outer Nesterov optimizer (outer_lr, outer_momentum). "
+     "Every peer then starts the next epoch from the same parameters, so no state averaging runs: with "
+     "average_state_every > 0 each epoch's parameters are hashed instead, so that a joiner checks what it loads. "
+     "A joiner loads the outer optimizer's state with the parameters. "
+     "With local_steps > 0, trainer.max_steps and the LR schedule count local steps (a multiple of local_steps); "
+     "otherwise they count epochs. Every peer of a run must use the same value."},
+    {sizeof(loom_option_decl), LOOM_OPTION_INT, "local_steps", "0",
+     "With local_updates: local steps per epoch on every peer (DiLoCo's H, e.g. 50 to 500); 0: an epoch ends "
+     "when the swarm's samples reach target_batch_size, each peer stepping as often as its speed allows."},
+    {sizeof(loom_option_decl), LOOM_OPTION_FLOAT, "outer_lr", "0.7",
+     "With local_updates: the outer optimizer's learning rate (DiLoCo's 0.7)."},
+    {sizeof(loom_option_decl), LOOM_OPTION_FLOAT, "outer_momentum", "0.9",
+     "With local_updates: the outer optimizer's Nesterov momentum, 0 to below 1 (DiLoCo's 0.9; 0: plain SGD on "
+     "the pseudo-gradient, which with outer_lr = 1 is averaging the parameters)."},
 };
 
 namespace {
@@ -341,6 +358,29 @@ bool read_options(const loom_host_v1 *host, Options *o, std::string *why) {
     if (!parse_codec(t, codec)) {
       *why = std::string("option ") + kOptions[index].name + " = '" + t +
              "' is not valid; use \"none\", \"fp16\", \"bf16\" or \"blockwise8\"";
+      return false;
+    }
+  }
+  if (!r.text(kOptLocalUpdates, &t)) return false;
+  o->local_updates = t == "true";
+  if (!r.integer(kOptLocalSteps, 0, int64_t(1) << 32, &o->local_steps)) return false;
+  if (!r.number(kOptOuterLr, 1e-6, 100, &o->outer_lr)) return false;
+  if (!r.number(kOptOuterMomentum, 0, 0.999999, &o->outer_momentum)) return false;
+  if (!o->local_updates && o->local_steps > 0) {
+    *why = "option local_steps = " + std::to_string(o->local_steps) +
+           " is set without local_updates = true; set local_updates = true, or leave local_steps at 0";
+    return false;
+  }
+  if (o->local_updates) {
+    const char *with = o->client_mode                ? "client_mode = true (a relay does not carry pseudo-gradients yet)"
+                       : o->target_group_size > 0    ? "target_group_size > 0 (each group's outer step would move its "
+                                                       "own anchor, and nothing would bring them together)"
+                       : o->average_optimizer_state ? "average_optimizer_state = true (each peer's own optimizer "
+                                                      "keeps its statistics, as in DiLoCo; the outer step moves the "
+                                                      "parameters only)"
+                                                    : nullptr;
+    if (with) {
+      *why = std::string("option local_updates = true is not valid with ") + with;
       return false;
     }
   }

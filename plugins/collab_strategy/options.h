@@ -55,6 +55,10 @@ enum OptionIndex {
   kOptSnapshotAhead,
   kOptCompression,
   kOptStateCompression,
+  kOptLocalUpdates,
+  kOptLocalSteps,
+  kOptOuterLr,
+  kOptOuterMomentum,
   kNumOptions
 };
 
@@ -115,7 +119,16 @@ struct Options {
   // firewall): it never serves state nor joins a group's communicator, and
   // its contributions go through a full peer, its relay (relay.h).
   bool client_mode = false;
-  int64_t relay_clients = 8;  // client-mode peers this (full) peer relays for at once; 0: none
+  int64_t relay_clients = 8;
+  // local_updates (DiLoCo, outer_step.h): the host's optimizer steps at
+  // every window on this peer's own gradients; once an epoch the swarm
+  // averages the pseudo-gradients and an outer Nesterov step (outer_lr,
+  // outer_momentum) moves the shared anchor. local_steps > 0: an epoch is
+  // that many local steps on each peer; 0: the swarm's target_batch_size.
+  bool local_updates = false;
+  int64_t local_steps = 0;
+  double outer_lr = 0.7;        // DiLoCo's
+  double outer_momentum = 0.9;  // DiLoCo's  // client-mode peers this (full) peer relays for at once; 0: none
 };
 
 // Reads and validates every option through host->get_option. On a bad value

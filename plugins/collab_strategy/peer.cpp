@@ -151,6 +151,15 @@ loom_status Peer::setup(const loom_training_state_v1 &state, std::string *why) {
   std::memset(&state_, 0, sizeof state_);
   std::memcpy(&state_, &state, std::min<size_t>(state.struct_size, sizeof state_));
   max_steps_ = state.struct_size >= LOOM_TRAINING_STATE_V1_1_SIZE ? state.max_steps : -1;
+  if (opt_.local_updates && opt_.local_steps > 0) {
+    // The trainer counts local steps (global_step); the swarm, epochs of them.
+    if (max_steps_ > 0 && max_steps_ % opt_.local_steps != 0) {
+      *why = "trainer.max_steps = " + std::to_string(max_steps_) + " is not a whole number of epochs of local_steps = " +
+             std::to_string(opt_.local_steps) + " local steps; use a multiple of " + std::to_string(opt_.local_steps);
+      return LOOM_ERR_INVALID_ARGUMENT;
+    }
+    if (max_steps_ > 0) max_steps_ /= opt_.local_steps;
+  }
   for (uint32_t i = 0; i < state.num_params; ++i) {
     FloatView p, g;
     if (!float_view(state.params[i], &p) || !float_view(state.grads[i], &g) || p.numel != g.numel) {
@@ -163,6 +172,15 @@ loom_status Peer::setup(const loom_training_state_v1 &state, std::string *why) {
     numel_ += p.numel;
   }
   mark_synced();  // every peer of a run starts from the same parameters, or loads them below
+  if (opt_.local_updates) {
+    outer_.anchor.resize(numel_);
+    size_t at = 0;
+    for (const auto &p : params_) {
+      std::memcpy(outer_.anchor.data() + at, p.data, p.numel * sizeof(float));
+      at += p.numel;
+    }
+    outer_.momentum.assign(numel_, 0.0f);
+  }
   {
     std::vector<FloatView> views = params_;
     append_buffer_views(&views);
@@ -186,7 +204,7 @@ loom_status Peer::setup(const loom_training_state_v1 &state, std::string *why) {
       (state.struct_size < LOOM_TRAINING_STATE_V1_2_SIZE || state.optimizer_state == nullptr))
     log(Level::warn, "average_optimizer_state is set, but this host lends no optimizer statistics (it predates "
                      "plugin ABI 1.2): only the parameters are averaged");
-  epoch_ = state.start_step;
+  epoch_ = opt_.local_updates && opt_.local_steps > 0 ? state.start_step / opt_.local_steps : state.start_step;
   epoch_start_ms_ = wall_ms();
   if (!preflight_model(why)) return LOOM_ERR_INVALID_ARGUMENT;
   try {
@@ -308,6 +326,8 @@ loom_status Peer::teardown() {
                   progress_reads_ ? double(records_read_) / double(progress_reads_) : 0.0);
     detail(line);
   }
+  log(Level::info, "handed the collective " + std::to_string(GroupComm::payload_bytes()) +
+                       " payload bytes in rounds and state averaging (what this peer's calls asked it to move)");
   log(Level::info, std::string("left the swarm at epoch ") + std::to_string(epoch_.load()) +
                        (said ? "; its goodbye is published, so the others stop counting this peer now"
                              : "; its goodbye could not be published: the others stop counting it when its record expires"));
@@ -329,7 +349,9 @@ std::string Peer::status_line() const {
 
 bool Peer::servable() const {
   // A state a joiner can check is one of a sync point: served only there.
-  return server_ && (opt_.average_state_every == 0 || at_sync_);
+  // Under local updates a snapshot carries the anchor, the sync point's
+  // state, whatever local steps the host's part holds.
+  return server_ && (opt_.average_state_every == 0 || at_sync_ || opt_.local_updates);
 }
 
 bool Peer::serve_if_wanted() {
@@ -372,7 +394,7 @@ void Peer::publish_snapshot(const char *why) {
   const uint8_t *data = nullptr;
   size_t len = 0;
   const auto t0 = Clock::now();
-  if (state_.snapshot(state_.user, &data, &len) != LOOM_OK) {
+  if (snapshot_state(&data, &len) != LOOM_OK) {
     log(Level::warn, std::string("could not snapshot the training state ") + why);
     return;
   }
@@ -402,7 +424,7 @@ void Peer::warm_serving() {
   const auto t0 = Clock::now();
   const uint8_t *data = nullptr;
   size_t len = 0;
-  if (state_.snapshot(state_.user, &data, &len) != LOOM_OK) return;
+  if (snapshot_state(&data, &len) != LOOM_OK) return;
   server_->prepare(len);
   detail("state snapshot buffers of " + std::to_string(len) + " bytes ready for joining peers (" +
          std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count()) + " ms)");

@@ -27,6 +27,7 @@
 #include "log.h"
 #include "loom/strategy.h"
 #include "options.h"
+#include "outer_step.h"
 #include "progress_shards.h"
 #include "records.h"
 #include "relay.h"
@@ -95,6 +96,13 @@ class Peer {
 
   uint64_t id() const { return id_; }
   int64_t epoch() const { return epoch_.load(); }
+  // The trainer's step (its LR schedule and max_steps follow it): the epoch,
+  // or under local_steps the local steps the swarm's epochs and this one's
+  // add up to. Training thread.
+  int64_t global_step() const {
+    return opt_.local_updates && opt_.local_steps > 0 ? epoch_.load() * opt_.local_steps + int64_t(inner_steps_)
+                                                      : epoch_.load();
+  }
   // The swarm reached max_steps (this peer may have jumped there by loading state).
   bool finished() const { return max_steps_ >= 0 && epoch_.load() >= max_steps_; }
   std::string status_line() const;
@@ -166,6 +174,32 @@ class Peer {
   void drop_prematch();  // cancels and joins it
   // The target is reached: average (or step alone) and decide.
   loom_status finish_window(loom_step_decision *decision);
+  // Local updates (local_updates.cpp, outer_step.h). close_window: the
+  // epoch's round, finish_window's or local_round's. local_round averages
+  // the pseudo-gradient (anchor minus parameters) and takes the outer step;
+  // the window's own gradients then make an inner step. inner_step: this
+  // window steps the host's optimizer on its own gradients.
+  loom_status close_window(loom_step_decision *decision);
+  loom_status local_round(loom_step_decision *decision);
+  loom_status inner_step(loom_step_decision *decision);
+  // Under local updates, a peer behind the swarm's epoch loads its state
+  // (anchor and momentum with it); when none can be loaded, it takes the
+  // swarm's epoch with its own parameters as the anchor. True when it
+  // loaded (the gradients were then dropped).
+  bool catch_up_local(int64_t global_epoch);
+  // After an averaged round, over comm_: whether every member holds the
+  // same outer state (one tiny allreduce of its digest); where not (a member
+  // stepped alone, or went on from its own parameters), the members take
+  // its mean first, so that the group's step leaves them agreeing again.
+  // False, with *why, when the collective failed.
+  bool agree_on_outer_state(Clock::time_point deadline, std::string *why);
+  void set_parameters_to_anchor();
+  // The host's snapshot and restore; under local updates the outer state
+  // rides after the host's bytes (outer_step.h), and a restore takes it.
+  loom_status snapshot_state(const uint8_t **data, size_t *len);
+  loom_status restore_state(const uint8_t *data, size_t len);
+  // Whether the round ahead is short of its target: never under local_steps.
+  uint64_t round_target(const GroupRecord &group) const;
   // The first attempt at or after `from` whose group has not closed yet.
   uint32_t first_open_attempt(int64_t epoch, uint32_t from);
   // Averages the gradients, weighted by samples, over a group (see RoundEnd).
@@ -447,6 +481,16 @@ class Peer {
   uint32_t loss_count_ = 0;
   ProgressRecord::Round round_report_;
   bool alone_until_target_ = false;  // an early round found nobody: this epoch waits for a whole target
+  // Local updates (training thread): the outer state, the boundary window's
+  // own gradients while the pseudo-gradient is averaged in their place,
+  // the host snapshot with the outer state after it, whether this window's
+  // optimizer step follows an outer step (the epoch ends with it), and the
+  // local steps taken this epoch.
+  OuterState outer_;
+  std::vector<float> stash_;
+  Bytes snapshot_with_outer_;
+  bool outer_stepped_ = false;
+  uint64_t inner_steps_ = 0;
   bool set_up_ = false;
 
   // Health (set on the training thread, read by the background's records).

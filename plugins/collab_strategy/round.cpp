@@ -39,7 +39,7 @@ loom_status Peer::after_backward(uint64_t local_samples, loom_step_decision *dec
     if (pending_ || (prematch_ && prematch_->epoch == epoch_ && prematch_->done && prematch_->comm)) {
       samples_ += opt_.batch_size ? opt_.batch_size : local_samples;
       ++windows_;
-      return finish_window(decision);
+      return close_window(decision);
     }
     return LOOM_OK;
   }
@@ -80,21 +80,34 @@ loom_status Peer::after_backward(uint64_t local_samples, loom_step_decision *dec
     wake_background();
     return LOOM_OK;
   }
+  // Under local updates every window that does not end the epoch steps the
+  // host's optimizer on this peer's own gradients.
+  auto go_on = [&] { return opt_.local_updates ? inner_step(decision) : LOOM_OK; };
   if (pending_) {
     // The group of a round that fell short waits for this peer's share.
-    if (samples_ >= pending_->until_samples && tick >= pending_->until_time) return finish_window(decision);
+    if (samples_ >= pending_->until_samples && tick >= pending_->until_time) return close_window(decision);
     wake_background();
-    return LOOM_OK;
+    return go_on();
   }
   SwarmView v = view();
   // A group formed ahead for this epoch is completed even when the swarm
   // moved on meanwhile: its members wait for each other in the barrier.
   if (prematch_ && prematch_->epoch == epoch_ && v.global_epoch > epoch_) {
     if (prematch_->thread.joinable()) prematch_->thread.join();  // bounded by matchmaking
-    if (prematch_->comm) return finish_window(decision);
+    if (prematch_->comm) return close_window(decision);
     prematch_.reset();
   }
-  if (v.global_epoch > epoch_ + 1 && now - last_resync_try_ms_ > 5000) {
+  if (opt_.local_updates && v.global_epoch > epoch_ && now - last_resync_try_ms_ > 5000) {
+    // An outer step went without this peer: its anchor is not the swarm's.
+    last_resync_try_ms_ = now;
+    drop_prematch();
+    if (catch_up_local(v.global_epoch)) {
+      window_started_ = false;
+      return LOOM_OK;
+    }
+    v = view();
+  }
+  if (!opt_.local_updates && v.global_epoch > epoch_ + 1 && now - last_resync_try_ms_ > 5000) {
     // More than one epoch behind: our gradients are stale; take the state.
     last_resync_try_ms_ = now;
     log(Level::info, "this peer is at epoch " + std::to_string(epoch_.load()) + ", the swarm at " +
@@ -104,7 +117,7 @@ loom_status Peer::after_backward(uint64_t local_samples, loom_step_decision *dec
     window_started_ = false;
     return LOOM_OK;
   }
-  if (v.global_epoch == epoch_ + 1) {
+  if (!opt_.local_updates && v.global_epoch == epoch_ + 1) {
     // One behind (we missed a round): our gradients still count towards the
     // next step, as in hivemind; state averaging pulls the parameters back.
     detail("the swarm moved to epoch " + std::to_string(v.global_epoch) + " without this peer; following it");
@@ -119,7 +132,13 @@ loom_status Peer::after_backward(uint64_t local_samples, loom_step_decision *dec
   // learn what they really hold together and top up the rest exactly
   // (average_gradients), rather than each running on until its own estimate,
   // built from records that lag, says the target is reached.
-  if (prematch_ && prematch_->epoch == epoch_ && prematch_->done && prematch_->comm) return finish_window(decision);
+  if (prematch_ && prematch_->epoch == epoch_ && prematch_->done && prematch_->comm) return close_window(decision);
+  if (opt_.local_updates && opt_.local_steps > 0) {
+    // An epoch of local_steps: this window is the last one's, or another.
+    if (inner_steps_ + 1 >= uint64_t(opt_.local_steps)) return close_window(decision);
+    wake_background();
+    return inner_step(decision);
+  }
   // Nor does a peer run on past its own share of the target (by its part of
   // the swarm's rate, or an equal part before rates are known) while the
   // others catch up or the group forms: what members bring beyond the target
@@ -135,15 +154,15 @@ loom_status Peer::after_backward(uint64_t local_samples, loom_step_decision *dec
     const double share =
         rated ? std::min(2 * equal, kEnterFraction * double(opt_.target_batch_size) * my_rate / v.training_rate)
               : equal;
-    if (double(samples_.load()) >= share) return finish_window(decision);
+    if (double(samples_.load()) >= share) return close_window(decision);
   }
   const double enter_at = (alone_until_target_ ? 1.0 : kEnterFraction) * double(opt_.target_batch_size);
   if (double(alone_until_target_ ? samples_.load() : v.samples) < enter_at) {
     maybe_prematch(v);
     wake_background();
-    return LOOM_OK;
+    return go_on();
   }
-  return finish_window(decision);
+  return close_window(decision);
 }
 
 bool Peer::stopping() const {
@@ -227,6 +246,15 @@ loom_status Peer::finish_window(loom_step_decision *decision) {
 
 loom_status Peer::after_optimizer_step(std::string *why) {
   (void)why;
+  if (opt_.local_updates && !outer_stepped_) {
+    // A local step: the epoch goes on, its samples still count.
+    windows_ = 0;
+    ++inner_steps_;
+    serve_if_wanted();
+    return LOOM_OK;
+  }
+  outer_stepped_ = false;
+  inner_steps_ = 0;
   const auto stepped = Clock::now();
   const int64_t done = epoch_.load() + 1;
   epoch_ = done;
@@ -235,7 +263,11 @@ loom_status Peer::after_optimizer_step(std::string *why) {
   windows_ = 0;
   const bool last = max_steps_ >= 0 && done >= max_steps_;
   const bool sync = last || is_sync_epoch(done);  // a state-averaging epoch
-  const bool parameters = comm_ && sync;
+  // Under local updates the outer step made the members agree: no
+  // parameters to average; the last epoch ends on the anchor itself, not a
+  // local step past it, so that every peer ends with the same parameters.
+  const bool parameters = comm_ && sync && !opt_.local_updates;
+  if (opt_.local_updates && last) set_parameters_to_anchor();
   if (parameters) average_parameters(last ? "the last epoch" : "state averaging");
   else relay_served_.clear();
   comm_.reset();

@@ -34,7 +34,7 @@ loom_status Peer::load_newest(std::string *why) {
 bool Peer::copy_own_state(Bytes *out) {
   const uint8_t *data = nullptr;
   size_t len = 0;
-  if (state_.snapshot(state_.user, &data, &len) != LOOM_OK) return false;
+  if (snapshot_state(&data, &len) != LOOM_OK) return false;
   loom_plugin_common::reserve_huge(*out, len);
   out->assign(data, data + len);
   return true;
@@ -126,7 +126,7 @@ bool Peer::load_state(int64_t min_epoch, std::string *why) {
       got.reset();
       break;
     }
-    const bool restored = state_.restore(state_.user, got->bytes.data(), got->bytes.size()) == LOOM_OK;
+    const bool restored = restore_state(got->bytes.data(), got->bytes.size()) == LOOM_OK;
     const auto restored_at = Clock::now();
     restore_ms = ms_since(downloaded);
     replaced = replaced || restored;
@@ -160,7 +160,7 @@ bool Peer::load_state(int64_t min_epoch, std::string *why) {
                            : reasons;
     // A refused donor's state never stays: this peer's own comes back.
     if (replaced) {
-      if (state_.restore(state_.user, own.data(), own.size()) == LOOM_OK) {
+      if (restore_state(own.data(), own.size()) == LOOM_OK) {
         detail("no donor's state was kept; this peer's own state is back");
       } else {
         mark_unhealthy("a refused donor's state could not be replaced by this peer's own");

@@ -24,11 +24,21 @@ namespace loom_collab {
 bool Peer::is_sync_epoch(int64_t epoch) const {
   if (epoch <= 0) return false;
   if (max_steps_ >= 0 && epoch == max_steps_) return true;
+  // Under local updates every outer step leaves the members with the same
+  // anchor: every epoch is a sync point (its hash costs one pass over it).
+  if (opt_.local_updates) return opt_.average_state_every > 0;
   return opt_.average_state_every > 0 && epoch % opt_.average_state_every == 0;
 }
 
 uint64_t Peer::state_digest() {
   Digest d;
+  if (opt_.local_updates) {
+    // The swarm's state is the anchor (the local steps since are this
+    // peer's own, and so are its buffers and inner optimizer statistics).
+    d.update(outer_.anchor.data(), outer_.anchor.size() * sizeof(float));
+    const uint64_t h = d.finish();
+    return h == 0 ? 1 : h;
+  }
   for (const auto &p : params_) d.update(p.data, p.numel * sizeof(float));
   std::vector<FloatView> buffers;
   append_buffer_views(&buffers);

@@ -57,6 +57,32 @@ TEST(Swarm, BadOptionsExitWithCode2AndTheReason) {
   }
 }
 
+// Local updates (outer_step.h) with what they cannot work with yet.
+TEST(Swarm, LocalUpdatesOptionsThatDoNotFitExitWithCode2AndTheReason) {
+  Scratch scratch;
+  const std::vector<std::pair<std::vector<std::string>, std::vector<std::string>>> cases = {
+      {{"strategy.options.local_steps=50"}, {"local_steps = 50", "without local_updates = true"}},
+      {{"strategy.options.local_updates=true", "strategy.options.client_mode=true"},
+       {"local_updates = true is not valid with client_mode = true"}},
+      {{"strategy.options.local_updates=true", "strategy.options.target_group_size=2"},
+       {"local_updates = true is not valid with target_group_size > 0"}},
+      {{"strategy.options.local_updates=true", "strategy.options.average_optimizer_state=true"},
+       {"local_updates = true is not valid with average_optimizer_state = true"}},
+      {{"strategy.options.local_updates=true", "strategy.options.outer_momentum=1"},
+       {"outer_momentum", "= 1", "from 0 to"}},
+      {{"strategy.options.local_updates=true", "strategy.options.outer_lr=0"}, {"outer_lr", "= 0", "from 1e-06 to"}},
+      {{"strategy.options.local_updates=true", "strategy.options.local_steps=7", "trainer.max_steps=20"},
+       {"trainer.max_steps = 20 is not a whole number of epochs of local_steps = 7", "a multiple of 7"}},
+  };
+  for (const auto& [sets, said] : cases) {
+    auto r = run_peer(scratch, sets);
+    const std::string all = r.out + r.err;
+    EXPECT_FALSE(r.timed_out) << sets.back();
+    EXPECT_EQ(r.exit_code, 2) << sets.back() << "\n" << all;
+    for (const auto& word : said) EXPECT_NE(all.find(word), std::string::npos) << sets.back() << ": no '" << word << "' in\n" << all;
+  }
+}
+
 TEST(Swarm, UnansweredInitialPeerEndsThePeerWithinBootstrapTimeout) {
   Scratch scratch;
   const std::string nobody = "127.0.0.1:" + std::to_string(unused_port());

@@ -1,0 +1,225 @@
+// SPDX-License-Identifier: Apache-2.0
+// Local updates (DiLoCo, outer_step.h) on the training thread: every window
+// steps the host's optimizer on the peer's own gradients; at the epoch's
+// end the round averages the pseudo-gradient (anchor minus parameters)
+// through the same machinery as gradients (matchmaking, weights, top-ups,
+// codecs, CenteredClip), and the outer step moves the anchor.
+#include <cmath>
+#include <cstring>
+
+#include "group_split.h"
+#include "peer.h"
+
+namespace loom_collab {
+
+loom_status Peer::close_window(loom_step_decision *decision) {
+  return opt_.local_updates ? local_round(decision) : finish_window(decision);
+}
+
+loom_status Peer::inner_step(loom_step_decision *decision) {
+  *decision = LOOM_STEP_APPLY;
+  return LOOM_OK;
+}
+
+uint64_t Peer::round_target(const GroupRecord &group) const {
+  // An epoch of local_steps ends on each member's own count: the members
+  // average what they have, and nobody tops anything up.
+  if (opt_.local_updates && opt_.local_steps > 0) return 0;
+  return part_target(opt_.target_batch_size, group);
+}
+
+void Peer::set_parameters_to_anchor() {
+  size_t at = 0;
+  for (auto &p : params_) {
+    std::memcpy(p.data, outer_.anchor.data() + at, p.numel * sizeof(float));
+    at += p.numel;
+  }
+}
+
+loom_status Peer::local_round(loom_step_decision *decision) {
+  if (finished()) return LOOM_OK;
+  const int64_t epoch = epoch_.load();
+  // The window's own gradients wait aside; the pseudo-gradient takes their
+  // place, as one window's worth (the round divides by windows_).
+  stash_.resize(numel_);
+  double squares = 0;
+  {
+    size_t at = 0;
+    for (auto &g : grads_) {
+      std::memcpy(stash_.data() + at, g.data, g.numel * sizeof(float));
+      const float *anchor = outer_.anchor.data() + at;
+      const float *p = params_[&g - grads_.data()].data;
+      for (uint64_t i = 0; i < g.numel; ++i) {
+        const float d = anchor[i] - p[i];
+        g.data[i] = d;
+        squares += double(d) * double(d);
+      }
+      at += g.numel;
+    }
+  }
+  auto put_back = [&] {
+    size_t at = 0;
+    for (auto &g : grads_) {
+      std::memcpy(g.data, stash_.data() + at, g.numel * sizeof(float));
+      at += g.numel;
+    }
+  };
+  const bool finite = std::isfinite(squares);
+  if (!finite)
+    mark_unhealthy("epoch " + std::to_string(epoch) + ": this peer's parameters are not finite (nan or inf) after "
+                   "its local steps");
+  const double weight = unhealthy_ ? 0.0 : double(samples_.load());
+  windows_ = 1;
+  const RoundEnd end = average_gradients(weight, finite ? std::sqrt(squares) : -1.0);
+  if (end != RoundEnd::short_of_target) answer_relayed(end);
+  auto outer_step = [&](const char *with) {
+    if (outer_.momentum.size() != numel_) outer_.momentum.assign(numel_, 0.0f);
+    if (end == RoundEnd::averaged && comm_) {
+      std::string why;
+      const auto deadline = Clock::now() + std::chrono::milliseconds(int64_t(opt_.averaging_timeout * 1000));
+      if (!agree_on_outer_state(deadline, &why))
+        log_limited(Level::warn, "outer agreement",
+                    "epoch " + std::to_string(epoch) + ": could not compare outer states with the group (" + why +
+                        "); stepping from this peer's own");
+    }
+    // The round left the mean pseudo-gradient in the gradients; gather it.
+    std::vector<float> g(numel_);
+    double norm2 = 0;
+    size_t at = 0;
+    for (const auto &v : grads_) {
+      std::memcpy(g.data() + at, v.data, v.numel * sizeof(float));
+      at += v.numel;
+    }
+    for (float x : g) norm2 += double(x) * double(x);
+    nesterov_outer_step(outer_.anchor.data(), outer_.momentum.data(), g.data(), numel_, float(opt_.outer_lr),
+                        float(opt_.outer_momentum), outer_.steps);
+    ++outer_.steps;
+    set_parameters_to_anchor();
+    put_back();  // this window's own gradients make the next epoch's first local step
+    outer_stepped_ = true;
+    detail("epoch " + std::to_string(epoch) + ": outer step " + std::to_string(outer_.steps) + " with " + with +
+           " pseudo-gradient of norm " + number_text(std::sqrt(norm2)) + " after " +
+           std::to_string(inner_steps_ + 1) + " local steps");
+    *decision = LOOM_STEP_APPLY;
+    return LOOM_OK;
+  };
+  switch (end) {
+    case RoundEnd::averaged:
+      return outer_step("the group's mean");
+    case RoundEnd::alone:
+      if (finite && view().peers > 1 && opt_.local_steps == 0 &&
+          double(samples_.load()) < double(opt_.target_batch_size)) {
+        // Started early and nobody came: steps alone only on a whole target.
+        alone_until_target_ = true;
+        put_back();
+        return inner_step(decision);
+      }
+      if (!finite) {
+        zero_grads();
+        samples_ = 0;
+        heal();
+        return LOOM_OK;
+      }
+      return outer_step("its own");
+    case RoundEnd::short_of_target:
+      put_back();  // local steps go on until this peer's share of the deficit is in
+      return inner_step(decision);
+    case RoundEnd::discarded:
+      put_back();
+      samples_ = 0;
+      heal();
+      if (unhealthy_) {
+        zero_grads();
+        return LOOM_OK;
+      }
+      return inner_step(decision);
+    case RoundEnd::moved_on:
+      put_back();
+      if (catch_up_local(view().global_epoch)) return LOOM_OK;
+      return inner_step(decision);
+  }
+  return LOOM_OK;
+}
+
+bool Peer::agree_on_outer_state(Clock::time_point deadline, std::string *why) {
+  Digest d;
+  d.update(outer_.anchor.data(), outer_.anchor.size() * sizeof(float));
+  d.update(outer_.momentum.data(), outer_.momentum.size() * sizeof(float));
+  d.update(&outer_.steps, sizeof outer_.steps);
+  const uint64_t h = d.finish();
+  const double hi = double(h >> 32), lo = double(h & 0xffffffffu), steps = double(outer_.steps);
+  double x[5] = {hi, lo, -hi, -lo, steps};
+  if (comm_->allreduce(x, 5, LOOM_DTYPE_F64, LOOM_REDUCE_MAX, deadline, why) != LOOM_OK) return false;
+  if (x[0] == -x[2] && x[1] == -x[3]) return true;
+  // Every member counts alike: none of the differing states is known right.
+  // On copies: a failed allreduce leaves partial sums behind.
+  const float inv = 1.0f / float(comm_->size());
+  std::vector<float> anchor = outer_.anchor, momentum = outer_.momentum;
+  for (auto *v : {&anchor, &momentum}) {
+    if (comm_->allreduce_sum(v->data(), v->size(), deadline, why) != LOOM_OK) return false;
+    for (float &f : *v) f *= inv;
+  }
+  outer_.anchor = std::move(anchor);
+  outer_.momentum = std::move(momentum);
+  outer_.steps = uint64_t(x[4]);
+  log_limited(Level::warn, "outer states differ",
+              "epoch " + std::to_string(epoch_.load()) + ": the members of this round held different outer states (one "
+              "stepped alone, or went on from its own parameters); they took their mean before the outer step");
+  return true;
+}
+
+bool Peer::catch_up_local(int64_t global_epoch) {
+  std::string reason;
+  log(Level::info, "this peer is at epoch " + std::to_string(epoch_.load()) + ", the swarm at " +
+                       std::to_string(global_epoch) + ": loading the swarm's state (local updates)");
+  if (load_state(global_epoch, &reason)) {
+    inner_steps_ = 0;
+    return true;
+  }
+  // Nothing to load: take the swarm's epoch from where this peer is. Its
+  // anchor then differs from the others' until a later load.
+  log_limited(Level::warn, "local catch-up",
+              "loading the swarm's state failed (" + reason + "); this peer goes on at epoch " +
+                  std::to_string(global_epoch) + " from its own parameters");
+  size_t at = 0;
+  for (const auto &p : params_) {
+    std::memcpy(outer_.anchor.data() + at, p.data, p.numel * sizeof(float));
+    at += p.numel;
+  }
+  epoch_ = global_epoch;
+  epoch_start_ms_ = wall_ms();
+  samples_ = 0;
+  inner_steps_ = 0;
+  alone_until_target_ = false;
+  wake_background();
+  return false;
+}
+
+loom_status Peer::snapshot_state(const uint8_t **data, size_t *len) {
+  const loom_status s = state_.snapshot(state_.user, data, len);
+  if (s != LOOM_OK || !opt_.local_updates) return s;
+  append_outer_state(*data, *len, outer_, &snapshot_with_outer_);
+  *data = snapshot_with_outer_.data();
+  *len = snapshot_with_outer_.size();
+  return LOOM_OK;
+}
+
+loom_status Peer::restore_state(const uint8_t *data, size_t len) {
+  if (!opt_.local_updates) return state_.restore(state_.user, data, len);
+  OuterState outer;
+  size_t host_len = 0;
+  std::string why;
+  if (!split_outer_state(data, len, numel_, &host_len, &outer, &why)) {
+    log(Level::warn, why);
+    return LOOM_ERR_INVALID_ARGUMENT;
+  }
+  const loom_status s = state_.restore(state_.user, data, host_len);
+  if (s != LOOM_OK) return s;
+  // The joiner starts from the swarm's anchor: the donor's own local steps
+  // since are the donor's contribution, not this peer's.
+  outer_ = std::move(outer);
+  set_parameters_to_anchor();
+  return LOOM_OK;
+}
+
+}  // namespace loom_collab
