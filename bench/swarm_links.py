@@ -14,9 +14,12 @@ one row:
               exits: DHT, state and the collective together) per averaged
               sample of the swarm
   round ms    the median time a round's averaging took on the training thread
-              ("allreduce N ms" or "sliced mean in C N ms" in the peers' logs)
+              ("allreduce N ms" or "sliced mean in C N ms" in the peers' logs;
+              under delay_averaging, "training waited N ms" for the round)
   bits/char   the peers' mean final validation bits per character, at equal
-              samples (every variant runs as many epochs of the same target)
+              samples when every variant runs as many epochs of the same
+              target (a local_updates variant sets its own trainer.max_steps,
+              in local steps: give the others as many samples with --epochs)
 
 and each against the first variant of the run. There is no netem on this
 kernel: the links have bandwidth but no latency or loss. The CPUs are shared
@@ -48,7 +51,10 @@ from swarm_scale import Peer, PeerFailed, check_alive, fail  # noqa: E402
 
 PORT = 7000
 AVG = re.compile(r"epoch (\d+): averaged gradients of (\d+) samples with (\d+) peers")
-REDUCED = re.compile(r"ms, (?:allreduce|sliced mean in \w+|centered_clip(?: in \w+)?) ([0-9.]+) ms")
+# A round's averaging on the training thread; for a delayed round
+# (delay_averaging), what training waited for it.
+REDUCED = re.compile(r"ms, (?:allreduce|sliced mean in \w+|centered_clip(?: in \w+)?) ([0-9.]+) ms"
+                     r"|training waited ([0-9.]+) ms for it")
 FINAL = re.compile(r"final bpc: ([0-9.eE+-]+) after")  # charlm's validation, in bits per character
 # Each codec for the gradients and for the last epoch's state averaging alike.
 DEFAULT_VARIANTS = [f"{c}:strategy.options.compression={c},strategy.options.state_compression={c}"
@@ -123,7 +129,7 @@ def run_variant(name, pairs, args, out, n_run):
     seconds = avg[-1][0] - avg[0][0]
     samples = sum(int(m[2]) for _, m in avg[1:])  # the epochs after the first one's end
     total_samples = sum(int(m[2]) for _, m in avg)
-    rounds = [float(m[1]) for p in peers for _, m in p.grep(REDUCED)]
+    rounds = [float(m[1] or m[2]) for p in peers for _, m in p.grep(REDUCED)]
     losses = [float(m[1]) for p in peers for _, m in p.grep(FINAL)]
     return {"variant": name, "settings": ["=".join(p) for p in pairs], "epochs_averaged": len(avg),
             "samples_per_s": samples / seconds if seconds > 0 else float("nan"),

@@ -13,12 +13,12 @@
 #include "scale_kernels.h"
 
 namespace loom_collab {
-namespace {
-
 std::string group_text(const GroupRecord &g) {
   return std::to_string(g.members.size()) + " peers (epoch " + std::to_string(g.epoch) + ", attempt " +
          std::to_string(g.attempt) + (g.of ? ", a bounded group of the " + std::to_string(g.of) + " that met" : "") + ")";
 }
+
+namespace {
 
 // How a round combined the gradients, for its log line.
 std::string combine_text(const Options &o) {
@@ -172,6 +172,14 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
     // rogue's pull is bounded. The gradients are written only once it is
     // done, so a retry starts from them again.
     const bool sliced = opt_.centered_clip || opt_.compression != Codec::none;
+    // delay_averaging: the data moves on a helper thread; the last epoch's
+    // round is not delayed (nothing would apply it).
+    if (opt_.delay_averaging && !(max_steps_ >= 0 && epoch + 1 >= max_steps_)) {
+      if (sliced) gather(float(1.0 / windows));
+      else if (mine > 0) fill();
+      else std::fill(buffer_.begin(), buffer_.end(), 0.0f);
+      return launch_delayed(group, std::move(comm), members, total, sliced, waited, setup, ahead, deadline);
+    }
     if (sliced) {
       gather(float(1.0 / windows));
       filled = false;

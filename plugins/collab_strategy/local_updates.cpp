@@ -137,6 +137,8 @@ loom_status Peer::local_round(loom_step_decision *decision) {
       put_back();
       if (catch_up_local(view().global_epoch)) return LOOM_OK;
       return inner_step(decision);
+    case RoundEnd::launched:
+      break;  // never: delay_averaging is refused with local_updates
   }
   return LOOM_OK;
 }

@@ -146,6 +146,12 @@ const loom_option_decl kOptions[kNumOptions] = {
     {sizeof(loom_option_decl), LOOM_OPTION_FLOAT, "outer_momentum", "0.9",
      "With local_updates: the outer optimizer's Nesterov momentum, 0 to below 1 (DiLoCo's 0.9; 0: plain SGD on "
      "the pseudo-gradient, which with outer_lr = 1 is averaging the parameters)."},
+    {sizeof(loom_option_decl), LOOM_OPTION_BOOL, "delay_averaging", "false",
+     "Overlap a round with training: once a group has met and counted the target, its allreduce (or sliced "
+     "mean) runs on a helper thread while this peer accumulates the next epoch, and the averaged gradients are "
+     "applied at the first step boundary after it finished, one step late (hivemind's delayed parameter "
+     "updates). Training waits for a round only when it takes longer than the next epoch's accumulation. The "
+     "last epoch is averaged without delay. Every peer of a run must use the same value."},
 };
 
 namespace {
@@ -366,6 +372,16 @@ bool read_options(const loom_host_v1 *host, Options *o, std::string *why) {
   if (!r.integer(kOptLocalSteps, 0, int64_t(1) << 32, &o->local_steps)) return false;
   if (!r.number(kOptOuterLr, 1e-6, 100, &o->outer_lr)) return false;
   if (!r.number(kOptOuterMomentum, 0, 0.999999, &o->outer_momentum)) return false;
+  if (!r.text(kOptDelayAveraging, &t)) return false;
+  o->delay_averaging = t == "true";
+  if (o->delay_averaging && (o->local_updates || o->client_mode)) {
+    *why = std::string("option delay_averaging = true is not valid with ") +
+           (o->local_updates ? "local_updates = true (an outer step must finish before the next epoch starts "
+                               "from its anchor)"
+                             : "client_mode = true (a client's round goes through its relay, which does not "
+                               "delay it)");
+    return false;
+  }
   if (!o->local_updates && o->local_steps > 0) {
     *why = "option local_steps = " + std::to_string(o->local_steps) +
            " is set without local_updates = true; set local_updates = true, or leave local_steps at 0";

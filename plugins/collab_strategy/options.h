@@ -59,6 +59,7 @@ enum OptionIndex {
   kOptLocalSteps,
   kOptOuterLr,
   kOptOuterMomentum,
+  kOptDelayAveraging,
   kNumOptions
 };
 
@@ -128,7 +129,11 @@ struct Options {
   bool local_updates = false;
   int64_t local_steps = 0;
   double outer_lr = 0.7;        // DiLoCo's
-  double outer_momentum = 0.9;  // DiLoCo's  // client-mode peers this (full) peer relays for at once; 0: none
+  double outer_momentum = 0.9;  // DiLoCo's
+  // delay_averaging (delayed_round.cpp): a round's data moves on a helper
+  // thread while the next epoch accumulates; its result is applied one
+  // step late (hivemind's delayed parameter updates).
+  bool delay_averaging = false;  // client-mode peers this (full) peer relays for at once; 0: none
 };
 
 // Reads and validates every option through host->get_option. On a bad value

@@ -190,9 +190,12 @@ loom_status Peer::setup(const loom_training_state_v1 &state, std::string *why) {
                       collective_->allreduce_scaled != nullptr &&
                       (collective_->info->capabilities & LOOM_CAP_SCALED_ALLREDUCE);
   float *flat = tiled_range(grads_);
-  if (scaled && flat) flat_grads_ = flat;
+  // A delayed round leaves the host's gradients to the next epoch: its sum
+  // goes through a copy, applied later.
+  if (scaled && flat && !opt_.delay_averaging) flat_grads_ = flat;
   const char *how = flat_grads_ ? "one flat vector, the average written straight into it by allreduce_scaled"
                     : scaled ? "not one flat vector: averaged through a copy"
+                    : opt_.delay_averaging ? "averaged through a copy, applied a step late (delay_averaging)"
                     : !opt_.scaled_allreduce ? "averaged through a copy (scaled_allreduce = false)"
                                              : "the collective has no allreduce_scaled: averaged through a copy";
   detail(std::string("gradients: ") + how);
@@ -302,6 +305,7 @@ loom_status Peer::teardown() {
   if (!set_up_) return LOOM_OK;
   set_up_ = false;
   drop_prematch();
+  drop_delayed();
   if (comm_) comm_.reset();
   stop_ = true;
   wake_background();

@@ -59,6 +59,26 @@ struct Prematch {
   Clock::time_point matched{}, connected{};
 };
 
+// delay_averaging (delayed_round.cpp): a round whose group met and counted
+// the target, its data moving on a helper thread (in Peer::buffer_) while
+// the training thread accumulates the next epoch.
+struct DelayedRound {
+  GroupRecord group;
+  std::unique_ptr<GroupComm> comm;
+  MemberWeights members;
+  int64_t epoch = 0;
+  double total = 0;     // the members' summed samples
+  bool sliced = false;  // sliced_average (codec or centered_clip): buffer_ holds the mean, else the sum
+  Clock::duration waited{}, setup{};
+  bool ahead = false;
+  Clock::time_point posted{}, finished{};
+  std::thread thread;
+  std::atomic<bool> done{false};
+  // Written by the thread before `done`; read after join.
+  bool ok = false, finite = true;
+  std::string why;
+};
+
 // A round that fell short of target_batch_size: its group stays together
 // while each member accumulates its share of the deficit, then meets again.
 struct Pending {
@@ -75,6 +95,7 @@ enum class RoundEnd {
   moved_on,         // the swarm finished the epoch without this peer
   short_of_target,  // the members' summed weights fell short: pending_ holds the group
   discarded,        // nothing usable came out (no finite contribution, or a non-finite result)
+  launched,         // delay_averaging: the round's data moves on a helper thread (Peer::delayed_)
 };
 
 class Peer {
@@ -174,6 +195,19 @@ class Peer {
   void drop_prematch();  // cancels and joins it
   // The target is reached: average (or step alone) and decide.
   loom_status finish_window(loom_step_decision *decision);
+  // delay_averaging (delayed_round.cpp). launch_delayed: buffer_ holds this
+  // member's contribution; the round's data moves on a helper thread.
+  // apply_delayed: joins it and, when it succeeded, puts its mean in the
+  // gradients for this window's step (the next epoch's gradients so far
+  // wait in carry_ and come back at the next window); false when there was
+  // nothing to apply. drop_delayed: joins and forgets it.
+  RoundEnd launch_delayed(const GroupRecord &group, std::unique_ptr<GroupComm> comm, const MemberWeights &members,
+                          double total, bool sliced, Clock::duration waited, Clock::duration setup, bool ahead,
+                          Clock::time_point deadline);
+  void run_delayed(DelayedRound *d, Clock::time_point deadline);
+  bool apply_delayed(loom_step_decision *decision);
+  void drop_delayed();
+  void add_carry();
   // Local updates (local_updates.cpp, outer_step.h). close_window: the
   // epoch's round, finish_window's or local_round's. local_round averages
   // the pseudo-gradient (anchor minus parameters) and takes the outer step;
@@ -486,6 +520,9 @@ class Peer {
   // the host snapshot with the outer state after it, whether this window's
   // optimizer step follows an outer step (the epoch ends with it), and the
   // local steps taken this epoch.
+  std::unique_ptr<DelayedRound> delayed_;
+  std::vector<float> carry_;       // the next epoch's gradients while a delayed round's mean is applied
+  bool applying_delayed_ = false;  // this window's step applies a delayed round (after_optimizer_step)
   OuterState outer_;
   std::vector<float> stash_;
   Bytes snapshot_with_outer_;
@@ -534,6 +571,9 @@ std::string milliseconds_text(Clock::duration d);
 // "0.00123", "4.5e+03": a value in a message, to 3 significant digits.
 std::string number_text(double v);
 
+// "3 peers (epoch 4, attempt 0)": a group, for the log lines tests and
+// benchmarks read.
+std::string group_text(const GroupRecord &g);
 // A view of t when it is a compact float32 CPU tensor.
 bool float_view(const DLTensor &t, FloatView *out);
 // The start of the one contiguous range the views tile together, in any

@@ -31,8 +31,11 @@ loom_status Peer::after_backward(uint64_t local_samples, loom_step_decision *dec
   *decision = LOOM_STEP_ACCUMULATE;
   if (misfit(why)) return LOOM_ERR_INVALID_ARGUMENT;
   if (opt_.checkpointer) return checkpointer_window();
+  add_carry();  // the gradients a delayed round's step set aside come back first
   note_loss();
   if (stopping()) {
+    // A delayed round that finished is applied (its group stepped on it).
+    if (delayed_ && apply_delayed(decision)) return LOOM_OK;
     // Leaving: a group formed ahead, or one whose round fell short, waits
     // for this peer until averaging_timeout, so its round is finished;
     // nothing new starts, and the host tears down at its next step boundary.
@@ -60,6 +63,8 @@ loom_status Peer::after_backward(uint64_t local_samples, loom_step_decision *dec
   }
   window_start_ = tick;
   window_started_ = true;
+  // A delayed round is applied at the first step boundary after it finished.
+  if (delayed_ && delayed_->done && apply_delayed(decision)) return LOOM_OK;
 
   if (unhealthy_ && !pending_) {
     // A diverged peer stays out of rounds (the others do not wait for it:
@@ -173,6 +178,9 @@ loom_status Peer::finish_window(loom_step_decision *decision) {
   // No round past max_steps, however this peer reached the last epoch
   // (following the swarm, moving on, loading its state).
   if (finished()) return LOOM_OK;
+  // A delayed round still moving is waited for and applied first; this
+  // epoch's round starts at the next window.
+  if (delayed_ && apply_delayed(decision)) return LOOM_OK;
   const int64_t epoch = epoch_.load();
   const double windows = double(std::max<uint64_t>(1, windows_));
   double squares = 0;
@@ -187,7 +195,7 @@ loom_status Peer::finish_window(loom_step_decision *decision) {
   const RoundEnd end = opt_.client_mode ? relay_gradients(weight, norm) : average_gradients(weight, norm);
   // Contributions relayed through this peer get the round's mean or a miss,
   // unless its group meets again (they stay counted).
-  if (end != RoundEnd::short_of_target) answer_relayed(end);
+  if (end != RoundEnd::short_of_target && end != RoundEnd::launched) answer_relayed(end);
   auto restart_window = [&] {
     zero_grads();
     samples_ = 0;
@@ -201,6 +209,17 @@ loom_status Peer::finish_window(loom_step_decision *decision) {
       return LOOM_OK;
     case RoundEnd::short_of_target:
       return LOOM_OK;  // accumulate this peer's share of the deficit; the group meets again
+    case RoundEnd::launched:
+      // The round's data moves on its helper thread (buffer_ holds this
+      // peer's part): the next epoch accumulates from zero meanwhile.
+      zero_grads();
+      samples_ = 0;
+      windows_ = 0;
+      epoch_ = epoch + 1;
+      epoch_start_ms_ = wall_ms();
+      alone_until_target_ = false;
+      wake_background();
+      return LOOM_OK;
     case RoundEnd::discarded:
       // Every member of the group discards alike and accumulates this epoch afresh.
       restart_window();
@@ -256,11 +275,17 @@ loom_status Peer::after_optimizer_step(std::string *why) {
   outer_stepped_ = false;
   inner_steps_ = 0;
   const auto stepped = Clock::now();
-  const int64_t done = epoch_.load() + 1;
+  // A delayed round's step: the epoch moved on when the round was launched,
+  // and the samples and windows counted since belong to the next one.
+  const bool delayed = applying_delayed_;
+  applying_delayed_ = false;
+  const int64_t done = delayed ? epoch_.load() : epoch_.load() + 1;
   epoch_ = done;
-  alone_until_target_ = false;
-  samples_ = 0;
-  windows_ = 0;
+  if (!delayed) {
+    alone_until_target_ = false;
+    samples_ = 0;
+    windows_ = 0;
+  }
   const bool last = max_steps_ >= 0 && done >= max_steps_;
   const bool sync = last || is_sync_epoch(done);  // a state-averaging epoch
   // Under local updates the outer step made the members agree: no
@@ -313,7 +338,7 @@ loom_status Peer::after_optimizer_step(std::string *why) {
   serve_if_wanted();
   window_start_ = Clock::now();  // the next window's rate counts from here, not through the round
   window_started_ = true;
-  epoch_start_ms_ = wall_ms();
+  if (!delayed) epoch_start_ms_ = wall_ms();
   return LOOM_OK;
 }
 

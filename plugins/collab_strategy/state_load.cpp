@@ -41,6 +41,8 @@ bool Peer::copy_own_state(Bytes *out) {
 }
 
 bool Peer::load_state(int64_t min_epoch, std::string *why) {
+  drop_delayed();  // its step would move a state that is about to be replaced
+  carry_.clear();
   const auto start = Clock::now();
   const auto deadline = start + std::chrono::milliseconds(int64_t(opt_.load_state_timeout * 1000));
   // A checkpointer keeps serving what it holds while it loads a newer state

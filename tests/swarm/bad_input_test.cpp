@@ -57,8 +57,9 @@ TEST(Swarm, BadOptionsExitWithCode2AndTheReason) {
   }
 }
 
-// Local updates (outer_step.h) with what they cannot work with yet.
-TEST(Swarm, LocalUpdatesOptionsThatDoNotFitExitWithCode2AndTheReason) {
+// Local updates (outer_step.h) and delayed averaging with what they cannot
+// work with yet.
+TEST(Swarm, LocalUpdatesAndDelayOptionsThatDoNotFitExitWithCode2AndTheReason) {
   Scratch scratch;
   const std::vector<std::pair<std::vector<std::string>, std::vector<std::string>>> cases = {
       {{"strategy.options.local_steps=50"}, {"local_steps = 50", "without local_updates = true"}},
@@ -71,6 +72,11 @@ TEST(Swarm, LocalUpdatesOptionsThatDoNotFitExitWithCode2AndTheReason) {
       {{"strategy.options.local_updates=true", "strategy.options.outer_momentum=1"},
        {"outer_momentum", "= 1", "from 0 to"}},
       {{"strategy.options.local_updates=true", "strategy.options.outer_lr=0"}, {"outer_lr", "= 0", "from 1e-06 to"}},
+      {{"strategy.options.delay_averaging=true", "strategy.options.local_updates=true"},
+       {"delay_averaging = true is not valid with local_updates = true"}},
+      {{"strategy.options.delay_averaging=true", "strategy.options.client_mode=true"},
+       {"delay_averaging = true is not valid with client_mode = true"}},
+      {{"strategy.options.delay_averaging=yes"}, {"delay_averaging", "yes"}},
       {{"strategy.options.local_updates=true", "strategy.options.local_steps=7", "trainer.max_steps=20"},
        {"trainer.max_steps = 20 is not a whole number of epochs of local_steps = 7", "a multiple of 7"}},
   };
