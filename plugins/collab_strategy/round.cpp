@@ -424,7 +424,16 @@ std::optional<GroupRecord> Peer::matchmake(int64_t epoch, uint32_t attempt, Cloc
     // then no proof that every peer has. Close early only once as many
     // joined as the swarm is estimated to hold.
     if (all && now_view.sampled && joiners.size() < now_view.peers) all = false;
-    if (all || Clock::now() >= close_at) break;
+    if (all) break;
+    if (Clock::now() >= close_at) {
+      // Under local_steps every peer ends its epoch after as many local
+      // steps: one still stepping at this epoch will come, so the group
+      // waits for it (up to the round's deadline) rather than leave it to
+      // step alone and load the state after (a whole state over a slow link).
+      const bool stragglers = opt_.local_updates && opt_.local_steps > 0 &&
+                              std::any_of(expected.begin(), expected.end(), [&](uint64_t p) { return !joiners.count(p); });
+      if (!stragglers || Clock::now() >= round_deadline - window) break;
+    }
     std::this_thread::sleep_for(kPoll);
   }
   const uint64_t leader = *joiners.begin();
@@ -443,7 +452,11 @@ std::optional<GroupRecord> Peer::matchmake(int64_t epoch, uint32_t attempt, Cloc
   // A follower waits for its leader's record: the leader closes within its
   // window, which began before this peer saw its join; one more second
   // for the record to arrive.
-  const auto wait_until = std::min(Clock::now() + window + std::chrono::seconds(1), round_deadline);
+  // (Under local_steps the leader may wait for stragglers up to the round's
+  // deadline.)
+  const auto wait_until = opt_.local_updates && opt_.local_steps > 0
+                              ? round_deadline
+                              : std::min(Clock::now() + window + std::chrono::seconds(1), round_deadline);
   while (Clock::now() < wait_until && !cancelled() && !stopping()) {
     if (!background) serve_if_wanted();
     bool excluded = false;
