@@ -178,7 +178,7 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
       if (sliced) gather(float(1.0 / windows));
       else if (mine > 0) fill();
       else std::fill(buffer_.begin(), buffer_.end(), 0.0f);
-      return launch_delayed(group, std::move(comm), members, total, sliced, waited, setup, ahead, deadline);
+      return launch_delayed(group, std::move(comm), members, total, sliced, waited, ahead, deadline);
     }
     if (sliced) {
       gather(float(1.0 / windows));

@@ -15,7 +15,7 @@
 namespace loom_collab {
 
 RoundEnd Peer::launch_delayed(const GroupRecord &group, std::unique_ptr<GroupComm> comm, const MemberWeights &members,
-                              double total, bool sliced, Clock::duration waited, Clock::duration setup, bool ahead,
+                              double total, bool sliced, Clock::duration waited, bool ahead,
                               Clock::time_point deadline) {
   auto d = std::make_unique<DelayedRound>();
   d->group = group;
@@ -25,7 +25,6 @@ RoundEnd Peer::launch_delayed(const GroupRecord &group, std::unique_ptr<GroupCom
   d->total = total;
   d->sliced = sliced;
   d->waited = waited;
-  d->setup = setup;
   d->ahead = ahead;
   d->posted = Clock::now();
   DelayedRound *raw = d.get();

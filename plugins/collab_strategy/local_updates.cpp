@@ -28,13 +28,7 @@ uint64_t Peer::round_target(const GroupRecord &group) const {
   return part_target(opt_.target_batch_size, group);
 }
 
-void Peer::set_parameters_to_anchor() {
-  size_t at = 0;
-  for (auto &p : params_) {
-    std::memcpy(p.data, outer_.anchor.data() + at, p.numel * sizeof(float));
-    at += p.numel;
-  }
-}
+void Peer::set_parameters_to_anchor() { copy_into_views(outer_.anchor.data(), params_); }
 
 loom_status Peer::local_round(loom_step_decision *decision) {
   if (finished()) return LOOM_OK;
@@ -42,28 +36,21 @@ loom_status Peer::local_round(loom_step_decision *decision) {
   // The window's own gradients wait aside; the pseudo-gradient takes their
   // place, as one window's worth (the round divides by windows_).
   stash_.resize(numel_);
+  copy_from_views(grads_, stash_.data());
   double squares = 0;
   {
     size_t at = 0;
-    for (auto &g : grads_) {
-      std::memcpy(stash_.data() + at, g.data, g.numel * sizeof(float));
-      const float *anchor = outer_.anchor.data() + at;
-      const float *p = params_[&g - grads_.data()].data;
-      for (uint64_t i = 0; i < g.numel; ++i) {
-        const float d = anchor[i] - p[i];
-        g.data[i] = d;
-        squares += double(d) * double(d);
+    for (size_t v = 0; v < grads_.size(); ++v) {
+      float *g = grads_[v].data;
+      const float *anchor = outer_.anchor.data() + at, *p = params_[v].data;
+      for (uint64_t i = 0; i < grads_[v].numel; ++i) {
+        g[i] = anchor[i] - p[i];
+        squares += double(g[i]) * double(g[i]);
       }
-      at += g.numel;
+      at += grads_[v].numel;
     }
   }
-  auto put_back = [&] {
-    size_t at = 0;
-    for (auto &g : grads_) {
-      std::memcpy(g.data, stash_.data() + at, g.numel * sizeof(float));
-      at += g.numel;
-    }
-  };
+  auto put_back = [&] { copy_into_views(stash_.data(), grads_); };
   const bool finite = std::isfinite(squares);
   if (!finite)
     mark_unhealthy("epoch " + std::to_string(epoch) + ": this peer's parameters are not finite (nan or inf) after "
@@ -73,7 +60,6 @@ loom_status Peer::local_round(loom_step_decision *decision) {
   const RoundEnd end = average_gradients(weight, finite ? std::sqrt(squares) : -1.0);
   if (end != RoundEnd::short_of_target) answer_relayed(end);
   auto outer_step = [&](const char *with) {
-    if (outer_.momentum.size() != numel_) outer_.momentum.assign(numel_, 0.0f);
     if (end == RoundEnd::averaged && comm_) {
       std::string why;
       const auto deadline = Clock::now() + std::chrono::milliseconds(int64_t(opt_.averaging_timeout * 1000));
@@ -82,17 +68,16 @@ loom_status Peer::local_round(loom_step_decision *decision) {
                     "epoch " + std::to_string(epoch) + ": could not compare outer states with the group (" + why +
                         "); stepping from this peer's own");
     }
-    // The round left the mean pseudo-gradient in the gradients; gather it.
-    std::vector<float> g(numel_);
+    // The round left the mean pseudo-gradient in the gradients: step from
+    // them view by view.
     double norm2 = 0;
     size_t at = 0;
     for (const auto &v : grads_) {
-      std::memcpy(g.data() + at, v.data, v.numel * sizeof(float));
+      norm2 += sum_of_squares(v.data, v.numel);
+      nesterov_outer_step(outer_.anchor.data() + at, outer_.momentum.data() + at, v.data, v.numel,
+                          float(opt_.outer_lr), float(opt_.outer_momentum), outer_.steps);
       at += v.numel;
     }
-    for (float x : g) norm2 += double(x) * double(x);
-    nesterov_outer_step(outer_.anchor.data(), outer_.momentum.data(), g.data(), numel_, float(opt_.outer_lr),
-                        float(opt_.outer_momentum), outer_.steps);
     ++outer_.steps;
     set_parameters_to_anchor();
     put_back();  // this window's own gradients make the next epoch's first local step
@@ -148,11 +133,10 @@ bool Peer::agree_on_outer_state(Clock::time_point deadline, std::string *why) {
   d.update(outer_.anchor.data(), outer_.anchor.size() * sizeof(float));
   d.update(outer_.momentum.data(), outer_.momentum.size() * sizeof(float));
   d.update(&outer_.steps, sizeof outer_.steps);
-  const uint64_t h = d.finish();
-  const double hi = double(h >> 32), lo = double(h & 0xffffffffu), steps = double(outer_.steps);
-  double x[5] = {hi, lo, -hi, -lo, steps};
-  if (comm_->allreduce(x, 5, LOOM_DTYPE_F64, LOOM_REDUCE_MAX, deadline, why) != LOOM_OK) return false;
-  if (x[0] == -x[2] && x[1] == -x[3]) return true;
+  bool same = false;
+  double steps = 0;  // the most outer steps any member took
+  if (!same_digest(*comm_, d.finish(), double(outer_.steps), deadline, &same, &steps, why)) return false;
+  if (same) return true;
   // Every member counts alike: none of the differing states is known right.
   // On copies: a failed allreduce leaves partial sums behind.
   const float inv = 1.0f / float(comm_->size());
@@ -163,7 +147,7 @@ bool Peer::agree_on_outer_state(Clock::time_point deadline, std::string *why) {
   }
   outer_.anchor = std::move(anchor);
   outer_.momentum = std::move(momentum);
-  outer_.steps = uint64_t(x[4]);
+  outer_.steps = uint64_t(steps);
   log_limited(Level::warn, "outer states differ",
               "epoch " + std::to_string(epoch_.load()) + ": the members of this round held different outer states (one "
               "stepped alone, or went on from its own parameters); they took their mean before the outer step");
@@ -183,11 +167,7 @@ bool Peer::catch_up_local(int64_t global_epoch) {
   log_limited(Level::warn, "local catch-up",
               "loading the swarm's state failed (" + reason + "); this peer goes on at epoch " +
                   std::to_string(global_epoch) + " from its own parameters");
-  size_t at = 0;
-  for (const auto &p : params_) {
-    std::memcpy(outer_.anchor.data() + at, p.data, p.numel * sizeof(float));
-    at += p.numel;
-  }
+  copy_from_views(params_, outer_.anchor.data());
   epoch_ = global_epoch;
   epoch_start_ms_ = wall_ms();
   samples_ = 0;

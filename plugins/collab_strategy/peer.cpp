@@ -89,6 +89,20 @@ std::string own_command() {
 
 }  // namespace
 
+void copy_from_views(const std::vector<FloatView> &views, float *out) {
+  for (const auto &v : views) {
+    std::memcpy(out, v.data, v.numel * sizeof(float));
+    out += v.numel;
+  }
+}
+
+void copy_into_views(const float *in, const std::vector<FloatView> &views) {
+  for (const auto &v : views) {
+    std::memcpy(v.data, in, v.numel * sizeof(float));
+    in += v.numel;
+  }
+}
+
 float *tiled_range(std::vector<FloatView> views) {
   // The host lays gradients out back to front (backward's order): whether
   // they tile one range is a question of addresses, not of the list's order.
@@ -174,11 +188,7 @@ loom_status Peer::setup(const loom_training_state_v1 &state, std::string *why) {
   mark_synced();  // every peer of a run starts from the same parameters, or loads them below
   if (opt_.local_updates) {
     outer_.anchor.resize(numel_);
-    size_t at = 0;
-    for (const auto &p : params_) {
-      std::memcpy(outer_.anchor.data() + at, p.data, p.numel * sizeof(float));
-      at += p.numel;
-    }
+    copy_from_views(params_, outer_.anchor.data());
     outer_.momentum.assign(numel_, 0.0f);
   }
   {

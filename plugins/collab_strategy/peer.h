@@ -69,7 +69,7 @@ struct DelayedRound {
   int64_t epoch = 0;
   double total = 0;     // the members' summed samples
   bool sliced = false;  // sliced_average (codec or centered_clip): buffer_ holds the mean, else the sum
-  Clock::duration waited{}, setup{};
+  Clock::duration waited{};
   bool ahead = false;
   Clock::time_point posted{}, finished{};
   std::thread thread;
@@ -202,7 +202,7 @@ class Peer {
   // wait in carry_ and come back at the next window); false when there was
   // nothing to apply. drop_delayed: joins and forgets it.
   RoundEnd launch_delayed(const GroupRecord &group, std::unique_ptr<GroupComm> comm, const MemberWeights &members,
-                          double total, bool sliced, Clock::duration waited, Clock::duration setup, bool ahead,
+                          double total, bool sliced, Clock::duration waited, bool ahead,
                           Clock::time_point deadline);
   void run_delayed(DelayedRound *d, Clock::time_point deadline);
   bool apply_delayed(loom_step_decision *decision);
@@ -574,6 +574,16 @@ std::string number_text(double v);
 // "3 peers (epoch 4, attempt 0)": a group, for the log lines tests and
 // benchmarks read.
 std::string group_text(const GroupRecord &g);
+// The views' values, one after the other, into out (the views' total
+// numel); and back.
+void copy_from_views(const std::vector<FloatView> &views, float *out);
+void copy_into_views(const float *in, const std::vector<FloatView> &views);
+// Whether every member of comm holds the same digest, by one allreduce of
+// 5 doubles every member must make; *flag_max gets the largest flag any
+// member passed (what else the group must know in the same call). False,
+// with *why, when the collective failed.
+bool same_digest(GroupComm &comm, uint64_t digest, double flag, Clock::time_point deadline, bool *same,
+                 double *flag_max, std::string *why);
 // A view of t when it is a compact float32 CPU tensor.
 bool float_view(const DLTensor &t, FloatView *out);
 // The start of the one contiguous range the views tile together, in any

@@ -79,11 +79,7 @@ bool Peer::average_views(std::vector<FloatView> &views, const MemberWeights &mem
 
 void Peer::mark_synced() {
   synced_.resize(numel_);
-  size_t at = 0;
-  for (const auto &p : params_) {
-    std::memcpy(synced_.data() + at, p.data, p.numel * sizeof(float));
-    at += p.numel;
-  }
+  copy_from_views(params_, synced_.data());
   if (opt_.state_compression != Codec::none) {
     Digest d;
     d.update(synced_.data(), synced_.size() * sizeof(float));
@@ -91,14 +87,23 @@ void Peer::mark_synced() {
   }
 }
 
+bool same_digest(GroupComm &comm, uint64_t digest, double flag, Clock::time_point deadline, bool *same,
+                 double *flag_max, std::string *why) {
+  // max and -min of the digest's halves (exact in a double), and the flag's max.
+  const double hi = double(digest >> 32), lo = double(digest & 0xffffffffu);
+  double x[5] = {hi, lo, -hi, -lo, flag};
+  if (comm.allreduce(x, 5, LOOM_DTYPE_F64, LOOM_REDUCE_MAX, deadline, why) != LOOM_OK) return false;
+  *same = x[0] == -x[2] && x[1] == -x[3];
+  *flag_max = x[4];
+  return true;
+}
+
 bool Peer::same_reference(Clock::time_point deadline, bool *same, std::string *why) {
-  // max and -min of the digest's halves (exact in a double), and whether a
-  // member lacks a reference, in one call every member makes.
-  const bool have = synced_.size() == numel_;
-  const double hi = double(synced_digest_ >> 32), lo = double(synced_digest_ & 0xffffffffu);
-  double x[5] = {hi, lo, -hi, -lo, have ? 0.0 : 1.0};
-  if (comm_->allreduce(x, 5, LOOM_DTYPE_F64, LOOM_REDUCE_MAX, deadline, why) != LOOM_OK) return false;
-  *same = x[0] == -x[2] && x[1] == -x[3] && x[4] == 0;
+  // The flag: whether a member lacks a reference.
+  double lacking = 0;
+  if (!same_digest(*comm_, synced_digest_, synced_.size() == numel_ ? 0.0 : 1.0, deadline, same, &lacking, why))
+    return false;
+  *same = *same && lacking == 0;
   return true;
 }
 

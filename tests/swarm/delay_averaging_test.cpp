@@ -34,15 +34,11 @@ ThreeRun three_peers(const Scratch& scratch, const std::string& tag, bool delay)
                                          std::string("strategy.options.delay_averaging=") + (delay ? "true" : "false"),
                                          "strategy.options.run_id=" + unique_run_id("delay-" + tag)};
   ThreeRun out;
-  std::vector<std::unique_ptr<Peer>> peers;
-  peers.push_back(std::make_unique<Peer>(scratch, tag + "0", digits_config(), sets));
-  if (!wait_until([&] { return !peers[0]->address().empty(); }, seconds(30))) {
+  auto peers = start_swarm(scratch, 3, digits_config(), sets, tag);
+  if (peers.size() != 3) {
     ADD_FAILURE() << peers[0]->tail();
     return out;
   }
-  for (int i = 1; i < 3; ++i)
-    peers.push_back(std::make_unique<Peer>(scratch, tag + std::to_string(i), digits_config(), sets,
-                                           std::map<std::string, std::string>{{"LOOM_INITIAL_PEERS", peers[0]->address()}}));
   const std::regex waited(R"(training waited ([0-9.]+) ms for it)");
   double sum = 0;
   for (auto& p : peers) {

@@ -48,15 +48,11 @@ std::vector<std::string> charlm_sets(const std::string& tag, int steps) {
 
 SwarmRun three_peers(const Scratch& scratch, const std::string& tag, std::vector<std::string> sets) {
   SwarmRun out;
-  std::vector<std::unique_ptr<Peer>> peers;
-  peers.push_back(std::make_unique<Peer>(scratch, tag + "0", charlm_config(), sets));
-  if (!wait_until([&] { return !peers[0]->address().empty(); }, seconds(30))) {
+  auto peers = start_swarm(scratch, 3, charlm_config(), sets, tag);
+  if (peers.size() != 3) {
     ADD_FAILURE() << peers[0]->tail();
     return out;
   }
-  for (int i = 1; i < 3; ++i)
-    peers.push_back(std::make_unique<Peer>(scratch, tag + std::to_string(i), charlm_config(), sets,
-                                           std::map<std::string, std::string>{{"LOOM_INITIAL_PEERS", peers[0]->address()}}));
   double bpc = 0;
   for (auto& p : peers) {
     const int code = p->wait_exit(seconds(240));

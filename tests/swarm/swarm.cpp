@@ -48,15 +48,22 @@ std::string unique_run_id(const std::string& tag) { return "swarm-" + tag + "-" 
 std::string digits_config() { return std::string(LOOM_SOURCE_DIR) + "/examples/configs/digits-collab.toml"; }
 std::string teacher_config() { return std::string(LOOM_SOURCE_DIR) + "/examples/configs/teacher.toml"; }
 
-std::vector<std::unique_ptr<Peer>> start_teacher_swarm(const Scratch& scratch, int n, const std::vector<std::string>& sets) {
+std::vector<std::unique_ptr<Peer>> start_swarm(const Scratch& scratch, int n, const std::string& config,
+                                               const std::vector<std::string>& sets, const std::string& prefix,
+                                               bool dump_final) {
   std::vector<std::unique_ptr<Peer>> peers;
-  peers.push_back(std::make_unique<Peer>(scratch, "p0", teacher_config(), sets, std::map<std::string, std::string>{}, false));
+  peers.push_back(std::make_unique<Peer>(scratch, prefix + "0", config, sets, std::map<std::string, std::string>{},
+                                         dump_final));
   if (!wait_until([&] { return !peers[0]->address().empty(); }, seconds(30))) return peers;
   for (int i = 1; i < n; ++i)
-    peers.push_back(std::make_unique<Peer>(scratch, "p" + std::to_string(i), teacher_config(), sets,
+    peers.push_back(std::make_unique<Peer>(scratch, prefix + std::to_string(i), config, sets,
                                            std::map<std::string, std::string>{{"LOOM_INITIAL_PEERS", peers[0]->address()}},
-                                           false));
+                                           dump_final));
   return peers;
+}
+
+std::vector<std::unique_ptr<Peer>> start_teacher_swarm(const Scratch& scratch, int n, const std::vector<std::string>& sets) {
+  return start_swarm(scratch, n, teacher_config(), sets, "p", false);
 }
 
 std::string read_text(const std::string& path) {

@@ -87,9 +87,14 @@ std::string rogue_dht_address(const std::string& log_path, milliseconds timeout)
 // address; empty if its log has none.
 std::string rogue_peer_id(const std::string& log_path);
 
-// n teacher peers (no final dump) with the same sets: p0 starts the swarm,
-// p1.. join through it. Fewer than n come back (p0 alone) when p0 never
-// listened within 30 s: check the size, and p0's tail.
+// n peers of config with the same sets, named prefix0, prefix1...: the first
+// starts the swarm, the others join through it. Fewer than n come back (the
+// first alone) when it never listened within 30 s: check the size, and its
+// tail.
+std::vector<std::unique_ptr<Peer>> start_swarm(const Scratch& scratch, int n, const std::string& config,
+                                               const std::vector<std::string>& sets, const std::string& prefix = "p",
+                                               bool dump_final = true);
+// n teacher peers (no final dump), p0, p1...: start_swarm's.
 std::vector<std::unique_ptr<Peer>> start_teacher_swarm(const Scratch& scratch, int n, const std::vector<std::string>& sets);
 
 // Checks pred every poll until it holds (true) or timeout passes (false).
