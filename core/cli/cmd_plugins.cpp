@@ -79,7 +79,9 @@ int info(const GlobalOptions& global, const std::string& name, const std::string
       std::string ops, absent;
       for (const auto& o : op_names(LOOM_OP_ALL & ~d.absent_ops)) ops += (ops.empty() ? "" : ", ") + o;
       for (const auto& o : op_names(d.absent_ops)) absent += (absent.empty() ? "" : ", ") + o;
-      std::cout << "Operations:   " << ops << (absent.empty() ? "" : "  (absent: " + absent + ")") << "\n";
+      std::cout << "Operations:   " << ops << (absent.empty() ? "" : "  (absent: " + absent + ")") << "\n"
+                << "Traffic:      "
+                << (d.comm_stats ? "counted per communicator (comm_stats)" : "not reported (no comm_stats)") << "\n";
     }
     std::cout
               << "Status:       " << r.status_text() << "\n"

@@ -137,6 +137,17 @@ Status Communicator::iallreduce_scaled(const void* send, void* recv, uint64_t co
   LOOM_POST(0, "allreduce_scaled", allreduce_scaled(comm_, send, recv, count, dtype, scale, &raw));
 }
 #undef LOOM_POST
+bool Communicator::offers_stats() const { return owner_->descriptor().comm_stats; }
+Status Communicator::stats(loom_comm_stats_v1* out) const {
+  if (!offers_stats())
+    return Status(LOOM_ERR_UNSUPPORTED, "collective plugin '" + owner_->descriptor().name +
+                                            "' does not count its traffic (no comm_stats, ABI 1.11)");
+  *out = loom_comm_stats_v1{};
+  out->struct_size = sizeof *out;
+  const loom_status s = vtable_->comm_stats(comm_, out);
+  if (s != LOOM_OK) return Status(s, "comm_stats on collective plugin '" + owner_->descriptor().name + "' failed");
+  return Status();
+}
 
 // The blocking forms' post + wait (the inline case is in the header). A
 // blocking call has no request to hand out: it lives on this frame.

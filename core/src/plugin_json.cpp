@@ -35,6 +35,7 @@ json record_json(const PluginRecord& r) {
     if (r.candidate.kind == LOOM_KIND_COLLECTIVE) {
       j["operations"] = op_names(LOOM_OP_ALL & ~d.absent_ops);
       j["absent_operations"] = op_names(d.absent_ops);
+      j["traffic_stats"] = d.comm_stats;
     }
     json options = json::array();
     for (const auto& o : d.options) {

@@ -151,6 +151,8 @@ bool validate_vtable(const PluginCandidate& c, const void* vtable, uint32_t chos
     const bool v1_7 = chosen >= LOOM_ABI_MAKE(1, 7) && vt->struct_size >= LOOM_COLLECTIVE_V1_7_SIZE;
     d->absent_ops = v1_7 ? vt->absent_ops : 0;
     d->comm_last_error = v1_7 && vt->comm_last_error != nullptr;
+    d->comm_stats = chosen >= LOOM_ABI_MAKE(1, 11) && vt->struct_size >= LOOM_COLLECTIVE_V1_11_SIZE &&
+                    vt->comm_stats != nullptr;
     if (d->absent_ops & ~LOOM_OP_ALL) {
       char bits[32];
       std::snprintf(bits, sizeof bits, "0x%llx", static_cast<unsigned long long>(d->absent_ops & ~LOOM_OP_ALL));

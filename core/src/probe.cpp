@@ -39,6 +39,7 @@ json descriptor_json(const PluginDescriptor& d) {
           {"capabilities", d.capabilities},
           {"absent_ops", d.absent_ops},
           {"comm_last_error", d.comm_last_error},
+          {"comm_stats", d.comm_stats},
           {"options", options}};
 }
 
@@ -52,6 +53,7 @@ PluginDescriptor descriptor_from_json(const json& j) {
   d.vtable_abi_version = j.at("vtable_abi");
   d.absent_ops = j.at("absent_ops");
   d.comm_last_error = j.at("comm_last_error");
+  d.comm_stats = j.at("comm_stats");
   for (const auto& o : j.at("options")) {
     OptionInfo opt;
     opt.name = o.at("name");

@@ -56,9 +56,17 @@ loom_status GroupComm::open(const GroupRecord &group, uint64_t me, Clock::time_p
 
 namespace {
 std::atomic<uint64_t> g_payload_bytes{0};
+std::atomic<uint64_t> g_wire_sent{0}, g_wire_received{0};
+std::atomic<bool> g_wire_counted{false};
 }  // namespace
 
 uint64_t GroupComm::payload_bytes() { return g_payload_bytes.load(); }
+
+bool GroupComm::wire_bytes(uint64_t *sent, uint64_t *received) {
+  *sent = g_wire_sent.load();
+  *received = g_wire_received.load();
+  return g_wire_counted.load();
+}
 
 loom_status GroupComm::allreduce(void *buf, uint64_t count, loom_dtype dtype, loom_reduce_op op,
                                  Clock::time_point deadline, std::string *why) {
@@ -136,6 +144,15 @@ loom_status GroupComm::complete(loom_status posted, loom_request *request, Clock
 void GroupComm::close(bool abort) {
   if (comm_ == nullptr) return;
   if (abort) vt_->comm_abort(comm_);
+  if (vt_->struct_size >= LOOM_COLLECTIVE_V1_11_SIZE && vt_->comm_stats) {
+    loom_comm_stats_v1 stats{};
+    stats.struct_size = sizeof stats;
+    if (vt_->comm_stats(comm_, &stats) == LOOM_OK) {
+      g_wire_sent += stats.bytes_sent;
+      g_wire_received += stats.bytes_received;
+      g_wire_counted = true;
+    }
+  }
   vt_->comm_destroy(comm_);
   comm_ = nullptr;
 }

@@ -74,6 +74,11 @@ class GroupComm {
   // (a ring allreduce sends about twice its buffer). Rounds and state
   // averaging alike; matchmaking and state downloads go elsewhere.
   static uint64_t payload_bytes();
+  // What the collective itself counted for every communicator of this
+  // process, read as each one closes (comm_stats, ABI 1.11): the bytes this
+  // member sent and received, its own headers included. False when the
+  // plugin does not count (then both stay 0).
+  static bool wire_bytes(uint64_t *sent, uint64_t *received);
 
  private:
   static loom_status oob_allgather(void *user, const void *send, size_t len, void *recv, int64_t timeout_ms) noexcept;

@@ -342,6 +342,10 @@ loom_status Peer::teardown() {
   }
   log(Level::info, "handed the collective " + std::to_string(GroupComm::payload_bytes()) +
                        " payload bytes in rounds and state averaging (what this peer's calls asked it to move)");
+  uint64_t wire_sent = 0, wire_received = 0;
+  if (GroupComm::wire_bytes(&wire_sent, &wire_received))
+    log(Level::info, "the collective counted " + std::to_string(wire_sent) + " bytes sent and " +
+                         std::to_string(wire_received) + " received in rounds and state averaging (its comm_stats)");
   log(Level::info, std::string("left the swarm at epoch ") + std::to_string(epoch_.load()) +
                        (said ? "; its goodbye is published, so the others stop counting this peer now"
                              : "; its goodbye could not be published: the others stop counting it when its record expires"));

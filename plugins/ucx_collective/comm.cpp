@@ -355,6 +355,21 @@ loom_status comm_destroy(loom_comm *comm) noexcept {
   });
 }
 
+loom_status comm_stats(loom_comm *comm, loom_comm_stats_v1 *stats) noexcept {
+  if (!comm) return fail(LOOM_ERR_INVALID_ARGUMENT, "comm_stats: comm is NULL");
+  if (!stats || stats->struct_size < sizeof(loom_comm_stats_v1))
+    return fail(LOOM_ERR_INVALID_ARGUMENT, "comm_stats \"%s\": stats is NULL or its struct_size (%u) is below the %zu "
+                "bytes of loom_comm_stats_v1", comm->name, stats ? stats->struct_size : 0u, sizeof(loom_comm_stats_v1));
+  const auto get = [](const std::atomic<uint64_t> &a) { return a.load(std::memory_order_relaxed); };
+  stats->reserved = 0;
+  stats->bytes_sent = get(comm->bytes_sent);
+  stats->bytes_received = get(comm->bytes_received);
+  stats->messages_sent = get(comm->messages_sent);
+  stats->messages_received = get(comm->messages_received);
+  stats->operations = get(comm->operations);
+  return LOOM_OK;
+}
+
 loom_status comm_abort(loom_comm *comm) noexcept {
   return guarded([&]() -> loom_status {
     if (!comm) return fail(LOOM_ERR_INVALID_ARGUMENT, "comm_abort: comm is NULL");

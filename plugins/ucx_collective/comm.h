@@ -72,6 +72,10 @@ struct loom_comm {
   std::atomic<bool> aborted{false};
   std::atomic<int64_t> live_requests{0};  // posted and not yet freed
 
+  // comm_stats (ABI 1.11): the traffic of the operations that completed
+  // here. Written by the progress engine, read by any thread, lock-free.
+  std::atomic<uint64_t> bytes_sent{0}, bytes_received{0}, messages_sent{0}, messages_received{0}, operations{0};
+
   // A dead peer makes the communicator unusable.
   bool failed = false;
   int32_t failed_rank = -1;
@@ -95,6 +99,7 @@ namespace loom_ucx {
 loom_status comm_create(loom_collective_ctx *ctx, const loom_comm_config_v1 *config, loom_comm **comm) noexcept;
 loom_status comm_destroy(loom_comm *comm) noexcept;
 loom_status comm_abort(loom_comm *comm) noexcept;
+loom_status comm_stats(loom_comm *comm, loom_comm_stats_v1 *stats) noexcept;
 
 // Marks the communicator failed because of `rank` (first reason wins) and
 // schedules telling the other members. Call with the instance mutex held.

@@ -30,7 +30,12 @@ constexpr loom_plugin_info kInfo = {
 
 // Each failed post, test or wait also leaves its message in its communicator
 // (CommErrors); every operation is here.
-constexpr loom_collective_v1 kVtable = LOOM_CXX_COLLECTIVE_VTABLE(&kInfo);
+// comm_stats (ABI 1.11) too: the algorithms count what they send.
+constexpr loom_collective_v1 kVtable = [] {
+  loom_collective_v1 v = LOOM_CXX_COLLECTIVE_VTABLE(&kInfo);
+  v.comm_stats = comm_stats;
+  return v;
+}();
 
 }  // namespace
 }  // namespace loom_ucx

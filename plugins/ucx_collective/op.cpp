@@ -21,6 +21,14 @@ void finish(loom_request *op, loom_status s) {
   op->finished = true;
   op->status = s;
   unlink_op(op);
+  if (s == LOOM_OK) {
+    loom_comm *c = op->comm;
+    c->bytes_sent.fetch_add(op->bytes_out, std::memory_order_relaxed);
+    c->bytes_received.fetch_add(op->bytes_in, std::memory_order_relaxed);
+    c->messages_sent.fetch_add(op->messages_out, std::memory_order_relaxed);
+    c->messages_received.fetch_add(op->messages_in, std::memory_order_relaxed);
+    c->operations.fetch_add(1, std::memory_order_relaxed);
+  }
 }
 
 void for_each_xfer(loom_request *op, const std::function<void(Xfer &)> &fn) {
@@ -196,6 +204,8 @@ bool use_cma(const loom_request &op, const Peer &p, size_t len) {
 void send_to(loom_request &op, Xfer &x, int peer, uint32_t sub, const void *buf, size_t len) {
   const Peer &p = op.comm->peers[size_t(peer)];
   const uint64_t tag = collective_tag(p.comm_id, uint32_t(op.comm->rank), op.seq, sub);
+  op.bytes_out += len;
+  ++op.messages_out;
   if (use_cma(op, p, len))
     post_send_cma(op.comm->worker->handle, p.ep, x, tag, cma_ack_tag(op.comm->id, uint32_t(peer), tag), buf, len);
   else
@@ -205,6 +215,8 @@ void send_to(loom_request &op, Xfer &x, int peer, uint32_t sub, const void *buf,
 void recv_from(loom_request &op, Xfer &x, int peer, uint32_t sub, void *buf, size_t len) {
   const Peer &p = op.comm->peers[size_t(peer)];
   const uint64_t tag = collective_tag(op.comm->id, uint32_t(peer), op.seq, sub);
+  op.bytes_in += len;  // a receive that completes has exactly len bytes (received_ok)
+  ++op.messages_in;
   if (use_cma(op, p, len))
     post_recv_cma(op.comm->worker->handle, p.ep, x, tag, cma_ack_tag(p.comm_id, uint32_t(op.comm->rank), tag),
                   p.cma_pid, buf, len);

@@ -89,6 +89,10 @@ struct loom_request {
   loom_ucx::Xfer ring_out, ring_in;
   loom_ucx::WireHeader ring_in_header{};
 
+  // Its messages so far, counted as they are posted; they join the
+  // communicator's comm_stats when the operation completes successfully.
+  uint64_t bytes_out = 0, bytes_in = 0, messages_out = 0, messages_in = 0;
+
   bool finished = false;
   loom_status status = LOOM_OK;
   std::string error;  // the message when status != LOOM_OK

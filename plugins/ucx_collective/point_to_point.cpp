@@ -16,9 +16,13 @@ class PointToPoint : public Algorithm {
     Peer &p = op.comm->peers[size_t(peer)];
     const size_t bytes = size_t(op.count) * op.elem;
     if (sending_) {
+      op.bytes_out += bytes;
+      ++op.messages_out;
       post_send(p.ep, x_, p2p_tag(p.comm_id, uint32_t(op.comm->rank), p.send_seq++ & 0x3fffffffu), op.send, bytes);
     } else {
       expected_ = bytes;
+      op.bytes_in += bytes;
+      ++op.messages_in;
       post_recv(op.comm->worker->handle, x_, p2p_tag(op.comm->id, uint32_t(peer), p.recv_seq++ & 0x3fffffffu),
                 kFullMask, op.recv, bytes);
     }

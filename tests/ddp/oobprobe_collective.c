@@ -229,7 +229,8 @@ static const loom_collective_v1 kVtable = {LOOM_COLLECTIVE_V1_0_SIZE,
                                            request_free,
                                            NULL,  /* allreduce_scaled (1.3) */
                                            NULL,  /* comm_last_error (1.7) */
-                                           0};    /* absent_ops (1.7) */
+                                           0,     /* absent_ops (1.7) */
+                                           NULL}; /* comm_stats (1.11) */
 
 LOOM_PLUGIN_EXPORT loom_status loom_collective_plugin_v1(const loom_negotiate_request *request,
                                                          loom_negotiate_reply *reply) {

@@ -99,6 +99,11 @@ class Communicator {
   // (offers_scaled_allreduce()): sum with allreduce and scale the result.
   Status iallreduce_scaled(const void* send, void* recv, uint64_t count, loom_dtype dtype, double scale,
                            Request* request);
+  // What this member has moved on the communicator, as the plugin counts it
+  // (ABI 1.11, loom_collective_v1.comm_stats); LOOM_ERR_UNSUPPORTED when the
+  // plugin does not count (offers_stats()).
+  Status stats(loom_comm_stats_v1* out) const;
+  bool offers_stats() const;
 
   // Blocking forms: post, then wait for the communicator's timeout; or, when
   // the plugin declares LOOM_CAP_INLINE_COMPLETION, one call with request ==

@@ -50,6 +50,7 @@ struct PluginDescriptor {
   uint64_t capabilities = 0;
   uint64_t absent_ops = 0;       // collectives, ABI 1.7: LOOM_OP_* bits the plugin leaves out
   bool comm_last_error = false;  // collectives, ABI 1.7: reports per communicator
+  bool comm_stats = false;       // collectives, ABI 1.11: counts each communicator's traffic
   std::vector<OptionInfo> options;
 
   const OptionInfo* find_option(const std::string& option) const;

@@ -154,6 +154,23 @@ typedef struct loom_comm_config_v1 {
   void *stream;             /* cudaStream_t for CUDA buffers, else NULL */
 } loom_comm_config_v1;
 
+/* ABI 1.11: a communicator's traffic as one member saw it. Counted per
+ * message the plugin's algorithms send or receive between members, whatever
+ * carries it (network, shared memory, cross-memory attach): the bytes of the
+ * message, the plugin's own message headers included, transport headers
+ * (TCP, UCX) not. Only operations that completed successfully on this
+ * member count, so over a group of members whose operations all succeeded
+ * the bytes sent and the bytes received add up to the same total. */
+typedef struct loom_comm_stats_v1 {
+  uint32_t struct_size; /* set by the caller */
+  uint32_t reserved;    /* 0 */
+  uint64_t bytes_sent;
+  uint64_t bytes_received;
+  uint64_t messages_sent;
+  uint64_t messages_received;
+  uint64_t operations; /* operations completed on this communicator */
+} loom_comm_stats_v1;
+
 /* The vtable. Every function pointer is mandatory unless marked optional,
  * except those of the operations absent_ops lists (ABI 1.7). */
 typedef struct loom_collective_v1 {
@@ -255,13 +272,27 @@ typedef struct loom_collective_v1 {
    * (and every plugin older than 1.7) offers them all. The entries of
    * absent operations may be NULL. */
   uint64_t absent_ops;
+
+  /* ABI 1.11, optional (struct_size >= LOOM_COLLECTIVE_V1_11_SIZE; NULL when
+   * not offered): what this member of the communicator has moved so far,
+   * counted by the plugin itself (see loom_comm_stats_v1). The caller sets
+   * stats->struct_size to the size it knows; the plugin fills the members
+   * that size covers and leaves the rest alone. Any thread, any time before
+   * comm_destroy, also after a failure or an abort; never blocks.
+   * LOOM_ERR_INVALID_ARGUMENT for a NULL stats or a struct_size smaller
+   * than the 1.11 struct. A plugin that hands whole operations to a library
+   * that does not report its traffic (MPI, NCCL) leaves this NULL rather
+   * than estimate. */
+  loom_status (*comm_stats)(loom_comm *comm, loom_comm_stats_v1 *stats);
 } loom_collective_v1;
 
+
 /* Sizes of the vtable as ABI 1.0 froze it (the smallest a host accepts) and
- * with the members 1.3 and 1.7 appended. */
+ * with the members 1.3, 1.7 and 1.11 appended. */
 #define LOOM_COLLECTIVE_V1_0_SIZE 160u
 #define LOOM_COLLECTIVE_V1_3_SIZE 168u
 #define LOOM_COLLECTIVE_V1_7_SIZE 184u
+#define LOOM_COLLECTIVE_V1_11_SIZE 192u
 
 /* The entry symbol a collective plugin exports. */
 #define LOOM_COLLECTIVE_ENTRY loom_collective_plugin_v1
@@ -272,7 +303,9 @@ LOOM_STATIC_ASSERT(sizeof(loom_oob_v1) == 24, "loom_oob_v1 layout is frozen");
 LOOM_STATIC_ASSERT(sizeof(loom_comm_config_v1) == 56, "loom_comm_config_v1 layout is frozen");
 LOOM_STATIC_ASSERT(offsetof(loom_comm_config_v1, oob) == 16, "loom_comm_config_v1 layout is frozen");
 LOOM_STATIC_ASSERT(offsetof(loom_comm_config_v1, stream) == 48, "loom_comm_config_v1 layout is frozen");
-LOOM_STATIC_ASSERT(sizeof(loom_collective_v1) == LOOM_COLLECTIVE_V1_7_SIZE, "loom_collective_v1 layout is frozen");
+LOOM_STATIC_ASSERT(sizeof(loom_collective_v1) == LOOM_COLLECTIVE_V1_11_SIZE, "loom_collective_v1 layout is frozen");
+LOOM_STATIC_ASSERT(offsetof(loom_collective_v1, comm_stats) == LOOM_COLLECTIVE_V1_7_SIZE, "1.11 appends after 1.7");
+LOOM_STATIC_ASSERT(sizeof(loom_comm_stats_v1) == 48, "loom_comm_stats_v1 layout is frozen");
 LOOM_STATIC_ASSERT(offsetof(loom_collective_v1, comm_last_error) == LOOM_COLLECTIVE_V1_3_SIZE, "1.7 appends after 1.3");
 LOOM_STATIC_ASSERT(offsetof(loom_collective_v1, allreduce_scaled) == LOOM_COLLECTIVE_V1_0_SIZE, "1.3 appends after 1.0");
 LOOM_STATIC_ASSERT(offsetof(loom_collective_v1, init) == 16, "loom_collective_v1 layout is frozen");

@@ -58,13 +58,15 @@ extern "C" {
  *        LOOM_OP_* bits (collective.h)
  *   1.8  loom_strategy_v1.load_state (strategy.h)
  *   1.9  loom_host_v1.stop_requested (this file)
- *   1.10 loom_training_state_v1.window_loss (strategy.h) */
+ *   1.10 loom_training_state_v1.window_loss (strategy.h)
+ *   1.11 loom_collective_v1.comm_stats and loom_comm_stats_v1
+ *        (collective.h) */
 #define LOOM_ABI_MAKE(major, minor) ((((uint32_t)(major)) << 16) | ((uint32_t)(minor) & 0xffffu))
 #define LOOM_ABI_MAJOR_OF(v) ((uint32_t)(v) >> 16)
 #define LOOM_ABI_MINOR_OF(v) ((uint32_t)(v) & 0xffffu)
 
 #define LOOM_ABI_MAJOR 1
-#define LOOM_ABI_MINOR 10
+#define LOOM_ABI_MINOR 11
 #define LOOM_ABI_VERSION LOOM_ABI_MAKE(LOOM_ABI_MAJOR, LOOM_ABI_MINOR)
 /* The oldest version of this major that hosts and plugins still accept. */
 #define LOOM_ABI_VERSION_MIN LOOM_ABI_MAKE(LOOM_ABI_MAJOR, 0)
