@@ -16,7 +16,6 @@ constexpr int64_t kHealEveryMs = 2000;  // a failed reload is retried this often
 constexpr int64_t kFingerprintEveryMs = 60 * 1000;
 constexpr int64_t kFingerprintRetryMs = 5 * 1000;  // after a put no node confirmed
 constexpr auto kFingerprintTtl = std::chrono::minutes(5);
-constexpr int64_t kMisfitConfirmMs = 1500;
 // Asking the initial peers for the swarm's model before joining: at most
 // this long in all, and per peer.
 constexpr double kPreflightSeconds = 3;

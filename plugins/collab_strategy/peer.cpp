@@ -278,7 +278,12 @@ loom_status Peer::setup(const loom_training_state_v1 &state, std::string *why) {
     log(Level::info, "waiting for " + std::to_string(opt_.min_peers) + " peers (min_peers) before training");
     while (view().peers < size_t(opt_.min_peers)) {
       if (misfit(why)) return LOOM_ERR_INVALID_ARGUMENT;
-      if (Clock::now() >= until) {
+      // Peers of another model are in view: the count will not grow, and
+      // the true reason is check_model's verdict, which needs its records
+      // to hold for a moment (kMisfitConfirmMs). A loaded machine may bring
+      // them late, so the verdict gets its moment past the deadline.
+      const auto grace = suspect_misfit_ ? std::chrono::milliseconds(kMisfitVerdictGraceMs) : Clock::duration(0);
+      if (Clock::now() >= until + grace) {
         *why = "only " + std::to_string(view().peers) + " of min_peers = " + std::to_string(opt_.min_peers) +
                " peers were in the swarm after bootstrap_timeout = " + seconds_text(opt_.bootstrap_timeout) + " s";
         return LOOM_ERR_TIMEOUT;

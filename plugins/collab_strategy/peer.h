@@ -136,6 +136,11 @@ class Peer {
   static constexpr int64_t kRepublishMs = 1000;
   static constexpr int64_t kRecordLiveMs = 5000;  // a record younger than this is a live peer
   static constexpr int64_t kClockSlackMs = 2000;  // peers' wall clocks may differ by this much
+  // Another model must be the swarm's this long before this peer concludes
+  // it is the misfit (model_check.cpp); a start-up wait gives that verdict
+  // this long past its deadline once it suspects it.
+  static constexpr int64_t kMisfitConfirmMs = 1500;
+  static constexpr int64_t kMisfitVerdictGraceMs = 5000;
 
   void log(Level level, const std::string &message) const;
   // Logs the first time, then at most once a minute per key with how many
