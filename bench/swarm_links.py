@@ -26,7 +26,7 @@ kernel: the links have bandwidth but no latency or loss. The CPUs are shared
 by every peer: on a small machine compute bounds what the link does not.
 
 Run as root with Debian's python3:
-  /usr/bin/python3 bench/swarm_links.py [--peers 4] [--rate-mbit 100] [--epochs 8]
+  /usr/bin/python3 bench/swarm_links.py [--peers 4] [--rate-mbit 100] [--slow-mbit R] [--epochs 8]
       [--variant NAME:KEY=VALUE,KEY=VALUE ...] [--set KEY=VALUE ...]
 Exit 1 when a peer fails (its log's tail is printed); every host and process
 is removed at the end (also on Ctrl-C or SIGTERM).
@@ -53,7 +53,8 @@ PORT = 7000
 AVG = re.compile(r"epoch (\d+): averaged gradients of (\d+) samples with (\d+) peers")
 # A round's averaging on the training thread; for a delayed round
 # (delay_averaging), what training waited for it.
-REDUCED = re.compile(r"ms, (?:allreduce|sliced mean in \w+|centered_clip(?: in \w+)?) ([0-9.]+) ms"
+REDUCED = re.compile(r"ms, (?:allreduce|mean by parts|sliced mean in \w+|centered_clip(?: in \w+)?(?: by parts)?) "
+                     r"([0-9.]+) ms"
                      r"|training waited ([0-9.]+) ms for it")
 FINAL = re.compile(r"final bpc: ([0-9.eE+-]+) after")  # charlm's validation, in bits per character
 # Each codec for the gradients and for the last epoch's state averaging alike.
@@ -86,7 +87,8 @@ def run_variant(name, pairs, args, out, n_run):
     os.makedirs(folder, exist_ok=True)
     target = args.target
     with netns_hosts.Hosts(prefix="loomlinks", shm_size="256m") as hosts:
-        hs = [hosts.add_host(f"p{i}", rate_mbit=args.rate_mbit) for i in range(args.peers)]
+        hs = [hosts.add_host(f"p{i}", rate_mbit=args.slow_mbit if args.slow_mbit and i == args.peers - 1
+                             else args.rate_mbit) for i in range(args.peers)]
         sets = {"task.d_model": 384, "task.layers": 6, "task.heads": 6, "task.ffn": 1536, "trainer.batch_size": 8,
                 "trainer.max_steps": args.epochs, "trainer.log_every": 1000, "trainer.val_every": 0,
                 "trainer.checkpoint_every": 0, "trainer.warmup_steps": 2, "trainer.threads": 1,
@@ -143,6 +145,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--peers", type=int, default=4)
     ap.add_argument("--rate-mbit", type=float, default=100.0, help="tbf rate of every host's link, both ways")
+    ap.add_argument("--slow-mbit", type=float, default=0,
+                    help="tbf rate of the last host's link instead (both ways): one member on a slow link")
     ap.add_argument("--epochs", type=int, default=8, help="trainer.max_steps: collaborative epochs per variant")
     ap.add_argument("--target", type=int, default=64, help="target_batch_size (batch 8 a peer)")
     ap.add_argument("--variant", action="append", default=[], help="NAME:KEY=VALUE[,KEY=VALUE]; repeatable; "
@@ -165,7 +169,8 @@ def main():
     out = args.out or tempfile.mkdtemp(prefix="loom-links-")
     os.makedirs(out, exist_ok=True)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # leaves the with blocks: hosts removed
-    print(f"{args.peers} peers, charlm, links of {args.rate_mbit:g} Mbit/s both ways, {args.epochs} epochs of "
+    slow = f" (the last host's {args.slow_mbit:g})" if args.slow_mbit else ""
+    print(f"{args.peers} peers, charlm, links of {args.rate_mbit:g} Mbit/s both ways{slow}, {args.epochs} epochs of "
           f"{args.target} samples per variant; logs in {out}", flush=True)
     rows = []
     try:

@@ -21,9 +21,11 @@ std::string group_text(const GroupRecord &g) {
 namespace {
 
 // How a round combined the gradients, for its log line.
-std::string combine_text(const Options &o) {
+std::string combine_text(const Options &o, bool by_parts) {
   const std::string codec = o.compression != Codec::none ? std::string(" in ") + codec_name(o.compression) : "";
-  if (o.centered_clip) return "centered_clip" + codec + " ";
+  const std::string parts = by_parts ? " by parts" : "";
+  if (o.centered_clip) return "centered_clip" + codec + parts + " ";
+  if (!parts.empty()) return "mean by parts ";
   return o.compression != Codec::none ? "sliced mean" + codec + " " : "allreduce ";
 }
 
@@ -34,12 +36,16 @@ bool Peer::exchange_weights(GroupComm &comm, double weight, double norm, Clock::
   // One slot per member for each value, the others' zero: a sum is then an
   // allgather. A norm that is not finite travels as -1 (nan would spread).
   const size_t n = size_t(comm.size()), r = size_t(comm.rank());
-  std::vector<double> x(2 * n, 0.0);
+  // The link rates ride along (balance_bandwidth's parts): every member
+  // reads the same doubles, so all compute the same parts.
+  std::vector<double> x(3 * n, 0.0);
   x[r] = weight;
   x[n + r] = std::isfinite(norm) ? norm : -1.0;
+  x[2 * n + r] = link_rate_.value();
   if (comm.allreduce(x.data(), x.size(), LOOM_DTYPE_F64, LOOM_REDUCE_SUM, deadline, why) != LOOM_OK) return false;
-  std::vector<double> norms(x.begin() + n, x.end());
+  std::vector<double> norms(x.begin() + n, x.begin() + 2 * n);
   *out = member_weights(std::vector<double>(x.begin(), x.begin() + n), norms, factor);
+  out->rate.assign(x.begin() + 2 * n, x.end());
   for (size_t i : out->outliers) {
     if (i == r) {
       mark_unhealthy("this peer's norm " + number_text(norms[i]) + " is over " + number_text(factor) +
@@ -171,10 +177,15 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
     // (robust.h), so the honest result is the mean's near neighbour and a
     // rogue's pull is bounded. The gradients are written only once it is
     // done, so a retry starts from them again.
-    const bool sliced = opt_.centered_clip || opt_.compression != Codec::none;
+    // balance_bandwidth: by parts sized by link rate (balanced_round.cpp)
+    // where that pays or rates must be measured; the ring otherwise.
     // delay_averaging: the data moves on a helper thread; the last epoch's
     // round is not delayed (nothing would apply it).
-    if (opt_.delay_averaging && !(max_steps_ >= 0 && epoch + 1 >= max_steps_)) {
+    const bool delayed = opt_.delay_averaging && !(max_steps_ >= 0 && epoch + 1 >= max_steps_);
+    const bool by_parts = opt_.balance_bandwidth && opt_.compression == Codec::none && !delayed &&
+                          parts_pay(members.rate, epoch);
+    const bool sliced = opt_.centered_clip || opt_.compression != Codec::none || by_parts;
+    if (delayed) {
       if (sliced) gather(float(1.0 / windows));
       else if (mine > 0) fill();
       else std::fill(buffer_.begin(), buffer_.end(), 0.0f);
@@ -189,8 +200,9 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
         for (uint64_t i = 0; i < numel_; ++i)
           buffer_[i] = float((double(buffer_[i]) * weight + double(relayed_sum_[i])) / all);
       }
-      if (!sliced_average(*comm, buffer_.data(), numel_, members.weight, buffer_.data(), opt_.compression, deadline,
-                          &why))
+      if (by_parts ? !balanced_average(*comm, buffer_.data(), numel_, members, buffer_.data(), deadline, &why)
+                   : !sliced_average(*comm, buffer_.data(), numel_, members.weight, buffer_.data(), opt_.compression,
+                                     deadline, &why))
         return failed();
     } else {
       // A member that counts 0 (diverged, or an outlier) sends zeros.
@@ -264,7 +276,7 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
     detail("epoch " + std::to_string(epoch) + ": averaged gradients of " + std::to_string(uint64_t(total)) +
            " samples with " + group_text(group) + " (matchmaking " + milliseconds_text(waited) + " ms" +
            (ahead ? ", group and communicator prepared ahead" : "") + ", averaging " + milliseconds_text(setup + reduced) +
-           " ms: communicator " + milliseconds_text(setup) + " ms, " + combine_text(opt_) + milliseconds_text(reduced) +
+           " ms: communicator " + milliseconds_text(setup) + " ms, " + combine_text(opt_, by_parts) + milliseconds_text(reduced) +
            " ms" + (direct && !sliced ? ", scaled into the gradients" : "") + ")");
     comm_ = std::move(comm);
     last_local_reason_.clear();

@@ -73,12 +73,14 @@ loom_status init(const loom_host_v1 *host, loom_strategy_ctx **out, char *why, s
       return LOOM_ERR_INVALID_ARGUMENT;
     }
     // ABI 1.7: the operations a round uses must all be there.
-    const uint64_t needed = LOOM_OP_ALLREDUCE | LOOM_OP_ALLGATHER | LOOM_OP_ALLTOALL | LOOM_OP_BARRIER;
+    const uint64_t needed = LOOM_OP_ALLREDUCE | LOOM_OP_ALLGATHER | LOOM_OP_ALLTOALL | LOOM_OP_BARRIER |
+                            (ctx->options.balance_bandwidth ? LOOM_OP_SEND_RECV : 0);
     if (ctx->collective->struct_size >= LOOM_COLLECTIVE_V1_7_SIZE && (ctx->collective->absent_ops & needed)) {
       host->close_plugin(host->host_ctx, ctx->collective_instance);
       write_why(why, why_len, "collective '" + ctx->options.collective +
                                   "' leaves out operations a swarm round needs (allreduce, allgather, alltoall and "
-                                  "barrier); choose one that offers them, e.g. collective = \"ucx\"");
+                                  "barrier, and send and recv with balance_bandwidth); choose one that offers them, "
+                                  "e.g. collective = \"ucx\"");
       return LOOM_ERR_INVALID_ARGUMENT;
     }
     *out = ctx.release();

@@ -102,6 +102,45 @@ loom_status GroupComm::allgather(const void *send, void *recv, uint64_t bytes, C
   return complete(posted, request, deadline, "allgather", why);
 }
 
+loom_status GroupComm::post_block(const Block &b, bool send, loom_request **request, std::string *why) {
+  if (comm_ == nullptr) return no_comm(why);
+  *request = nullptr;
+  loom_status s;
+  if (send) {
+    g_payload_bytes += b.bytes;
+    s = vt_->send(comm_, b.data, b.bytes, LOOM_DTYPE_U8, b.peer, request);
+  } else {
+    s = vt_->recv(comm_, b.data, b.bytes, LOOM_DTYPE_U8, b.peer, request);
+  }
+  if (s != LOOM_OK) {
+    *request = nullptr;
+    *why = std::string("posting a ") + (send ? "send" : "receive") + " failed (" + loom_status_name(s) +
+           "): " + error_text();
+  }
+  return s;
+}
+
+loom_status GroupComm::test_block(loom_request **request, bool *done, std::string *why) {
+  int32_t finished = 0;
+  const loom_status s = vt_->test(*request, &finished);
+  *done = s == LOOM_OK && finished;
+  if (s != LOOM_OK) *why = std::string("a block failed (") + loom_status_name(s) + "): " + error_text();
+  if (*done) {
+    vt_->request_free(*request);
+    *request = nullptr;
+  }
+  return s;
+}
+
+void GroupComm::abandon_blocks(std::vector<loom_request *> *requests) {
+  if (comm_) vt_->comm_abort(comm_);  // the plugin frees requests once nothing touches their buffers
+  for (loom_request *&r : *requests) {
+    if (r) vt_->request_free(r);
+    r = nullptr;
+  }
+  close(true);
+}
+
 loom_status GroupComm::barrier(Clock::time_point deadline, std::string *why) {
   if (comm_ == nullptr) return no_comm(why);
   loom_request *request = nullptr;

@@ -62,6 +62,23 @@ class GroupComm {
   // rank order. A failure aborts and closes.
   loom_status allgather(const void *send, void *recv, uint64_t bytes, Clock::time_point deadline, std::string *why);
 
+  // Point to point, one block of bytes of any size to or from one member
+  // (balanced_round.cpp posts many and polls them). Blocks between two
+  // members match in posting order. A failed post or poll leaves the
+  // request for abandon_blocks.
+  struct Block {
+    int32_t peer;
+    void *data;  // read, for a send
+    uint64_t bytes;
+  };
+  loom_status post_block(const Block &b, bool send, loom_request **request, std::string *why);
+  // Polls one posted block: *done once it finished, and then the request is
+  // freed and nulled.
+  loom_status test_block(loom_request **request, bool *done, std::string *why);
+  // After a failure or a deadline: aborts, frees every request still in
+  // *requests (nulling them) and closes the communicator.
+  void abandon_blocks(std::vector<loom_request *> *requests);
+
   // Returns once every member called it (by deadline). A failure aborts and
   // closes the communicator.
   loom_status barrier(Clock::time_point deadline, std::string *why);

@@ -32,6 +32,7 @@ struct MemberWeights {
   std::vector<double> weight;  // per member (rank), after exclusions
   double total = 0;            // their sum
   std::vector<size_t> outliers;  // ranks excluded for their norm
+  std::vector<double> rate;      // per member: its link's measured rate, bytes a second (0: not yet)
 };
 
 // weights[i], norms[i]: what member i announced (norm < 0 or not finite: its

@@ -152,6 +152,12 @@ const loom_option_decl kOptions[kNumOptions] = {
      "applied at the first step boundary after it finished, one step late (hivemind's delayed parameter "
      "updates). Training waits for a round only when it takes longer than the next epoch's accumulation. The "
      "last epoch is averaged without delay. Every peer of a run must use the same value."},
+    {sizeof(loom_option_decl), LOOM_OPTION_BOOL, "balance_bandwidth", "false",
+     "Average each round by point-to-point blocks (a reduce-scatter and an allgather) in which a member owns a "
+     "part of the vector sized by its link's rate, measured from each block's time in earlier rounds, so that a "
+     "member on a slow link moves less and every member finishes together (hivemind's load balancing). The first "
+     "round and groups of two use equal parts. Uncompressed rounds on the training thread only (a codec or "
+     "delay_averaging keeps equal parts). Every peer of a run must use the same value."},
 };
 
 namespace {
@@ -374,6 +380,8 @@ bool read_options(const loom_host_v1 *host, Options *o, std::string *why) {
   if (!r.number(kOptOuterMomentum, 0, 0.999999, &o->outer_momentum)) return false;
   if (!r.text(kOptDelayAveraging, &t)) return false;
   o->delay_averaging = t == "true";
+  if (!r.text(kOptBalanceBandwidth, &t)) return false;
+  o->balance_bandwidth = t == "true";
   if (o->delay_averaging && (o->local_updates || o->client_mode)) {
     *why = std::string("option delay_averaging = true is not valid with ") +
            (o->local_updates ? "local_updates = true (an outer step must finish before the next epoch starts "

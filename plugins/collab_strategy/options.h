@@ -60,6 +60,7 @@ enum OptionIndex {
   kOptOuterLr,
   kOptOuterMomentum,
   kOptDelayAveraging,
+  kOptBalanceBandwidth,
   kNumOptions
 };
 
@@ -134,6 +135,10 @@ struct Options {
   // thread while the next epoch accumulates; its result is applied one
   // step late (hivemind's delayed parameter updates).
   bool delay_averaging = false;  // client-mode peers this (full) peer relays for at once; 0: none
+  // balance_bandwidth (balanced_round.cpp, bandwidth.h): a round's mean by
+  // point-to-point blocks, each member owning a part sized by its link's
+  // rate as measured in earlier rounds.
+  bool balance_bandwidth = false;
 };
 
 // Reads and validates every option through host->get_option. On a bad value

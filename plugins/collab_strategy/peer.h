@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "bandwidth.h"
 #include "compression.h"
 #include "dht.h"
 #include "fingerprint.h"
@@ -275,6 +276,11 @@ class Peer {
   // values. False, with *why, when the collective failed.
   bool sliced_average(GroupComm &comm, const float *values, uint64_t numel, const std::vector<double> &weights,
                       float *out, Codec codec, Clock::time_point deadline, std::string *why);
+  // The same mean in f32 by point-to-point blocks (balanced_round.cpp),
+  // each member owning a part sized by the members' measured link rates
+  // (members.rate, bandwidth.h); times its blocks to update link_rate_.
+  bool balanced_average(GroupComm &comm, const float *values, uint64_t numel, const MemberWeights &members,
+                        float *out, Clock::time_point deadline, std::string *why);
   // Adds views of the host's float32 buffers (ABI 1.4) to *views; returns
   // how many.
   size_t append_buffer_views(std::vector<FloatView> *views);
@@ -503,6 +509,10 @@ class Peer {
   // receives, its slice's decoded copies and their combination.
   std::vector<uint8_t, loom_plugin_common::HugePageAllocator<uint8_t>> slice_send_, slice_recv_;
   std::vector<float> slice_copies_, slice_mean_;
+  // balanced_average's: every member's copy of this member's part, and this
+  // peer's link rate as its blocks showed it (sent with its weight).
+  std::vector<float> balance_copies_, balance_result_;
+  LinkRate link_rate_;
   int64_t last_heal_try_ms_ = 0;
   // What observers see (records.h's version 5 fields): the training thread
   // sets them, the background thread publishes them.
