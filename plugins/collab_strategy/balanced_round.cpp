@@ -201,13 +201,14 @@ bool Peer::balanced_average(GroupComm &comm, const float *values, uint64_t numel
   link_rate_.observe(out_rate, in_rate);
   if (opt_.verbose) {
     std::string parts;
-    char item[64];
+    char item[96];
     for (int32_t j = 0; j < n; ++j) {
       std::snprintf(item, sizeof item, "%s%.3f (%.1f MB/s)", j ? ", " : "", fractions[size_t(j)],
                     members.rate[size_t(j)] / 1e6);
       parts += item;
     }
-    std::snprintf(item, sizeof item, "; this link showed %.1f MB/s out, %.1f in", out_rate / 1e6, in_rate / 1e6);
+    std::snprintf(item, sizeof item, "; this peer is rank %d, its link showed %.1f MB/s out, %.1f in", int(r),
+                  out_rate / 1e6, in_rate / 1e6);
     detail("parts by link rate: " + parts + item);
   }
   return true;
