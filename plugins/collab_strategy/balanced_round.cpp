@@ -29,7 +29,6 @@
 
 #include "bandwidth.h"
 #include "peer.h"
-#include "robust.h"
 
 namespace loom_collab {
 namespace {
@@ -64,18 +63,24 @@ bool Peer::balanced_average(GroupComm &comm, const float *values, uint64_t numel
   slice_mean_.assign(mine, 0.0f);
 
   std::vector<Posted> blocks;
-  std::vector<loom_request *> requests;  // parallel to blocks, for abandon_blocks
   const auto start = Clock::now();
   auto post = [&](Posted p, void *data, bool send) {
     if (comm.post_block({p.peer, data, p.bytes}, send, &p.request, why) != LOOM_OK) return false;
     blocks.push_back(p);
-    requests.push_back(p.request);
     return true;
   };
   auto fail = [&] {
-    comm.abandon_blocks(&requests);
+    std::vector<loom_request *> moving;
+    for (const auto &b : blocks)
+      if (b.request) moving.push_back(b.request);
+    comm.abandon_blocks(&moving);
     return false;
   };
+  // Every block this member moves: from each other member its copies of
+  // this part and its results; to each, its copies and this part's results.
+  uint64_t expected = 0, finished = 0;
+  for (int32_t j = 0; j < n; ++j)
+    if (j != r) expected += 2 * (my_chunks + chunks_of(part(j)));
   // Receives first, in the order each sender posts: its copies of this
   // member's chunks, then its results for its own part.
   for (int32_t i = 0; i < n; ++i) {
@@ -112,27 +117,15 @@ bool Peer::balanced_average(GroupComm &comm, const float *values, uint64_t numel
   std::vector<int32_t> copies_in(my_chunks, 0);
   uint64_t next = 0;  // the next chunk of this member's part to average
   std::vector<const float *> copies(static_cast<size_t>(n));
-  const std::vector<double> capped = opt_.centered_clip ? capped_weights(members.weight) : members.weight;
   unsigned idle = 0;
-  auto moving = [&] {
-    size_t m = 0;
-    for (const auto &b : blocks) m += b.request != nullptr;
-    return m;
-  };
-  auto all_posted = [&] {
-    for (int32_t j = 0; j < n; ++j)
-      if (j != r && (copies_posted[size_t(j)] < chunks_of(part(j)) || results_posted[size_t(j)] < my_chunks))
-        return false;
-    return true;
-  };
-  while (moving() > 0 || next < my_chunks || !all_posted()) {
+  while (finished < expected || next < my_chunks) {
     bool moved = false;
     for (size_t b = 0; b < blocks.size(); ++b) {
       if (blocks[b].request == nullptr) continue;
       bool done = false;
       if (comm.test_block(&blocks[b].request, &done, why) != LOOM_OK) return fail();
       if (!done) continue;
-      requests[b] = nullptr;
+      ++finished;
       blocks[b].done_at = std::chrono::duration<double>(Clock::now() - start).count();
       moved = true;
       if (blocks[b].kind == Posted::copy_in) ++copies_in[blocks[b].chunk];
@@ -143,15 +136,7 @@ bool Peer::balanced_average(GroupComm &comm, const float *values, uint64_t numel
     while (next < my_chunks && copies_in[next] == n - 1) {
       const uint64_t off = next * kChunkValues, len = chunk_len(r, next);
       for (int32_t j = 0; j < n; ++j) copies[size_t(j)] = balance_copies_.data() + size_t(j) * mine + off;
-      if (opt_.centered_clip) {
-        const ClipStats stats = centered_clip(copies, capped, len, opt_.clip_radius, int(opt_.clip_iterations),
-                                              slice_mean_.data() + off);
-        if (stats.clipped > 0)
-          detail("centered_clip: " + std::to_string(stats.clipped) + " of " + std::to_string(n) +
-                 " members' copies of a chunk of this peer's part were clipped");
-      } else {
-        weighted_mean(copies, members.weight, len, slice_mean_.data() + off);
-      }
+      combine_copies(copies, members.weight, len, slice_mean_.data() + off, "part (a chunk of it)");
       ++next;
       moved = true;
     }

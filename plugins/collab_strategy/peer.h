@@ -31,6 +31,7 @@
 #include "outer_step.h"
 #include "progress_shards.h"
 #include "records.h"
+#include "round_state.h"
 #include "relay.h"
 #include "state_check.h"
 #include "state_transfer.h"
@@ -43,60 +44,6 @@ namespace loom_collab {
 struct FloatView {
   float *data = nullptr;
   uint64_t numel = 0;
-};
-
-// A round being prepared ahead of the target: the group and its
-// communicator, built on their own thread while this peer still accumulates.
-struct Prematch {
-  int64_t epoch = -1;
-  Clock::time_point started{};
-  std::thread thread;
-  std::atomic<bool> cancel{false};
-  std::atomic<bool> done{false};
-  // Written by the thread before `done`; read after join.
-  std::optional<GroupRecord> group;
-  std::unique_ptr<GroupComm> comm;
-  std::string why;  // why there is no communicator, when there is none
-  Clock::time_point matched{}, connected{};
-};
-
-// delay_averaging (delayed_round.cpp): a round whose group met and counted
-// the target, its data moving on a helper thread (in Peer::buffer_) while
-// the training thread accumulates the next epoch.
-struct DelayedRound {
-  GroupRecord group;
-  std::unique_ptr<GroupComm> comm;
-  MemberWeights members;
-  int64_t epoch = 0;
-  double total = 0;     // the members' summed samples
-  bool sliced = false;  // sliced_average (codec or centered_clip): buffer_ holds the mean, else the sum
-  Clock::duration waited{};
-  bool ahead = false;
-  Clock::time_point posted{}, finished{};
-  std::thread thread;
-  std::atomic<bool> done{false};
-  // Written by the thread before `done`; read after join.
-  bool ok = false, finite = true;
-  std::string why;
-};
-
-// A round that fell short of target_batch_size: its group stays together
-// while each member accumulates its share of the deficit, then meets again.
-struct Pending {
-  GroupRecord group;
-  std::unique_ptr<GroupComm> comm;
-  uint64_t until_samples = 0;      // this peer's samples when it may meet again
-  Clock::time_point until_time{};  // and not before (a member with no share waits as long as the others)
-};
-
-// How a round ended for this peer.
-enum class RoundEnd {
-  averaged,         // the gradients hold the group's weighted mean
-  alone,            // no group: the gradients hold this peer's own mean
-  moved_on,         // the swarm finished the epoch without this peer
-  short_of_target,  // the members' summed weights fell short: pending_ holds the group
-  discarded,        // nothing usable came out (no finite contribution, or a non-finite result)
-  launched,         // delay_averaging: the round's data moves on a helper thread (Peer::delayed_)
 };
 
 class Peer {
@@ -274,6 +221,11 @@ class Peer {
   // Each member owns a slice: an alltoall brings it every member's copy of
   // its slice, and an allgather brings every member the results. out may be
   // values. False, with *why, when the collective failed.
+  // The members' copies of this peer's slice or part combined into out (len
+  // values): CenteredClip under aggregation = centered_clip, else the
+  // weighted mean; `what` names the piece in the clipping message.
+  void combine_copies(const std::vector<const float *> &copies, const std::vector<double> &weights, uint64_t len,
+                      float *out, const char *what);
   bool sliced_average(GroupComm &comm, const float *values, uint64_t numel, const std::vector<double> &weights,
                       float *out, Codec codec, Clock::time_point deadline, std::string *why);
   // The same mean in f32 by point-to-point blocks (balanced_round.cpp),

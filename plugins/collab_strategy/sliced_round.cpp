@@ -17,6 +17,19 @@
 
 namespace loom_collab {
 
+void Peer::combine_copies(const std::vector<const float *> &copies, const std::vector<double> &weights,
+                          uint64_t len, float *out, const char *what) {
+  if (!opt_.centered_clip) {
+    weighted_mean(copies, weights, len, out);
+    return;
+  }
+  const ClipStats stats =
+      centered_clip(copies, capped_weights(weights), len, opt_.clip_radius, int(opt_.clip_iterations), out);
+  if (stats.clipped > 0)
+    detail("centered_clip: " + std::to_string(stats.clipped) + " of " + std::to_string(copies.size()) +
+           " members' copies of this peer's " + what + " were clipped");
+}
+
 bool Peer::sliced_average(GroupComm &comm, const float *values, uint64_t numel, const std::vector<double> &weights,
                           float *out, Codec codec, Clock::time_point deadline, std::string *why) {
   const SliceLayout l(codec, numel, uint64_t(comm.size()));
@@ -36,15 +49,7 @@ bool Peer::sliced_average(GroupComm &comm, const float *values, uint64_t numel, 
   std::vector<const float *> copies(l.members);
   for (uint64_t j = 0; j < l.members; ++j) copies[j] = slice_copies_.data() + j * l.chunk;
   slice_mean_.assign(l.chunk, 0.0f);  // the padding stays zero
-  if (opt_.centered_clip) {
-    const ClipStats stats = centered_clip(copies, capped_weights(weights), len, opt_.clip_radius,
-                                          int(opt_.clip_iterations), slice_mean_.data());
-    if (stats.clipped > 0)
-      detail("centered_clip: " + std::to_string(stats.clipped) + " of " + std::to_string(l.members) +
-             " members' copies of this peer's slice were clipped");
-  } else {
-    weighted_mean(copies, weights, len, slice_mean_.data());
-  }
+  combine_copies(copies, weights, len, slice_mean_.data(), "slice");
   // The owner's result travels encoded too, to itself as well: every member
   // decodes the same bytes, so all hold the same values.
   encode(codec, slice_mean_.data(), l.chunk, slice_send_.data());

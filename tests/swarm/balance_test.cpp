@@ -32,31 +32,17 @@ ThreeRun three_peers(const Scratch& scratch, const std::string& tag, bool balanc
                                          std::string("strategy.options.balance_bandwidth=") + (balance ? "true" : "false"),
                                          "strategy.options.run_id=" + unique_run_id("balance-" + tag)};
   ThreeRun out;
-  auto peers = start_swarm(scratch, 3, digits_config(), sets, tag);
-  if (peers.size() != 3) {
-    ADD_FAILURE() << peers[0]->tail();
-    return out;
-  }
+  const DigitsRun run = run_digits_swarm(scratch, 3, sets, tag, 100);
+  if (run.accuracy < 0) return out;
   const std::regex part(R"(([0-9.]+) \([0-9.]+ MB/s\))");
-  double sum = 0;
-  for (auto& p : peers) {
-    const int code = p->wait_exit(seconds(180));
-    const std::string log = p->log();
-    const auto final = final_result(log);
-    if (code != 0 || !final) {
-      ADD_FAILURE() << tag << ": " << p->name() << " exited " << code << "\n" << p->tail();
-      return out;
-    }
-    EXPECT_EQ(final->steps, 100) << p->name();
-    sum += final->accuracy;
+  for (const std::string& log : run.logs) {
     out.balanced += count_of(log, "parts by link rate: ");
     out.averaged += averaged_rounds(log).size();
     for (std::sregex_iterator it(log.begin(), log.end(), part), end; it != end; ++it)
       out.smallest_part = std::min(out.smallest_part, std::stod((*it)[1]));
   }
-  out.accuracy = sum / 3;
-  out.difference = std::max(max_parameter_difference(peers[0]->final_dir(), peers[1]->final_dir()),
-                            max_parameter_difference(peers[0]->final_dir(), peers[2]->final_dir()));
+  out.accuracy = run.accuracy;
+  out.difference = run.difference;
   return out;
 }
 

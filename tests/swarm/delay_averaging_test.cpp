@@ -34,30 +34,16 @@ ThreeRun three_peers(const Scratch& scratch, const std::string& tag, bool delay)
                                          std::string("strategy.options.delay_averaging=") + (delay ? "true" : "false"),
                                          "strategy.options.run_id=" + unique_run_id("delay-" + tag)};
   ThreeRun out;
-  auto peers = start_swarm(scratch, 3, digits_config(), sets, tag);
-  if (peers.size() != 3) {
-    ADD_FAILURE() << peers[0]->tail();
-    return out;
-  }
+  const DigitsRun run = run_digits_swarm(scratch, 3, sets, tag, kEpochs);
+  if (run.accuracy < 0) return out;
   const std::regex waited(R"(training waited ([0-9.]+) ms for it)");
-  double sum = 0;
-  for (auto& p : peers) {
-    const int code = p->wait_exit(seconds(180));
-    const std::string log = p->log();
-    const auto final = final_result(log);
-    if (code != 0 || !final) {
-      ADD_FAILURE() << tag << ": " << p->name() << " exited " << code << "\n" << p->tail();
-      return out;
-    }
-    EXPECT_EQ(final->steps, kEpochs) << p->name();
-    sum += final->accuracy;
+  for (const std::string& log : run.logs) {
     out.delayed += count_of(log, "applied a step late");
     out.averaged += averaged_rounds(log).size();
     for (std::sregex_iterator it(log.begin(), log.end(), waited), end; it != end; ++it) out.waited_ms += std::stod((*it)[1]);
   }
-  out.accuracy = sum / 3;
-  out.difference = std::max(max_parameter_difference(peers[0]->final_dir(), peers[1]->final_dir()),
-                            max_parameter_difference(peers[0]->final_dir(), peers[2]->final_dir()));
+  out.accuracy = run.accuracy;
+  out.difference = run.difference;
   return out;
 }
 

@@ -62,6 +62,33 @@ std::vector<std::unique_ptr<Peer>> start_swarm(const Scratch& scratch, int n, co
   return peers;
 }
 
+DigitsRun run_digits_swarm(const Scratch& scratch, int n, const std::vector<std::string>& sets,
+                           const std::string& prefix, int64_t steps) {
+  DigitsRun out;
+  auto peers = start_swarm(scratch, n, digits_config(), sets, prefix);
+  if (peers.size() != size_t(n)) {
+    ADD_FAILURE() << peers[0]->tail();
+    return out;
+  }
+  double sum = 0;
+  for (auto& p : peers) {
+    const int code = p->wait_exit(seconds(180));
+    out.logs.push_back(p->log());
+    const auto final = final_result(out.logs.back());
+    if (code != 0 || !final) {
+      ADD_FAILURE() << prefix << ": " << p->name() << " exited " << code << "\n" << p->tail();
+      return DigitsRun{};
+    }
+    EXPECT_EQ(final->steps, steps) << p->name();
+    sum += final->accuracy;
+  }
+  out.accuracy = sum / n;
+  out.difference = 0;
+  for (int i = 1; i < n; ++i)
+    out.difference = std::max(out.difference, max_parameter_difference(peers[0]->final_dir(), peers[size_t(i)]->final_dir()));
+  return out;
+}
+
 std::vector<std::unique_ptr<Peer>> start_teacher_swarm(const Scratch& scratch, int n, const std::vector<std::string>& sets) {
   return start_swarm(scratch, n, teacher_config(), sets, "p", false);
 }

@@ -94,6 +94,17 @@ std::string rogue_peer_id(const std::string& log_path);
 std::vector<std::unique_ptr<Peer>> start_swarm(const Scratch& scratch, int n, const std::string& config,
                                                const std::vector<std::string>& sets, const std::string& prefix = "p",
                                                bool dump_final = true);
+// n digits peers of sets (start_swarm, named prefix0...), each waited for up
+// to 180 s and expected to have run `steps` steps: their mean final
+// accuracy, the largest parameter difference from the first, and each one's
+// log. accuracy -1, with the failure added, when one did not finish.
+struct DigitsRun {
+  double accuracy = -1;
+  double difference = -1;
+  std::vector<std::string> logs;
+};
+DigitsRun run_digits_swarm(const Scratch& scratch, int n, const std::vector<std::string>& sets,
+                           const std::string& prefix, int64_t steps);
 // n teacher peers (no final dump), p0, p1...: start_swarm's.
 std::vector<std::unique_ptr<Peer>> start_teacher_swarm(const Scratch& scratch, int n, const std::vector<std::string>& sets);
 

@@ -1,0 +1,78 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+// The rounds a Peer carries between its hooks: one prepared ahead of the
+// target (Prematch), one whose data moves on a helper thread (DelayedRound),
+// one short of the target that meets again (Pending), and how a round ended.
+#ifndef LOOM_COLLAB_ROUND_STATE_H
+#define LOOM_COLLAB_ROUND_STATE_H
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "group_comm.h"
+#include "health.h"
+#include "records.h"
+
+namespace loom_collab {
+
+// A round being prepared ahead of the target: the group and its
+// communicator, built on their own thread while this peer still accumulates.
+struct Prematch {
+  int64_t epoch = -1;
+  Clock::time_point started{};
+  std::thread thread;
+  std::atomic<bool> cancel{false};
+  std::atomic<bool> done{false};
+  // Written by the thread before `done`; read after join.
+  std::optional<GroupRecord> group;
+  std::unique_ptr<GroupComm> comm;
+  std::string why;  // why there is no communicator, when there is none
+  Clock::time_point matched{}, connected{};
+};
+
+// delay_averaging (delayed_round.cpp): a round whose group met and counted
+// the target, its data moving on a helper thread (in Peer::buffer_) while
+// the training thread accumulates the next epoch.
+struct DelayedRound {
+  GroupRecord group;
+  std::unique_ptr<GroupComm> comm;
+  MemberWeights members;
+  int64_t epoch = 0;
+  double total = 0;     // the members' summed samples
+  bool sliced = false;  // sliced_average (codec or centered_clip): buffer_ holds the mean, else the sum
+  Clock::duration waited{};
+  bool ahead = false;
+  Clock::time_point posted{}, finished{};
+  std::thread thread;
+  std::atomic<bool> done{false};
+  // Written by the thread before `done`; read after join.
+  bool ok = false, finite = true;
+  std::string why;
+};
+
+// A round that fell short of target_batch_size: its group stays together
+// while each member accumulates its share of the deficit, then meets again.
+struct Pending {
+  GroupRecord group;
+  std::unique_ptr<GroupComm> comm;
+  uint64_t until_samples = 0;      // this peer's samples when it may meet again
+  Clock::time_point until_time{};  // and not before (a member with no share waits as long as the others)
+};
+
+// How a round ended for this peer.
+enum class RoundEnd {
+  averaged,         // the gradients hold the group's weighted mean
+  alone,            // no group: the gradients hold this peer's own mean
+  moved_on,         // the swarm finished the epoch without this peer
+  short_of_target,  // the members' summed weights fell short: pending_ holds the group
+  discarded,        // nothing usable came out (no finite contribution, or a non-finite result)
+  launched,         // delay_averaging: the round's data moves on a helper thread (Peer::delayed_)
+};
+
+}  // namespace loom_collab
+
+#endif
