@@ -50,6 +50,7 @@ std::string fingerprint_text(const loom_training_state_v1 &state, const Options 
   }
   // What members exchange, call for call: these must agree or a round would
   // pair different collectives.
+  out += "collab round protocol: " + std::to_string(kRoundProtocol) + "\n";
   out += "collab collective: " + o.collective + "\n";
   out += std::string("collab gradients: ") + (direct ? "scaled into one flat vector" : "averaged through a copy") + "\n";
   out += "collab average_state_every: " + std::to_string(o.average_state_every) + "\n";

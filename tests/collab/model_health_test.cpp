@@ -57,6 +57,26 @@ TEST(Fingerprint, TextCoversTheOptionsMembersMustShare) {
   EXPECT_EQ(fingerprint_text(host, o, true).rfind(kSwarm, 0), 0u);
 }
 
+TEST(Fingerprint, APeerOfAnEarlierRoundProtocolIsNamedAsSuch) {
+  loom_training_state_v1 host{};
+  host.struct_size = LOOM_TRAINING_STATE_V1_5_SIZE;
+  host.description = kSwarm.c_str();
+  Options o;
+  o.collective = "ucx";
+  const std::string mine = fingerprint_text(host, o, true);
+  const std::string line = "collab round protocol: " + std::to_string(kRoundProtocol) + "\n";
+  ASSERT_NE(mine.find(line), std::string::npos) << mine;
+  // A build from before the line (round protocol 1) describes the rest alike.
+  std::string earlier = mine;
+  earlier.erase(earlier.find(line), line.size());
+  EXPECT_NE(fingerprint_of(mine), fingerprint_of(earlier));
+  const std::string why = first_difference(mine, earlier, 3, false);
+  EXPECT_NE(why.find("collab round protocol: 2"), std::string::npos) << why;
+  std::string older = mine;
+  older.replace(older.find(line), line.size(), "collab round protocol: 1\n");
+  EXPECT_EQ(first_difference(mine, older, 3, false), "collab round protocol: 2 here, 1 in the swarm (3 peers)");
+}
+
 TEST(Fingerprint, TheSwarmIsTheMajorityAndTiesGoToTheOldest) {
   EXPECT_EQ(swarm_model({{1, 500}, {1, 600}, {2, 100}}).fingerprint, 1u);
   EXPECT_EQ(swarm_model({{1, 500}, {1, 600}, {2, 100}}).peers, 2u);
