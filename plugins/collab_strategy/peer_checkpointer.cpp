@@ -49,10 +49,22 @@ bool write_atomically(const std::string &dir, const std::string &name, const uin
     }
     done += size_t(n);
   }
-  if (::fsync(fd) != 0 || ::close(fd) != 0 || ::rename(tmp.c_str(), path.c_str()) != 0) {
-    *why = "could not finish " + path + ": " + std::strerror(errno);
+  // The descriptor is closed whichever step fails (a failed fsync must not
+  // leak it, one per checkpoint).
+  const bool synced = ::fsync(fd) == 0;
+  const int sync_errno = errno;
+  const bool closed = ::close(fd) == 0;
+  if (!synced || !closed || ::rename(tmp.c_str(), path.c_str()) != 0) {
+    *why = "could not finish " + path + ": " + std::strerror(synced ? errno : sync_errno);
     ::unlink(tmp.c_str());
     return false;
+  }
+  // The rename itself reaches the disk with the folder's entry: without this a
+  // power loss could leave the old name (or none, for the first checkpoint).
+  const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd >= 0) {
+    ::fsync(dir_fd);  // best effort: the new file is already in place
+    ::close(dir_fd);
   }
   return true;
 }
