@@ -69,7 +69,12 @@ bool Peer::balanced_average(GroupComm &comm, const float *values, uint64_t numel
     blocks.push_back(p);
     return true;
   };
+  uint64_t expected = 0, finished = 0;
   auto fail = [&] {
+    // Says how far the blocks got: a member lost mid-round shows as some
+    // of them moved, the rest failed or still waiting.
+    *why = "the mean by parts stopped with " + std::to_string(finished) + " of " + std::to_string(expected) +
+           " blocks moved: " + *why;
     std::vector<loom_request *> moving;
     for (const auto &b : blocks)
       if (b.request) moving.push_back(b.request);
@@ -78,7 +83,6 @@ bool Peer::balanced_average(GroupComm &comm, const float *values, uint64_t numel
   };
   // Every block this member moves: from each other member its copies of
   // this part and its results; to each, its copies and this part's results.
-  uint64_t expected = 0, finished = 0;
   for (int32_t j = 0; j < n; ++j)
     if (j != r) expected += 2 * (my_chunks + chunks_of(part(j)));
   // Receives first, in the order each sender posts: its copies of this
