@@ -374,6 +374,25 @@ std::optional<GroupRecord> Peer::matchmake(int64_t epoch, uint32_t attempt, Cloc
            " values) and the group key " + std::to_string(group_reads) + " times");
   };
 
+  // Leaving as the would-be leader (it joined, and no smaller id did): the
+  // peers that joined behind it wait for its group record. They get their
+  // group without this peer, so that they average now instead of waiting
+  // out a follower's window (under local_steps, the round's deadline) and
+  // meeting again at the next attempt.
+  auto hand_over_group = [&] {
+    if (!joined || joiners.size() < 2 || *joiners.begin() != id_) return;
+    GroupRecord g;
+    g.fingerprint = fingerprint_;
+    g.leader = id_;  // it signs the record; a leader need not be a member
+    g.epoch = epoch;
+    g.attempt = attempt;
+    g.members.assign(std::next(joiners.begin()), joiners.end());
+    const bool put =
+        dht_->put(gkey, id_, encode(run_, g, identity_), std::chrono::seconds(60), std::chrono::milliseconds(500));
+    said(put ? "leaving: its group of the " + std::to_string(g.members.size()) + " others is published without it"
+             : "leaving: its group of the others could not be published; they will meet again");
+  };
+
   // The group record with the smallest leader that lists this peer.
   auto find_group = [&](bool *excluded) -> std::optional<GroupRecord> {
     std::optional<GroupRecord> best;
@@ -392,7 +411,11 @@ std::optional<GroupRecord> Peer::matchmake(int64_t epoch, uint32_t attempt, Cloc
   };
 
   while (true) {
-    if (cancelled() || stopping()) return std::nullopt;
+    if (cancelled()) return std::nullopt;
+    if (stopping()) {
+      hand_over_group();
+      return std::nullopt;
+    }
     // The parameters stand still while the training thread waits here: a
     // good moment to snapshot for a joiner (never from the prematch thread).
     if (!background) serve_if_wanted();

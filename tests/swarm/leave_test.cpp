@@ -5,7 +5,10 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <string>
+#include <vector>
 
 #include "swarm.hpp"
 
@@ -28,24 +31,36 @@ TEST(Leaving, ASigtermedPeerLeavesWithExitZeroAndTheOthersGoOnWithoutWaitingForI
   const std::map<std::string, std::string> join = {{"LOOM_INITIAL_PEERS", p1.address()}};
   Peer p2(scratch, "p2", digits_config(), sets, join);
   Peer p3(scratch, "p3", digits_config(), sets, join);
-  ASSERT_TRUE(wait_until([&] { return last_finished_epoch(p3.log()) >= 10; }, seconds(120))) << p3.tail();
+  // The peer with the smallest id leaves: it leads every matchmaking it
+  // joins, so a SIGTERM that finds it matchmaking finds the others waiting
+  // for its group record (which it then publishes without itself).
+  std::vector<Peer*> peers = {&p1, &p2, &p3};
+  std::map<Peer*, std::string> ids;
+  for (Peer* p : peers) {
+    ASSERT_TRUE(wait_until([&] { return !(ids[p] = own_peer_id(p->log())).empty(); }, seconds(30))) << p->tail();
+  }
+  std::sort(peers.begin(), peers.end(), [&](Peer* a, Peer* b) { return std::stoull(ids[a]) < std::stoull(ids[b]); });
+  Peer& leaver = *peers[0];
+  Peer& first = *peers[1];
+  ASSERT_TRUE(wait_until([&] { return last_finished_epoch(leaver.log()) >= 10; }, seconds(120))) << leaver.tail();
 
-  const int64_t epoch_at_stop = std::max(last_finished_epoch(p1.log()), last_finished_epoch(p2.log()));
-  p3.signal(SIGTERM);
+  const int64_t epoch_at_stop = std::max(last_finished_epoch(peers[1]->log()), last_finished_epoch(peers[2]->log()));
+  leaver.signal(SIGTERM);
   const auto stopped = Clock::now();
-  const int code = p3.wait_exit(seconds(20));
+  const int code = leaver.wait_exit(seconds(20));
   const double left_s = std::chrono::duration<double>(Clock::now() - stopped).count();
-  EXPECT_EQ(code, 0) << "left within " << left_s << " s\n" << p3.tail();
-  const std::string log = p3.log();
-  EXPECT_NE(log.find("SIGTERM received: training stops at step"), std::string::npos) << p3.tail();
-  EXPECT_NE(log.find("its goodbye is published"), std::string::npos) << p3.tail();
-  EXPECT_NE(log.find("stopped by SIGTERM after"), std::string::npos) << p3.tail();
+  EXPECT_EQ(code, 0) << "left within " << left_s << " s\n" << leaver.tail();
+  const std::string log = leaver.log();
+  EXPECT_NE(log.find("SIGTERM received: training stops at step"), std::string::npos) << leaver.tail();
+  EXPECT_NE(log.find("its goodbye is published"), std::string::npos) << leaver.tail();
+  EXPECT_NE(log.find("stopped by SIGTERM after"), std::string::npos) << leaver.tail();
+  const bool handed = log.find("leaving: its group of the 2 others is published without it") != std::string::npos;
 
   // The two others average on together, well inside averaging_timeout.
   double went_on_s = -1;
   wait_until(
       [&] {
-        for (const auto& a : averaged_rounds(p1.log()))
+        for (const auto& a : averaged_rounds(first.log()))
           if (a.epoch > epoch_at_stop + 1 && a.peers == 2) {
             went_on_s = std::chrono::duration<double>(Clock::now() - stopped).count();
             return true;
@@ -53,15 +68,19 @@ TEST(Leaving, ASigtermedPeerLeavesWithExitZeroAndTheOthersGoOnWithoutWaitingForI
         return false;
       },
       seconds(90));
-  ASSERT_GE(went_on_s, 0) << "p1 never averaged with p2 alone after p3 left\n" << p1.tail();
-  EXPECT_LT(went_on_s, kAveragingTimeout / 3) << p1.tail();
-  for (Peer* p : {&p1, &p2}) {
+  ASSERT_GE(went_on_s, 0) << first.name() << " never averaged with the other alone after " << leaver.name()
+                          << " left\n" << first.tail();
+  EXPECT_LT(went_on_s, kAveragingTimeout / 3) << first.tail();
+  for (Peer* p : {peers[1], peers[2]}) {
     EXPECT_EQ(p->wait_exit(seconds(120)), 0) << p->tail();
     auto result = final_result(p->log());
     ASSERT_TRUE(result) << p->tail();
     EXPECT_EQ(result->steps, kMaxSteps);
   }
-  std::printf("[ figures ] p3 left %.2f s after SIGTERM; p1 averaged with p2 alone %.2f s after it\n", left_s, went_on_s);
+  std::printf("[ figures ] %s (the smallest id) left %.2f s after SIGTERM%s; %s averaged with the other alone %.2f s "
+              "after it\n",
+              leaver.name().c_str(), left_s, handed ? ", handing its matchmaking's group to the other two" : "",
+              first.name().c_str(), went_on_s);
 }
 
 }  // namespace

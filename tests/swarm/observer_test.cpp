@@ -21,13 +21,7 @@
 namespace loom::swarm {
 namespace {
 
-// "peer ID of run 'R' listening on ..." in a peer's log.
-std::string peer_id(const Peer& p) {
-  std::smatch m;
-  const std::string log = p.log();
-  static const std::regex re("peer ([0-9]+) of run '");
-  return std::regex_search(log, m, re) ? m[1].str() : "";
-}
+std::string peer_id(const Peer& p) { return own_peer_id(p.log()); }
 
 loom::test::ProcessResult status(const std::string& address, const std::string& run_id,
                                  std::vector<std::string> more) {

@@ -192,6 +192,12 @@ std::string rogue_peer_id(const std::string& log_path) {
   return end == std::string::npos ? "" : text.substr(at + 11, end - at - 11);
 }
 
+std::string own_peer_id(const std::string& log) {
+  std::smatch m;
+  static const std::regex re("peer ([0-9]+) of run '");
+  return std::regex_search(log, m, re) ? m[1].str() : "";
+}
+
 bool wait_until(const std::function<bool()>& pred, milliseconds timeout, milliseconds poll) {
   const auto deadline = Clock::now() + timeout;
   while (!pred()) {

@@ -86,6 +86,9 @@ std::string rogue_dht_address(const std::string& log_path, milliseconds timeout)
 // The peer id a loom_swarm_rogue prints ("rogue peer ID") before its DHT
 // address; empty if its log has none.
 std::string rogue_peer_id(const std::string& log_path);
+// A peer's own id, from "peer ID of run 'R' listening on ..." in its log
+// text; empty until it listens.
+std::string own_peer_id(const std::string& log);
 
 // n peers of config with the same sets, named prefix0, prefix1...: the first
 // starts the swarm, the others join through it. Fewer than n come back (the
