@@ -148,9 +148,18 @@ bool Peer::agree_on_outer_state(Clock::time_point deadline, std::string *why) {
   outer_.anchor = std::move(anchor);
   outer_.momentum = std::move(momentum);
   outer_.steps = uint64_t(steps);
-  log_limited(Level::warn, "outer states differ",
-              "epoch " + std::to_string(epoch_.load()) + ": the members of this round held different outer states (one "
-              "stepped alone, or went on from its own parameters); they took their mean before the outer step");
+  // Under target_group_size each group's outer step moved its own anchor:
+  // members from different groups meet with different states every epoch,
+  // and this mean is what mixes them (as Moshpit's regrouping mixes
+  // parameters). Otherwise a member stepped alone or went on from its own
+  // parameters, which is worth a warning.
+  if (opt_.target_group_size > 0)
+    detail("epoch " + std::to_string(epoch_.load()) + ": the members of this round came from different groups' outer "
+           "states; they took their mean before the outer step");
+  else
+    log_limited(Level::warn, "outer states differ",
+                "epoch " + std::to_string(epoch_.load()) + ": the members of this round held different outer states "
+                "(one stepped alone, or went on from its own parameters); they took their mean before the outer step");
   return true;
 }
 

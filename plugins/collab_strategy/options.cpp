@@ -135,7 +135,8 @@ const loom_option_decl kOptions[kNumOptions] = {
      "now, weighted by samples) and applies it with an outer Nesterov optimizer (outer_lr, outer_momentum). "
      "Every peer then starts the next epoch from the same parameters, so no state averaging runs: with "
      "average_state_every > 0 each epoch's parameters are hashed instead, so that a joiner checks what it loads. "
-     "A joiner loads the outer optimizer's state with the parameters. "
+     "A joiner loads the outer optimizer's state with the parameters. With target_group_size, each group steps "
+     "its own anchor and the next epoch's groups take the mean of their members' anchors first. "
      "With local_steps > 0, trainer.max_steps and the LR schedule count local steps (a multiple of local_steps); "
      "otherwise they count epochs. Every peer of a run must use the same value."},
     {sizeof(loom_option_decl), LOOM_OPTION_INT, "local_steps", "0",
@@ -145,7 +146,8 @@ const loom_option_decl kOptions[kNumOptions] = {
      "With local_updates: the outer optimizer's learning rate (DiLoCo's 0.7)."},
     {sizeof(loom_option_decl), LOOM_OPTION_FLOAT, "outer_momentum", "0.9",
      "With local_updates: the outer optimizer's Nesterov momentum, 0 to below 1 (DiLoCo's 0.9; 0: plain SGD on "
-     "the pseudo-gradient, which with outer_lr = 1 is averaging the parameters)."},
+     "the pseudo-gradient, which with outer_lr = 1 is averaging the parameters). On short runs from scratch "
+     "(tens of outer steps) 0.9 overshoots: 0 to 0.5 trained better (bench/local_updates_quality.sh)."},
     {sizeof(loom_option_decl), LOOM_OPTION_BOOL, "delay_averaging", "false",
      "Overlap a round with training: once a group has met and counted the target, its allreduce (or sliced "
      "mean) runs on a helper thread while this peer accumulates the next epoch, and the averaged gradients are "
@@ -397,8 +399,6 @@ bool read_options(const loom_host_v1 *host, Options *o, std::string *why) {
   }
   if (o->local_updates) {
     const char *with = o->client_mode                ? "client_mode = true (a relay does not carry pseudo-gradients yet)"
-                       : o->target_group_size > 0    ? "target_group_size > 0 (each group's outer step would move its "
-                                                       "own anchor, and nothing would bring them together)"
                        : o->average_optimizer_state ? "average_optimizer_state = true (each peer's own optimizer "
                                                       "keeps its statistics, as in DiLoCo; the outer step moves the "
                                                       "parameters only)"

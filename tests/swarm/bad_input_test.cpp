@@ -65,8 +65,6 @@ TEST(Swarm, LocalUpdatesAndDelayOptionsThatDoNotFitExitWithCode2AndTheReason) {
       {{"strategy.options.local_steps=50"}, {"local_steps = 50", "without local_updates = true"}},
       {{"strategy.options.local_updates=true", "strategy.options.client_mode=true"},
        {"local_updates = true is not valid with client_mode = true"}},
-      {{"strategy.options.local_updates=true", "strategy.options.target_group_size=2"},
-       {"local_updates = true is not valid with target_group_size > 0"}},
       {{"strategy.options.local_updates=true", "strategy.options.average_optimizer_state=true"},
        {"local_updates = true is not valid with average_optimizer_state = true"}},
       {{"strategy.options.local_updates=true", "strategy.options.outer_momentum=1"},

@@ -135,5 +135,48 @@ TEST(LocalUpdates, AJoinerTakesTheOuterStateAndEndsWithTheOthersParameters) {
   EXPECT_EQ(*ba, *bc);
 }
 
+// Local updates in bounded groups (target_group_size): four digits peers
+// in groups of two, split afresh every epoch. Each group's outer step moves
+// its own anchor; members that come from different groups take their mean
+// first (agree_on_outer_state), which mixes the groups as Moshpit's
+// regrouping does. They train, and end within a stated tolerance of each
+// other though no round held all four.
+TEST(LocalUpdates, FourDigitsPeersInGroupsOfTwoTrainAndEndWithinTolerance) {
+  Scratch scratch;
+  constexpr int kPeers = 4;
+  const std::vector<std::string> sets = {
+      "trainer.threads=1", "trainer.max_steps=100", "strategy.options.listen=127.0.0.1",
+      "strategy.options.verbose=true", "strategy.options.local_updates=true", "strategy.options.local_steps=10",
+      "strategy.options.target_group_size=2", "strategy.options.min_peers=" + std::to_string(kPeers),
+      "strategy.options.run_id=" + unique_run_id("local-groups")};
+  auto peers = start_swarm(scratch, kPeers, digits_config(), sets, "g");
+  ASSERT_EQ(peers.size(), size_t(kPeers)) << peers[0]->tail();
+  size_t pairs = 0, mixed = 0, outer = 0;
+  double accuracy = 1;
+  for (auto& p : peers) {
+    ASSERT_EQ(p->wait_exit(seconds(180)), 0) << p->tail();
+    const std::string log = p->log();
+    const auto final = final_result(log);
+    ASSERT_TRUE(final) << p->tail();
+    EXPECT_EQ(final->steps, 100) << p->name();
+    EXPECT_GE(final->accuracy, 0.9) << p->name();
+    accuracy = std::min(accuracy, final->accuracy);
+    pairs += count_of(log, "with 2 peers (epoch");
+    mixed += count_of(log, "came from different groups' outer states");
+    outer += count_of(log, ": outer step ");
+  }
+  double widest = 0;
+  for (int a = 0; a < kPeers; ++a)
+    for (int b = a + 1; b < kPeers; ++b)
+      widest = std::max(widest, max_parameter_difference(peers[size_t(a)]->final_dir(), peers[size_t(b)]->final_dir()));
+  std::printf("[ figures  ] 4 peers in groups of 2, 10 outer steps of 10 local steps: %zu outer steps, %zu rounds "
+              "of two, %zu that mixed two groups' anchors; lowest accuracy %.4f; widest parameter difference %.3g\n",
+              outer, pairs, mixed, accuracy, widest);
+  EXPECT_GE(outer, size_t(kPeers) * 8) << "each peer takes (nearly) every epoch's outer step";
+  EXPECT_GE(pairs, size_t(kPeers) * 5) << "the swarm rarely split into groups of two";
+  EXPECT_GE(mixed, 2u) << "no round brought members of different groups together";
+  EXPECT_LE(widest, 0.01) << "the groups' anchors drifted apart";
+}
+
 }  // namespace
 }  // namespace loom::swarm
