@@ -24,12 +24,15 @@ namespace loom_collab {
 // collective calls from the copying path).
 std::string fingerprint_text(const loom_training_state_v1 &state, const Options &options, bool direct);
 
-// The version of what members send each other in a round (the weight
-// exchange's layout, the block framing of parts), listed in the fingerprint
-// so that peers of builds that would misread each other's rounds refuse to
-// group and name it ("collab round protocol: 2 here, absent in the swarm").
+// The version of what members send each other in a round and how they
+// meet (the weight exchange's layout, the block framing of parts, how
+// groups split), listed in the fingerprint so that peers of builds that
+// would misread each other's rounds refuse to group and name it
+// ("collab round protocol: 3 here, absent in the swarm").
 // 2: the weight exchange carries each member's link rates (3n slots).
-constexpr int kRoundProtocol = 2;
+// 3: bounded groups split epochs in pairs, rows then columns (group_split.h).
+constexpr int kRoundProtocol = 3;
+
 uint64_t fingerprint_of(const std::string &text);
 
 // The first line where mine and theirs differ, as

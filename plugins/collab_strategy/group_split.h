@@ -6,11 +6,14 @@
 //
 // The leader still closes one record listing every peer that joined
 // (GroupRecord); each member then computes the same split from it, with
-// no further message. The split is a fresh pseudo-random permutation per
-// (epoch, attempt), seeded by the members themselves, cut into balanced
-// parts: Moshpit's grid averages exactly in d rounds only when the swarm
-// fills the grid, which a swarm with churn rarely does, while random
-// regrouping mixes at a geometric rate whatever the swarm's size.
+// no further message. Epochs go in pairs over one pseudo-random
+// permutation of the members, seeded by them, the pair and the attempt: the
+// even epoch averages the grid's rows (consecutive runs of the order), the
+// odd one its columns (every parts-th member), so that s*s peers in groups
+// of s hold the exact mean after the two, as in Moshpit's grid. Each pair
+// draws afresh, so a swarm of any size (churn rarely fills a grid) still
+// mixes at a geometric rate, and with a steady membership no two
+// consecutive epochs split alike.
 #ifndef LOOM_COLLAB_GROUP_SPLIT_H
 #define LOOM_COLLAB_GROUP_SPLIT_H
 

@@ -104,6 +104,55 @@ TEST(GroupSplit, TheSplitChangesFromRoundToRound) {
   EXPECT_NE(split_group(whole_of(n, 5, 0), 4)[0].members, split_group(whole_of(n, 5, 1), 4)[0].members);
 }
 
+std::set<std::vector<uint64_t>> partition(const std::vector<GroupRecord> &parts) {
+  std::set<std::vector<uint64_t>> out;
+  for (const auto &p : parts) out.insert(p.members);
+  return out;
+}
+
+struct GridCase {
+  uint32_t n, target;
+};
+class GroupSplitGrid : public testing::TestWithParam<GridCase> {};
+
+// With a steady membership no two consecutive epochs split alike (a
+// repeated split mixes nothing), for any attempt of the later epoch.
+TEST_P(GroupSplitGrid, ConsecutiveEpochsNeverSplitAlike) {
+  const auto [n, target] = GetParam();
+  for (int64_t epoch = 1; epoch < 400; ++epoch) {
+    const auto before = partition(split_group(whole_of(n, epoch - 1), target));
+    for (uint32_t attempt = 0; attempt < 2; ++attempt)
+      EXPECT_NE(partition(split_group(whole_of(n, epoch, attempt), target)), before)
+          << "epoch " << epoch << " attempt " << attempt;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(, GroupSplitGrid,
+                         testing::Values(GridCase{4, 2}, GridCase{5, 2}, GridCase{6, 2}, GridCase{7, 3},
+                                         GridCase{9, 3}, GridCase{16, 4}, GridCase{65, 16}),
+                         [](const testing::TestParamInfo<GridCase> &i) {
+                           return std::to_string(i.param.n) + "_peers_target_" + std::to_string(i.param.target);
+                         });
+
+// Four peers in pairs are a 2x2 grid: over an even epoch and the odd one
+// after it, each peer meets two different partners, so a value every peer
+// averages with its partner twice is the exact mean of the four.
+TEST(GroupSplit, FourPeersInPairsHoldTheExactMeanAfterEachPairOfEpochs) {
+  for (int64_t pair = 0; pair < 50; ++pair) {
+    std::map<uint64_t, double> value;
+    const GroupRecord first = whole_of(4, 2 * pair);
+    double mean = 0;
+    for (size_t i = 0; i < first.members.size(); ++i) mean += (value[first.members[i]] = double(i * i + 1)) / 4;
+    for (int64_t epoch : {2 * pair, 2 * pair + 1})
+      for (const auto &p : split_group(whole_of(4, epoch), 2)) {
+        double sum = 0;
+        for (uint64_t m : p.members) sum += value[m];
+        for (uint64_t m : p.members) value[m] = sum / double(p.members.size());
+      }
+    for (const auto &[member, v] : value) EXPECT_DOUBLE_EQ(v, mean) << "pair " << pair << ", member " << member;
+  }
+}
+
 TEST(GroupSplit, PartsTogetherBringTheTarget) {
   const GroupRecord whole = whole_of(7, 1);
   uint64_t sum = 0;

@@ -174,7 +174,8 @@ TEST(LocalUpdates, FourDigitsPeersInGroupsOfTwoTrainAndEndWithinTolerance) {
               outer, pairs, mixed, accuracy, widest);
   EXPECT_GE(outer, size_t(kPeers) * 8) << "each peer takes (nearly) every epoch's outer step";
   EXPECT_GE(pairs, size_t(kPeers) * 5) << "the swarm rarely split into groups of two";
-  EXPECT_GE(mixed, 2u) << "no round brought members of different groups together";
+  // Every epoch after the first splits unlike the one before (group_split.h).
+  EXPECT_GE(mixed, size_t(kPeers) * 8) << "rounds rarely brought members of different groups together";
   EXPECT_LE(widest, 0.01) << "the groups' anchors drifted apart";
 }
 
