@@ -109,7 +109,7 @@ TEST(LocalUpdates, ThreeCharlmPeersMoveFortyTimesFewerBytesThanSynchronousOnesAn
 
 TEST(LocalUpdates, AJoinerTakesTheOuterStateAndEndsWithTheOthersParameters) {
   Scratch scratch;
-  auto sets = charlm_sets("joiner", 500);
+  auto sets = charlm_sets("joiner", 300);  // 12 outer steps; the joiner comes after 4
   sets.push_back("strategy.options.local_updates=true");
   sets.push_back("strategy.options.local_steps=25");
   sets.push_back("strategy.options.min_peers=2");
