@@ -374,6 +374,18 @@ std::optional<GroupRecord> Peer::matchmake(int64_t epoch, uint32_t attempt, Cloc
            " values) and the group key " + std::to_string(group_reads) + " times");
   };
 
+  // The group record this peer closes as leader, over `from`'s members
+  // (in order); published when it lists another peer. true: published.
+  auto close_group = [&](std::set<uint64_t>::const_iterator from, GroupRecord *g) {
+    g->fingerprint = fingerprint_;
+    g->leader = id_;  // it signs the record; a leader need not be a member
+    g->epoch = epoch;
+    g->attempt = attempt;
+    g->members.assign(from, joiners.cend());
+    const bool others = std::any_of(g->members.begin(), g->members.end(), [&](uint64_t m) { return m != id_; });
+    return others &&
+           dht_->put(gkey, id_, encode(run_, *g, identity_), std::chrono::seconds(60), std::chrono::milliseconds(500));
+  };
   // Leaving as the would-be leader (it joined, and no smaller id did): the
   // peers that joined behind it wait for its group record. They get their
   // group without this peer, so that they average now instead of waiting
@@ -382,14 +394,8 @@ std::optional<GroupRecord> Peer::matchmake(int64_t epoch, uint32_t attempt, Cloc
   auto hand_over_group = [&] {
     if (!joined || joiners.size() < 2 || *joiners.begin() != id_) return;
     GroupRecord g;
-    g.fingerprint = fingerprint_;
-    g.leader = id_;  // it signs the record; a leader need not be a member
-    g.epoch = epoch;
-    g.attempt = attempt;
-    g.members.assign(std::next(joiners.begin()), joiners.end());
-    const bool put =
-        dht_->put(gkey, id_, encode(run_, g, identity_), std::chrono::seconds(60), std::chrono::milliseconds(500));
-    said(put ? "leaving: its group of the " + std::to_string(g.members.size()) + " others is published without it"
+    said(close_group(std::next(joiners.cbegin()), &g)
+             ? "leaving: its group of the " + std::to_string(g.members.size()) + " others is published without it"
              : "leaving: its group of the others could not be published; they will meet again");
   };
 
@@ -470,13 +476,7 @@ std::optional<GroupRecord> Peer::matchmake(int64_t epoch, uint32_t attempt, Cloc
   if (leader == id_) {
     said("the leader of " + std::to_string(joiners.size()) + " joiners");
     GroupRecord g;
-    g.fingerprint = fingerprint_;
-    g.leader = id_;
-    g.epoch = epoch;
-    g.attempt = attempt;
-    g.members.assign(joiners.begin(), joiners.end());
-    if (g.members.size() > 1)
-      dht_->put(gkey, id_, encode(run_, g, identity_), std::chrono::seconds(60), std::chrono::milliseconds(500));
+    close_group(joiners.cbegin(), &g);  // alone, nothing is published
     return mine(g);
   }
   // A follower waits for its leader's record: the leader closes within its
