@@ -136,22 +136,23 @@ int main(int argc, char **argv) {
   std::vector<double> crc_ms, seal_ms, open_chunk_ms;
   const ChunkKey chunk_key = ChunkKey::fresh();
   const uint8_t ad[kStateReplySize] = {};
+  const size_t chunk = wire::state_chunk_bytes(state.size());
   for (int r = 0; r < reps; ++r) {
     auto t = Clock::now();
     uint32_t sum = 0;
-    for (size_t off = 0; off < state.size(); off += wire::kChunkSize)
-      sum ^= wire::crc(state.data() + off, std::min<size_t>(wire::kChunkSize, state.size() - off));
+    for (size_t off = 0; off < state.size(); off += chunk)
+      sum ^= wire::crc(state.data() + off, std::min<size_t>(chunk, state.size() - off));
     crc_ms.push_back(ms_since(t));
     if (sum == 0x12345678) std::printf(" ");  // keeps the sums
     std::vector<ChunkKey::Tag> tags;
     t = Clock::now();
-    for (size_t off = 0, i = 0; off < state.size(); off += wire::kChunkSize, ++i)
-      tags.push_back(chunk_key.seal(i, state.data() + off, std::min<size_t>(wire::kChunkSize, state.size() - off), ad,
+    for (size_t off = 0, i = 0; off < state.size(); off += chunk, ++i)
+      tags.push_back(chunk_key.seal(i, state.data() + off, std::min<size_t>(chunk, state.size() - off), ad,
                                     sizeof ad));
     seal_ms.push_back(ms_since(t));
     t = Clock::now();
-    for (size_t off = 0, i = 0; off < state.size(); off += wire::kChunkSize, ++i)
-      if (!chunk_key.open(i, state.data() + off, std::min<size_t>(wire::kChunkSize, state.size() - off), ad,
+    for (size_t off = 0, i = 0; off < state.size(); off += chunk, ++i)
+      if (!chunk_key.open(i, state.data() + off, std::min<size_t>(chunk, state.size() - off), ad,
                           sizeof ad, tags[i].data())) {
         std::fprintf(stderr, "a sealed chunk did not open\n");
         return 1;

@@ -89,8 +89,14 @@ class Stripes {
   size_t chunks() const;
   // The winner's stream, before it reads chunk i: false once it is not free.
   bool take_in_order(size_t i);
-  // A helper: up to `most` free chunks ending at the highest free one; false when none is free.
+  // A helper: free chunks ending at the highest free one, false when none
+  // is free. Guided, as OpenMP's schedule: up to `most`, and at most the
+  // free chunks over twice the donors at work (the winner and the helpers
+  // between helping() and done_helping()), at least one; so ranges shrink
+  // as the end nears, and the last ones a slow donor holds are short.
   bool take_from_top(uint32_t most, uint32_t *first, uint32_t *count);
+  void helping();
+  void done_helping();
   // Chunks [first, first + count) arrived, checked, from donor (its index in the race's list).
   void done(uint32_t first, uint32_t count, size_t donor);
   // Chunks taken and not brought (their donor failed): free again.
@@ -116,6 +122,7 @@ class Stripes {
   std::vector<uint8_t> state_;  // per chunk: 0 free, 1 taken, 2 done
   std::vector<uint32_t> crcs_;
   std::map<size_t, size_t> brought_;
+  uint32_t helpers_ = 0;
 };
 
 // A helper of a spread download: takes chunks from the top of *s and

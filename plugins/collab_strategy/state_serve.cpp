@@ -19,7 +19,10 @@ using namespace server_detail;
 namespace {
 
 // How many chunks a state of n bytes is sent in.
-size_t chunk_count(size_t n) { return (n + kChunkSize - 1) / kChunkSize; }
+size_t chunk_count(size_t n) {
+  const size_t chunk = state_chunk_bytes(n);
+  return (n + chunk - 1) / chunk;
+}
 
 }  // namespace
 
@@ -45,7 +48,7 @@ ReplyHeader Snapshot::ok_reply(uint32_t total_crc) const {
   ReplyHeader h;
   h.epoch = epoch;
   h.total = bytes.size();
-  h.chunk = kChunkSize;
+  h.chunk = state_chunk_bytes(bytes.size());
   h.total_crc = total_crc;
   return h;
 }
@@ -54,9 +57,10 @@ bool Snapshot::checksum(const std::function<bool()> &stop) {
   std::vector<uint32_t> crcs;
   crcs.reserve(chunk_count(bytes.size()));
   uint32_t total = uint32_t(crc32_z(0, nullptr, 0));
-  for (size_t off = 0; off < bytes.size(); off += kChunkSize) {
+  const size_t chunk = state_chunk_bytes(bytes.size());
+  for (size_t off = 0; off < bytes.size(); off += chunk) {
     if (stop()) return false;
-    const size_t n = std::min<size_t>(kChunkSize, bytes.size() - off);
+    const size_t n = std::min<size_t>(chunk, bytes.size() - off);
     const uint32_t c = crc(bytes.data() + off, n);
     crcs.push_back(c);
     total = uint32_t(crc32_combine(total, c, z_off_t(n)));
@@ -74,9 +78,10 @@ bool Snapshot::seal(const std::function<bool()> &stop) {
     key.emplace(ChunkKey::fresh());
     tags.reserve(chunk_count(bytes.size()));
   }
-  for (size_t off = tags.size() * size_t(kChunkSize); off < bytes.size(); off += kChunkSize) {
+  const size_t chunk = state_chunk_bytes(bytes.size());
+  for (size_t off = tags.size() * chunk; off < bytes.size(); off += chunk) {
     if (stop()) return false;
-    const size_t n = std::min<size_t>(kChunkSize, bytes.size() - off);
+    const size_t n = std::min<size_t>(chunk, bytes.size() - off);
     tags.push_back(key->seal(tags.size(), bytes.data() + off, n, header, sizeof header));
   }
   return true;
@@ -186,6 +191,7 @@ void StateServer::Impl::serve(Transfer &t) {
   if (t.keyed != snap->keyed) return;  // never: a server's snapshots and requests share its key
   const size_t chunk_header = t.keyed ? kStateSealedChunkHeaderSize : kStateChunkHeaderSize;
   const size_t total = snap->bytes.size();
+  const size_t chunk = state_chunk_bytes(total);
   if (t.range && size_t(first) + count > chunk_count(total)) {
     emit(log, Level::info,
          "state server: " + peer + " asked for chunks " + std::to_string(first) + " to " +
@@ -207,11 +213,11 @@ void StateServer::Impl::serve(Transfer &t) {
   Io r = send_header(snap->header, t.keyed ? snap->key->bytes().data() : nullptr);
   // The chunks go from the shared snapshot itself, never copied (sealed
   // already, with a key).
-  size_t off = t.range ? size_t(first) * kChunkSize : 0;
-  const size_t end = t.range ? std::min(total, size_t(first + count) * kChunkSize) : total;
+  size_t off = t.range ? size_t(first) * chunk : 0;
+  const size_t end = t.range ? std::min(total, size_t(first + count) * chunk) : total;
   for (size_t index = t.range ? first : 0; r == Io::ok && off < end; ++index) {
     if (stopping || t.cancel) return;  // a fast reader never lets poll() see the stop pipe
-    const size_t n = std::min<size_t>(kChunkSize, total - off);
+    const size_t n = std::min<size_t>(chunk, total - off);
     uint8_t ch[kStateSealedChunkHeaderSize];
     put32(ch, uint32_t(n));
     if (t.keyed)
@@ -258,7 +264,7 @@ void StateServer::Impl::serve(Transfer &t) {
             : t.range ? "chunks " + std::to_string(first) + "-" + std::to_string(first + count - 1) + " of epoch " +
                             std::to_string(snap->epoch)
                       : "epoch " + std::to_string(snap->epoch)) +
-           " (" + std::to_string(end - (t.range ? size_t(first) * kChunkSize : 0)) + " bytes) to " + peer + " in " +
+           " (" + std::to_string(end - (t.range ? size_t(first) * chunk : 0)) + " bytes) to " + peer + " in " +
            std::to_string(int64_t(s * 1000)) +
            " ms, " +
            (asked_training ? "after waiting " +

@@ -23,8 +23,19 @@ namespace loom_collab::wire {
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-constexpr uint32_t kChunkSize = 4u << 20;  // what the server sends
-constexpr milliseconds kTick{50};          // how often waits look at stop / cancel flags
+constexpr milliseconds kTick{50};  // how often waits look at stop / cancel flags
+
+// The chunks a server sends a state of `total` bytes in: a power of two
+// from 1 to 4 MiB, about 24 of them up to 96 MiB. Small states are cut
+// finer, so a spread download still has chunks free for donors whose reply
+// comes a second after the first's, and a slow donor's last chunk delays
+// the end by little; large ones keep a helper's per-request cost (a
+// connection, with a key a handshake) small next to its chunk.
+constexpr uint32_t state_chunk_bytes(uint64_t total) {
+  uint32_t chunk = 1u << 20;
+  while (chunk < (4u << 20) && uint64_t(chunk) * 24 < total) chunk *= 2;
+  return chunk;
+}
 
 // ---- little-endian encoding ----
 inline void put16(uint8_t *p, uint16_t v) {

@@ -188,13 +188,57 @@ TEST(Spread, ADonorHoldingOtherBytesIsLeftOut) {
   EXPECT_TRUE(log.has(Level::info, {"donor 2", "left the spread download", "other bytes of epoch 40"})) << log.text();
 }
 
+// A state is cut in about 24 chunks of 1 to 4 MiB (a power of two), so
+// that a small one still has chunks left for helpers that come late.
+TEST(Spread, ChunksAreOneToFourMebibytesAboutTwentyFourToAState) {
+  EXPECT_EQ(wire::state_chunk_bytes(0), 1 * MiB);
+  EXPECT_EQ(wire::state_chunk_bytes(300 * 1024), 1 * MiB);
+  EXPECT_EQ(wire::state_chunk_bytes(20736768), 1 * MiB);  // charlm of 1.7 M parameters with AdamW: 20 chunks
+  EXPECT_EQ(wire::state_chunk_bytes(24 * MiB + 1), 2 * MiB);
+  EXPECT_EQ(wire::state_chunk_bytes(48 * MiB), 2 * MiB);
+  EXPECT_EQ(wire::state_chunk_bytes(80 * MiB), 4 * MiB);
+  EXPECT_EQ(wire::state_chunk_bytes(uint64_t(40) << 30), 4 * MiB);
+}
+
+// Helpers' ranges are guided: large while much is free, one chunk near the
+// end, so the last range a slow donor holds is short.
+TEST(Spread, HelpersTakeShorterRangesAsTheEndNears) {
+  Stripes s;
+  std::string why;
+  ASSERT_TRUE(s.begin({1, 20 * MiB, uint32_t(MiB), 0}, 0, &why)) << why;  // 20 chunks
+  uint32_t first = 0, count = 0;
+  s.helping();  // one helper and the winner: up to 20 / 4 chunks
+  ASSERT_TRUE(s.take_from_top(4, &first, &count));
+  EXPECT_EQ(first, 16u);
+  EXPECT_EQ(count, 4u);
+  s.helping();
+  s.helping();  // three helpers: 16 free over 8
+  ASSERT_TRUE(s.take_from_top(4, &first, &count));
+  EXPECT_EQ(first, 14u);
+  EXPECT_EQ(count, 2u);
+  for (size_t i = 0; i < 10; ++i) ASSERT_TRUE(s.take_in_order(i));  // the winner's stream
+  ASSERT_TRUE(s.take_from_top(4, &first, &count));  // 4 free over 8: one
+  EXPECT_EQ(first, 13u);
+  EXPECT_EQ(count, 1u);
+  s.done_helping();
+  s.done_helping();
+  s.done_helping();
+  ASSERT_TRUE(s.take_from_top(4, &first, &count));  // 3 free, the winner alone: one
+  EXPECT_EQ(count, 1u);
+  ASSERT_TRUE(s.take_from_top(4, &first, &count));
+  ASSERT_TRUE(s.take_from_top(4, &first, &count));
+  EXPECT_EQ(first, 10u);
+  EXPECT_FALSE(s.take_from_top(4, &first, &count)) << "every chunk is taken";
+}
+
 // What a server answers range requests it cannot serve, seen by a helper.
 TEST(Spread, RangesAServerCannotServeAreRefused) {
   LogSink log;
   StateServer server("127.0.0.1", 0, kRun, log.fn());
-  const Bytes state = pattern(10 * MiB, 3);  // 3 chunks
+  const Bytes state = pattern(10 * MiB, 3);
   server.publish(50, state);
   const uint32_t crc = uint32_t(crc32_z(0, state.data(), state.size()));
+  const uint32_t chunk = wire::state_chunk_bytes(state.size());  // 10 chunks of 1 MiB
   const auto deadline = Clock::now() + std::chrono::seconds(10);
   struct Case {
     const char *name;
@@ -202,9 +246,10 @@ TEST(Spread, RangesAServerCannotServeAreRefused) {
     const char *says;
   };
   const Case cases[] = {
-      {"another epoch", {49, state.size(), 4u << 20, crc}, "has epoch 50, not the one asked for"},
-      {"chunks beyond its end", {50, 40 * MiB, 4u << 20, crc}, "donor refused the request"},
-      {"other bytes", {50, state.size(), 4u << 20, crc ^ 1}, "other bytes"},
+      {"another epoch", {49, state.size(), chunk, crc}, "has epoch 50, not the one asked for"},
+      {"chunks beyond its end", {50, 40 * MiB, chunk, crc}, "donor refused the request"},
+      {"other bytes", {50, state.size(), chunk, crc ^ 1}, "other bytes"},
+      {"another chunk size", {50, state.size(), 4u << 20, crc}, "other bytes"},
   };
   for (const auto &c : cases) {
     SCOPED_TRACE(c.name);
@@ -218,7 +263,7 @@ TEST(Spread, RangesAServerCannotServeAreRefused) {
   // And one it can: the whole state in ranges, nothing else asked.
   Stripes s;
   std::string why;
-  ASSERT_TRUE(s.begin({50, state.size(), 4u << 20, crc}, 0, &why));
+  ASSERT_TRUE(s.begin({50, state.size(), chunk, crc}, 0, &why));
   ASSERT_TRUE(fetch_stripes(donor(1, server.port()), 1, kRun, &s, deadline, milliseconds(3000), nullptr, nullptr, &why))
       << why;
   ASSERT_TRUE(s.complete());
