@@ -31,7 +31,8 @@ std::string fingerprint_text(const loom_training_state_v1 &state, const Options 
 // ("collab round protocol: 3 here, absent in the swarm").
 // 2: the weight exchange carries each member's link rates (3n slots).
 // 3: bounded groups split epochs in pairs, rows then columns (group_split.h).
-constexpr int kRoundProtocol = 3;
+// 4: beyond target^2 peers, in cycles of d epochs over a d-dimensional grid.
+constexpr int kRoundProtocol = 4;
 
 uint64_t fingerprint_of(const std::string &text);
 

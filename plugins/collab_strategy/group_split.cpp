@@ -56,10 +56,43 @@ Partition columns(const std::vector<uint64_t> &order, uint32_t parts) {
   return canonical(std::move(out));
 }
 
-// The seed of pair k (epochs 2k and 2k+1) at an attempt; salt: another draw.
-uint64_t pair_seed(const GroupRecord &whole, int64_t pair, uint32_t attempt, uint64_t salt) {
+// How many dimensions the grid of n peers in groups of `target` has: 2
+// up to target^2 peers, one more for each further factor of target
+// (Moshpit's d-dimensional grid, target^d peers holding the exact mean
+// after d epochs).
+uint32_t grid_dims(uint32_t n, uint32_t target) {
+  const uint64_t base = std::max<uint32_t>(2, target);
+  uint32_t dims = 2;
+  for (uint64_t cells = base * base; cells < n; cells *= base) ++dims;
+  return dims;
+}
+
+// Dimension j of a grid of `dims` dimensions in base `base`: the order
+// re-sorted so that digit j of a position counts least (the others follow
+// it, rotated), then cut into rows. For n = base^dims each row holds the
+// peers whose positions differ in digit j alone; otherwise the rows are
+// still balanced, the grid's last cells left empty.
+Partition along(const std::vector<uint64_t> &order, uint32_t parts, uint32_t base, uint32_t dims, uint32_t j) {
+  std::vector<uint64_t> power(dims, 1);
+  for (uint32_t k = 1; k < dims; ++k) power[k] = power[k - 1] * base;
+  std::vector<std::pair<uint64_t, uint64_t>> keyed;  // (rotated position, member)
+  keyed.reserve(order.size());
+  for (uint64_t i = 0; i < order.size(); ++i) {
+    uint64_t key = 0;
+    for (uint32_t k = 0; k < dims; ++k) key += (i / power[(j + k) % dims]) % base * power[k];
+    keyed.emplace_back(key, order[i]);
+  }
+  std::sort(keyed.begin(), keyed.end());
+  std::vector<uint64_t> rotated;
+  rotated.reserve(keyed.size());
+  for (const auto &k : keyed) rotated.push_back(k.second);
+  return rows(rotated, parts);
+}
+
+// The seed of cycle k (epochs k*dims to k*dims + dims - 1) at an attempt; salt: another draw.
+uint64_t cycle_seed(const GroupRecord &whole, int64_t cycle, uint32_t attempt, uint64_t salt) {
   GroupRecord g = whole;
-  g.epoch = pair;
+  g.epoch = cycle;
   g.attempt = attempt;
   return mix64(g.group_hash() ^ mix64(salt + 0x9e3779b97f4a7c15ULL));
 }
@@ -70,19 +103,27 @@ std::vector<GroupRecord> split_group(const GroupRecord &whole, uint32_t target) 
   const uint32_t n = uint32_t(whole.members.size());
   const uint32_t parts = group_parts(n, target);
   if (parts <= 1) return {whole};
-  // Epochs go in pairs over one permutation, as a two-dimensional Moshpit
-  // grid: the even epoch averages its rows, the odd one its columns, so
-  // that four peers in pairs (or s*s in groups of s) hold the exact mean
-  // after the two. Each pair draws a fresh permutation (seeded by the
-  // members, the pair and the attempt: every member computes the same, and
-  // a retry is split afresh), so mixing goes on whatever the swarm's size.
-  // An odd epoch's split also differs from the next pair's rows (another
-  // draw where they match), so with a steady membership no two consecutive
-  // epochs split alike: a repeated split mixes nothing, and two in a row
-  // at a run's end left groups of local-update peers 0.013 apart.
-  const int64_t epoch = std::max<int64_t>(0, whole.epoch), pair = epoch / 2;
+  // Epochs go in cycles of `dims` over one permutation, as a Moshpit grid:
+  // epoch j of a cycle averages along the grid's dimension j (two: its
+  // rows, then its columns), so that four peers in pairs, or t^d peers in
+  // groups of t, hold the exact mean after the cycle. Each cycle draws a
+  // fresh permutation (seeded by the members, the cycle and the attempt:
+  // every member computes the same, and a retry is split afresh), so
+  // mixing goes on whatever the swarm's size. Each epoch's split also
+  // differs from the one before it and the cycle's last from the next
+  // cycle's first (another draw where they match), so with a steady
+  // membership no two consecutive epochs split alike: a repeated split
+  // mixes nothing, and two in a row at a run's end left groups of
+  // local-update peers 0.013 apart.
+  const uint32_t dims = grid_dims(n, target), base = std::max<uint32_t>(2, target);
+  const int64_t epoch = std::max<int64_t>(0, whole.epoch), cycle = epoch / dims;
+  const uint32_t phase = uint32_t(epoch % dims);
   auto draw = [&](int64_t k, uint32_t attempt, uint64_t salt) {
-    return permuted(whole.members, pair_seed(whole, k, attempt, salt));
+    return permuted(whole.members, cycle_seed(whole, k, attempt, salt));
+  };
+  auto cut = [&](const std::vector<uint64_t> &order, uint32_t j) {
+    if (j == 0) return rows(order, parts);
+    return dims == 2 ? columns(order, parts) : along(order, parts, base, dims, j);
   };
   // Another draw of rows until the split differs from each of `others`.
   auto unlike = [&](Partition split, const std::vector<const Partition *> &others, int64_t k, uint32_t attempt) {
@@ -92,22 +133,37 @@ std::vector<GroupRecord> split_group(const GroupRecord &whole, uint32_t target) 
     for (uint64_t salt = 1; salt <= 64 && clash(); ++salt) split = rows(draw(k, attempt, salt), parts);
     return split;
   };
-  // The odd epoch of pair k at an attempt: the columns of the pair's order,
-  // unlike its own rows and the next pair's (both taken at attempt 0).
-  auto odd = [&](int64_t k, uint32_t attempt) {
-    const Partition before = rows(draw(k, 0, 0), parts), after = rows(draw(k + 1, 0, 0), parts);
-    return unlike(columns(draw(k, attempt, 0), parts), {&before, &after}, k, attempt);
+  // Cycle k's splits at attempt 0, epochs 0 to `upto` of it: the first
+  // never draws again (so the others compare with fixed splits); each
+  // other one differs from the one before, the last also from the next
+  // cycle's first.
+  auto cycle_splits = [&](int64_t k, uint32_t upto) {
+    const std::vector<uint64_t> order = draw(k, 0, 0);
+    std::vector<Partition> out{rows(order, parts)};
+    const Partition next = upto + 1 == dims ? rows(draw(k + 1, 0, 0), parts) : Partition{};
+    for (uint32_t j = 1; j <= upto; ++j) {
+      std::vector<const Partition *> others{&out.back()};
+      if (j + 1 == dims) others.push_back(&next);
+      out.push_back(unlike(cut(order, j), others, k, 0));
+    }
+    return out;
   };
   Partition chosen;
-  if (epoch % 2 == 1) {
-    chosen = odd(pair, whole.attempt);
+  if (whole.attempt == 0) {
+    chosen = std::move(cycle_splits(cycle, phase).back());
   } else {
-    chosen = rows(draw(pair, whole.attempt, 0), parts);
-    // A retry draws afresh; it must still differ from the epoch before.
-    if (whole.attempt > 0 && pair > 0) {
-      const Partition before = odd(pair - 1, 0);
-      chosen = unlike(std::move(chosen), {&before}, pair, whole.attempt);
+    // A retry draws afresh; it must still differ from the epoch before
+    // (and, the cycle's last, from the next cycle's first).
+    Partition before, next;
+    std::vector<const Partition *> others;
+    if (phase > 0) before = std::move(cycle_splits(cycle, phase - 1).back());
+    else if (cycle > 0) before = std::move(cycle_splits(cycle - 1, dims - 1).back());
+    if (phase > 0 || cycle > 0) others.push_back(&before);
+    if (phase + 1 == dims) {
+      next = rows(draw(cycle + 1, 0, 0), parts);
+      others.push_back(&next);
     }
+    chosen = unlike(cut(draw(cycle, whole.attempt, 0), phase), others, cycle, whole.attempt);
   }
   std::vector<GroupRecord> out(parts);
   for (uint32_t p = 0; p < parts; ++p) {

@@ -6,14 +6,16 @@
 //
 // The leader still closes one record listing every peer that joined
 // (GroupRecord); each member then computes the same split from it, with
-// no further message. Epochs go in pairs over one pseudo-random
-// permutation of the members, seeded by them, the pair and the attempt: the
-// even epoch averages the grid's rows (consecutive runs of the order), the
-// odd one its columns (every parts-th member), so that s*s peers in groups
-// of s hold the exact mean after the two, as in Moshpit's grid. Each pair
-// draws afresh, so a swarm of any size (churn rarely fills a grid) still
-// mixes at a geometric rate, and with a steady membership no two
-// consecutive epochs split alike.
+// no further message. Epochs go in cycles over one pseudo-random
+// permutation of the members, seeded by them, the cycle and the attempt,
+// as in Moshpit's d-dimensional grid: epoch j of a cycle averages along
+// the grid's dimension j, so that t^d peers in groups of t hold the exact
+// mean after the cycle's d epochs. Two dimensions up to t^2 peers (the
+// grid's rows, consecutive runs of the order, then its columns, every
+// parts-th member), one more for each further factor of t (64 peers in
+// groups of 4: three). Each cycle draws afresh, so a swarm of any size
+// (churn rarely fills a grid) still mixes at a geometric rate, and with a
+// steady membership no two consecutive epochs split alike.
 #ifndef LOOM_COLLAB_GROUP_SPLIT_H
 #define LOOM_COLLAB_GROUP_SPLIT_H
 
