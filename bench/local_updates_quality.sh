@@ -7,18 +7,22 @@
 # peers' mean final validation bits per character and its ratio to the
 # synchronous run's. Bandwidth plays no part here (bench/swarm_links.py
 # measures that): this is only what averaging less often costs the model.
-#   bench/local_updates_quality.sh [-b build-dir] [-s STEPS] [NAME:KEY=VALUE[,KEY=VALUE]...]...
+#   bench/local_updates_quality.sh [-b build-dir] [-s STEPS] [-t KEY=VALUE]... [NAME:KEY=VALUE[,KEY=VALUE]...]...
 # KEYs are strategy options. Default variants: DiLoCo's outer step, plain
-# parameter averaging, and momentum 0.5, each every 50 local steps.
+# parameter averaging, and momentum 0.5, each every 50 local steps. -t sets
+# a trainer or task key for every run, e.g. -t task.path=corpus.txt.
 # KEEP_LOGS=1 keeps the peers' logs (the folder is printed).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 build=$here/build steps=150
-while getopts "b:s:h" o; do
+sets=()
+while getopts "b:s:t:h" o; do
   case $o in
     b) build=$OPTARG ;;
     s) steps=$OPTARG ;;
-    *) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+    t) [[ $OPTARG =~ ^(trainer|task)\.[a-z_]+=.+$ ]] || { echo "local_updates_quality.sh: -t takes trainer.KEY=VALUE or task.KEY=VALUE, not '$OPTARG'" >&2; exit 2; }
+       sets+=(--set "$OPTARG") ;;
+    *) sed -n '3,14p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
   esac
 done
 shift $((OPTIND - 1))
@@ -49,7 +53,7 @@ run() {  # run NAME [KEY=VALUE...]: prints the peers' mean final bpc
   local common=(--set trainer.max_steps="$steps" --set trainer.threads=1 --set trainer.val_every=0
                 --set trainer.log_every=1000 --set trainer.checkpoint_every=0 --set strategy.name=collab
                 --set strategy.options.target_batch_size=48 --set strategy.options.listen=127.0.0.1
-                --set strategy.options.min_peers=3 --set strategy.options.run_id="quality-$name-$port" "${extra[@]}")
+                --set strategy.options.min_peers=3 --set strategy.options.run_id="quality-$name-$port" "${sets[@]}" "${extra[@]}")
   pids=()
   local i initial where
   for i in 1 2 3; do

@@ -57,17 +57,25 @@ loom_status Peer::local_round(loom_step_decision *decision) {
                    "its local steps");
   const double weight = unhealthy_ ? 0.0 : double(samples_.load());
   windows_ = 1;
-  const RoundEnd end = average_gradients(weight, finite ? std::sqrt(squares) : -1.0);
-  if (end != RoundEnd::short_of_target) answer_relayed(end);
-  auto outer_step = [&](const char *with) {
-    if (end == RoundEnd::averaged && comm_) {
-      std::string why;
-      const auto deadline = Clock::now() + std::chrono::milliseconds(int64_t(opt_.averaging_timeout * 1000));
-      if (!agree_on_outer_state(deadline, &why))
-        log_limited(Level::warn, "outer agreement",
-                    "epoch " + std::to_string(epoch) + ": could not compare outer states with the group (" + why +
-                        "); stepping from this peer's own");
+  // A client's pseudo-gradient goes through its relay, as gradients do.
+  const double norm = finite ? std::sqrt(squares) : -1.0;
+  const RoundEnd end = opt_.client_mode ? relay_gradients(weight, norm) : average_gradients(weight, norm);
+  // The members agree on the outer state before they step, and before a
+  // relay answers its clients: where the group took the mean of differing
+  // states, a client's own no longer matches, and it loads the state.
+  bool differed = false;
+  if (end == RoundEnd::averaged && comm_) {
+    std::string why;
+    const auto deadline = Clock::now() + std::chrono::milliseconds(int64_t(opt_.averaging_timeout * 1000));
+    if (!agree_on_outer_state(deadline, &why, &differed)) {
+      differed = true;  // unknown: the clients load the state
+      log_limited(Level::warn, "outer agreement",
+                  "epoch " + std::to_string(epoch) + ": could not compare outer states with the group (" + why +
+                      "); stepping from this peer's own");
     }
+  }
+  if (end != RoundEnd::short_of_target) answer_relayed(end, differed);
+  auto outer_step = [&](const char *with) {
     // The round left the mean pseudo-gradient in the gradients: step from
     // them view by view.
     double norm2 = 0;
@@ -120,7 +128,10 @@ loom_status Peer::local_round(loom_step_decision *decision) {
       return inner_step(decision);
     case RoundEnd::moved_on:
       put_back();
-      if (catch_up_local(view().global_epoch)) return LOOM_OK;
+      // A client's relay said where the swarm is (a miss), or that its
+      // outer state must be loaded (resync): one past this epoch at least.
+      if (catch_up_local(opt_.client_mode ? std::max(view().global_epoch, client_jump_to_) : view().global_epoch))
+        return LOOM_OK;
       return inner_step(decision);
     case RoundEnd::launched:
       break;  // never: delay_averaging is refused with local_updates
@@ -128,7 +139,8 @@ loom_status Peer::local_round(loom_step_decision *decision) {
   return LOOM_OK;
 }
 
-bool Peer::agree_on_outer_state(Clock::time_point deadline, std::string *why) {
+bool Peer::agree_on_outer_state(Clock::time_point deadline, std::string *why, bool *differed) {
+  *differed = false;
   Digest d;
   d.update(outer_.anchor.data(), outer_.anchor.size() * sizeof(float));
   d.update(outer_.momentum.data(), outer_.momentum.size() * sizeof(float));
@@ -137,6 +149,7 @@ bool Peer::agree_on_outer_state(Clock::time_point deadline, std::string *why) {
   double steps = 0;  // the most outer steps any member took
   if (!same_digest(*comm_, d.finish(), double(outer_.steps), deadline, &same, &steps, why)) return false;
   if (same) return true;
+  *differed = true;
   // Every member counts alike: none of the differing states is known right.
   // On copies: a failed allreduce leaves partial sums behind.
   const float inv = 1.0f / float(comm_->size());
@@ -169,6 +182,7 @@ bool Peer::catch_up_local(int64_t global_epoch) {
                        std::to_string(global_epoch) + ": loading the swarm's state (local updates)");
   if (load_state(global_epoch, &reason)) {
     inner_steps_ = 0;
+    client_missed_ = false;  // a client's anchor is the swarm's again
     return true;
   }
   // Nothing to load: take the swarm's epoch from where this peer is. Its

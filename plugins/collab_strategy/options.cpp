@@ -398,13 +398,9 @@ bool read_options(const loom_host_v1 *host, Options *o, std::string *why) {
     return false;
   }
   if (o->local_updates) {
-    const char *with = o->client_mode                ? "client_mode = true (a relay does not carry pseudo-gradients yet)"
-                       : o->average_optimizer_state ? "average_optimizer_state = true (each peer's own optimizer "
-                                                      "keeps its statistics, as in DiLoCo; the outer step moves the "
-                                                      "parameters only)"
-                                                    : nullptr;
-    if (with) {
-      *why = std::string("option local_updates = true is not valid with ") + with;
+    if (o->average_optimizer_state) {
+      *why = "option local_updates = true is not valid with average_optimizer_state = true (each peer's own optimizer "
+             "keeps its statistics, as in DiLoCo; the outer step moves the parameters only)";
       return false;
     }
   }

@@ -179,7 +179,8 @@ class Peer {
   // stepped alone, or went on from its own parameters), the members take
   // its mean first, so that the group's step leaves them agreeing again.
   // False, with *why, when the collective failed.
-  bool agree_on_outer_state(Clock::time_point deadline, std::string *why);
+  // *differed: the members held different outer states and took their mean.
+  bool agree_on_outer_state(Clock::time_point deadline, std::string *why, bool *differed);
   void set_parameters_to_anchor();
   // The host's snapshot and restore; under local updates the outer state
   // rides after the host's bytes (outer_step.h), and a restore takes it.
@@ -306,7 +307,9 @@ class Peer {
   };
   void relay_contribution(const std::string &client, RelayMessage &m, const std::function<bool()> &stop);
   double take_relayed(int64_t epoch, double own_norm);  // the relayed weight taken so far this round
-  void answer_relayed(RoundEnd end);
+  // resync (local updates): the group took the mean of differing outer
+  // states, so the clients load the state rather than step from their own.
+  void answer_relayed(RoundEnd end, bool resync = false);
   // State averaging (kind parameters): the contributions of the clients
   // this peer averaged gradients for this epoch, waited for a moment, taken
   // into *sum (their weighted parameters and buffers) and answered with
@@ -337,6 +340,7 @@ class Peer {
   int64_t relay_last_epoch_ = -1;
   double relay_last_total_ = 0;
   std::shared_ptr<const std::vector<float>> relay_last_mean_;
+  bool relay_last_resync_ = false;  // that round's clients load the state (answer_relayed's resync)
   // A client-mode peer: its round through its relay; false with *why when
   // no full peer took it.
   RoundEnd relay_gradients(double weight, double norm);

@@ -35,7 +35,10 @@
 // fp16's range holds, and the relay weighs it); norm, that of its mean
 // (gradients; -1 unknown). A result's weight is the whole group's, its
 // values the group's mean (count 0 unless averaged), in the codec the
-// contribution came in. A client sends its gradients in the swarm's
+// contribution came in. Under local updates the values are pseudo-gradients
+// (anchor minus parameters) and the client steps its outer optimizer with
+// the mean, as its relay does; resync (no values) tells it that its outer
+// state no longer matches the group's. A client sends its gradients in the swarm's
 // compression; state averaging through a relay travels in f32 (the relay
 // cannot know the client's last synced parameters, so a lossy codec would
 // round the weights, not their drift).
@@ -69,6 +72,8 @@ enum class RelayStatus : uint16_t {
   averaged = 1,      // values hold the group's mean
   missed = 2,        // the relay's round went without it (too late, or no round this epoch)
   refused = 3,       // not counted: wrong size, not finite, an outlier, or the relay cannot relay now
+  resync = 4,        // counted, but (local updates) the group took the mean of differing outer states
+                     // before its outer step: the client's own would not match it, so it loads the state
 };
 const char *to_string(RelayStatus s);
 

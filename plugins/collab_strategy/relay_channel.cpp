@@ -20,6 +20,8 @@ const char *to_string(RelayStatus s) {
       return "missed";
     case RelayStatus::refused:
       return "refused";
+    case RelayStatus::resync:
+      return "resync";
   }
   return "unknown";
 }
@@ -168,8 +170,9 @@ bool RelayChannel::recv(RelayMessage *m, uint64_t max_count, const IoLimits &lim
     *why = "a relay message of unknown kind " + std::to_string(kind) + " (1 gradients, 2 parameters)";
     return false;
   }
-  if (status > uint16_t(RelayStatus::refused)) {
-    *why = "a relay message of unknown status " + std::to_string(status);
+  if (status > uint16_t(RelayStatus::resync)) {
+    *why = "a relay message of unknown status " + std::to_string(status) +
+           " (0 contribution, 1 averaged, 2 missed, 3 refused, 4 resync)";
     return false;
   }
   if (h[52] > uint8_t(Codec::blockwise8) || h[53] || h[54] || h[55]) {

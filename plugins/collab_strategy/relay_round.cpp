@@ -72,10 +72,10 @@ void Peer::relay_contribution(const std::string &client, RelayMessage &m, const 
     if (!parameters && !entry->taken && epoch_.load() > entry->epoch && relay_last_epoch_ == entry->epoch &&
         relay_last_mean_) {
       // Too late for its round: that round's mean, so it steps as the swarm did.
-      m.status = RelayStatus::averaged;
+      m.status = relay_last_resync_ ? RelayStatus::resync : RelayStatus::averaged;
       m.epoch = entry->epoch;
       m.weight = relay_last_total_;
-      m.values = *relay_last_mean_;
+      if (!relay_last_resync_) m.values = *relay_last_mean_;
       m.why.clear();
       done = true;
       break;
@@ -155,7 +155,7 @@ double Peer::take_relayed(int64_t epoch, double own_norm) {
   return relayed_weight_;
 }
 
-void Peer::answer_relayed(RoundEnd end) {
+void Peer::answer_relayed(RoundEnd end, bool resync) {
   const bool clients = server_ && server_->relaying() > 0;
   if (relay_taken_.empty() && !(clients && end == RoundEnd::averaged)) return;
   std::vector<float> mean;
@@ -170,6 +170,7 @@ void Peer::answer_relayed(RoundEnd end) {
     relay_last_epoch_ = epoch_.load();
     relay_last_total_ = relay_total_;
     relay_last_mean_ = std::make_shared<const std::vector<float>>(mean);
+    relay_last_resync_ = resync;
   }
   if (relay_taken_.empty()) return;
   {
@@ -178,7 +179,10 @@ void Peer::answer_relayed(RoundEnd end) {
       RelayMessage &r = e->result;
       r.kind = RelayKind::gradients;
       r.epoch = e->epoch;
-      if (end == RoundEnd::averaged) {
+      if (end == RoundEnd::averaged && resync) {
+        r.status = RelayStatus::resync;
+        r.weight = relay_total_;
+      } else if (end == RoundEnd::averaged) {
         r.status = RelayStatus::averaged;
         r.weight = relay_total_;
         r.values = mean;
@@ -194,7 +198,8 @@ void Peer::answer_relayed(RoundEnd end) {
   }
   relay_cv_.notify_all();
   detail("epoch " + std::to_string(relay_taken_.front()->epoch) + ": answered " + std::to_string(relay_taken_.size()) +
-         " client-mode peer(s) relayed through this peer (" + (end == RoundEnd::averaged ? "averaged" : "missed") + ")");
+         " client-mode peer(s) relayed through this peer (" +
+         (end != RoundEnd::averaged ? "missed" : resync ? "averaged; they load the outer state" : "averaged") + ")");
   relay_taken_.clear();
   relayed_sum_.clear();
   relayed_weight_ = 0;
@@ -408,6 +413,14 @@ RoundEnd Peer::relay_gradients(double weight, double norm) {
              (m.codec != Codec::none ? std::string(", in ") + codec_name(m.codec) : "") + ")");
       last_local_reason_.clear();
       return RoundEnd::averaged;
+    case RelayStatus::resync:
+      // Local updates: the group stepped from the mean of differing outer
+      // states, which this peer's own is not; it loads the state after.
+      client_jump_to_ = epoch + 1;
+      detail("epoch " + std::to_string(epoch) + ": averaged through relay peer " + std::to_string(relay_peer_) +
+             ", whose group took the mean of differing outer states; loading the swarm's state");
+      last_local_reason_.clear();
+      return RoundEnd::moved_on;
     case RelayStatus::missed:
       // Its relay is past this epoch (the reply says where): the client
       // goes there at once with these gradients, so that its next

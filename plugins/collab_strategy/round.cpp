@@ -304,13 +304,19 @@ loom_status Peer::after_optimizer_step(std::string *why) {
   else relay_served_.clear();
   comm_.reset();
   // A client averages its parameters through its relay; when that fails
-  // after a round it missed, it takes the swarm's state instead.
-  if (opt_.client_mode && sync && relay_parameters(done)) client_missed_ = false;
-  if (opt_.client_mode && sync && client_missed_ && !last && view().peers > 1) {
+  // after a round it missed, it takes the swarm's state instead. Under
+  // local updates no parameters are averaged (the outer step made the
+  // members agree), and a client whose outer step was its own (its relay
+  // failed or refused it) loads the state at once: its anchor left the
+  // swarm's, and nothing else pulls it back.
+  if (opt_.client_mode && sync && !opt_.local_updates && relay_parameters(done)) client_missed_ = false;
+  if (opt_.client_mode && (sync || opt_.local_updates) && client_missed_ && !last && view().peers > 1) {
     std::string reason;
     client_missed_ = false;
-    detail("client mode: a round since the last sync point went without this peer; loading the swarm's state of epoch " +
-           std::to_string(done));
+    detail(std::string(opt_.local_updates ? "client mode: this peer's outer step was its own (its relay's round went "
+                                            "without it), so its anchor left the swarm's"
+                                          : "client mode: a round since the last sync point went without this peer") +
+           "; loading the swarm's state of epoch " + std::to_string(done));
     if (!load_state(done, &reason)) log_limited(Level::warn, "client resync", "client mode: loading the swarm's state failed (" + reason + "); training on");
   }
   if (opt_.average_state_every > 0 && sync) record_sync(done);

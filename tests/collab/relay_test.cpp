@@ -209,6 +209,42 @@ TEST(Relay, ACorruptedFrameEndsTheSessionWithAWarning) {
   a_bad_header_ends_the_session(h, 0xdeadbeef, "checksum does not match");
 }
 
+// Under local updates a relay whose group took the mean of differing outer
+// states answers resync, with the group's weight and no values.
+void resyncing(const std::string &, RelayMessage &m, const std::function<bool()> &) {
+  m.values.clear();
+  m.weight += 10;
+  m.status = RelayStatus::resync;
+}
+
+TEST(Relay, AResyncAnswerCarriesNoValues) {
+  LogSink log;
+  StateServer server("127.0.0.1", 0, kRun, log.fn());
+  server.set_relay(resyncing, 4, 100);
+  std::string why;
+  auto link = RelayLink::open("127.0.0.1", server.port(), kRun, std::nullopt, milliseconds(5000), &why);
+  ASSERT_TRUE(link) << why;
+  RelayMessage m;
+  m.epoch = 7;
+  m.weight = 32;
+  m.values.assign(100, 0.25f);
+  ASSERT_TRUE(link->exchange(m, 100, std::chrono::steady_clock::now() + milliseconds(5000), &why)) << why;
+  EXPECT_EQ(m.status, RelayStatus::resync);
+  EXPECT_STREQ(to_string(m.status), "resync");
+  EXPECT_EQ(m.epoch, 7);
+  EXPECT_DOUBLE_EQ(m.weight, 42);
+  EXPECT_TRUE(m.values.empty());
+}
+
+TEST(Relay, AnUnknownStatusEndsTheSessionNamingTheValidOnes) {
+  uint8_t h[kRelayHeaderSize] = {};
+  wire::put32(h, kRelayMagic);
+  wire::put16(h + 4, uint16_t(RelayKind::gradients));
+  wire::put16(h + 6, 5);
+  wire::put32(h + 48, wire::crc(h, 48));
+  a_bad_header_ends_the_session(h, wire::crc(h, sizeof h), "unknown status 5 (0 contribution, 1 averaged, 2 missed, 3 refused, 4 resync)");
+}
+
 TEST(Relay, AnUnknownCodecEndsTheSessionNamingTheValidOnes) {
   // A well-formed header but for its codec byte.
   uint8_t h[kRelayHeaderSize] = {};

@@ -63,8 +63,6 @@ TEST(Swarm, LocalUpdatesAndDelayOptionsThatDoNotFitExitWithCode2AndTheReason) {
   Scratch scratch;
   const std::vector<std::pair<std::vector<std::string>, std::vector<std::string>>> cases = {
       {{"strategy.options.local_steps=50"}, {"local_steps = 50", "without local_updates = true"}},
-      {{"strategy.options.local_updates=true", "strategy.options.client_mode=true"},
-       {"local_updates = true is not valid with client_mode = true"}},
       {{"strategy.options.local_updates=true", "strategy.options.average_optimizer_state=true"},
        {"local_updates = true is not valid with average_optimizer_state = true"}},
       {{"strategy.options.local_updates=true", "strategy.options.outer_momentum=1"},

@@ -145,6 +145,63 @@ TEST(ClientMode, AKeyedClientMovesToAnotherRelayWhenItsRelayIsKilled) {
   EXPECT_LE(d, 0.01);
 }
 
+// Under local updates, a client whose relay is SIGKILLed in the middle of
+// the run steps its outer optimizer alone that epoch, so its anchor leaves
+// the swarm's: it loads the state, moves to another relay, and ends on the
+// survivors' anchor.
+TEST(ClientMode, UnderLocalUpdatesAClientWhoseRelayIsKilledLoadsTheStateAndEndsOnTheSwarmsAnchor) {
+  Scratch scratch;
+  const std::vector<std::string> sets = {
+      "trainer.threads=1", "trainer.max_steps=300", "strategy.options.listen=127.0.0.1",
+      "strategy.options.verbose=true", "strategy.options.local_updates=true", "strategy.options.local_steps=10",
+      "strategy.options.min_peers=4", "strategy.options.run_id=" + unique_run_id("local-client-kill")};
+  std::vector<std::string> client_sets = sets;
+  client_sets.push_back("strategy.options.client_mode=true");
+  std::vector<std::unique_ptr<Peer>> full;
+  full.push_back(std::make_unique<Peer>(scratch, "p0", digits_config(), sets));
+  ASSERT_TRUE(wait_until([&] { return !full[0]->address().empty(); }, seconds(30))) << full[0]->tail();
+  const std::map<std::string, std::string> env{{"LOOM_INITIAL_PEERS", full[0]->address()}};
+  for (int i = 1; i < 3; ++i)
+    full.push_back(std::make_unique<Peer>(scratch, "p" + std::to_string(i), digits_config(), sets, env));
+  auto client = std::make_unique<Peer>(scratch, "c0", digits_config(), client_sets, env);
+  ASSERT_TRUE(wait_until([&] { return count_of(client->log(), "samples through relay peer") >= 5; }, seconds(120)))
+      << client->tail();
+  const std::string first = relay_id(client->log(), 0);
+  Peer *relay = nullptr;
+  for (auto &p : full)
+    if (p->log().find("peer " + first + " of run") != std::string::npos) relay = p.get();
+  ASSERT_NE(relay, nullptr) << "no full peer is " << first;
+  const size_t before = count_of(client->log(), "samples through relay peer");
+  const size_t loads_before = count_of(client->log(), "loaded the state of epoch");
+  relay->kill();
+  const auto deadline = Clock::now() + seconds(240);
+  std::vector<Peer *> survivors;
+  for (auto &p : full) {
+    if (p.get() == relay) continue;
+    survivors.push_back(p.get());
+    ASSERT_EQ(p->wait_exit(std::chrono::duration_cast<milliseconds>(deadline - Clock::now())), 0) << p->tail();
+  }
+  ASSERT_EQ(client->wait_exit(std::chrono::duration_cast<milliseconds>(deadline - Clock::now())), 0) << client->tail();
+  const std::string log = client->log();
+  const std::string second = relay_id(log, 1);
+  const size_t after = count_of(log, "samples through relay peer") - before,
+               loads = count_of(log, "loaded the state of epoch") - loads_before;
+  const double d = max_parameter_difference(survivors[0]->final_dir(), client->final_dir());
+  std::printf("[ figures  ] client under local updates: %zu outer steps through relay %s, then %zu through %s, "
+              "%zu state loads after the kill; parameters apart from a survivor's by %.3g\n",
+              before, first.c_str(), after, second.c_str(), loads, d);
+  EXPECT_FALSE(second.empty()) << "the client never moved to another relay:\n" << client->tail();
+  EXPECT_NE(second, first);
+  EXPECT_GE(loads, 1u) << "the client stepped alone and never loaded the state:\n" << client->tail();
+  EXPECT_GE(after, 5u) << client->tail();
+  auto final = final_result(log);
+  ASSERT_TRUE(final) << client->tail();
+  EXPECT_EQ(final->steps, 300);
+  EXPECT_GE(final->accuracy, 0.9);
+  EXPECT_EQ(d, 0.0) << "the client ends on the survivors' anchor";
+  EXPECT_EQ(max_parameter_difference(survivors[0]->final_dir(), survivors[1]->final_dir()), 0.0);
+}
+
 // The relay's side against a client that sends what it must not: each
 // contribution is answered refused (or missed), the relay says why in its
 // log, and the swarm trains on unharmed.

@@ -6,7 +6,8 @@
 // fewer bytes, and every peer ends with the same parameters. A joiner in
 // the middle of a run takes the outer optimizer's state with the
 // parameters: its outer state is the group's at once (no round finds
-// members that differ), and it ends with the others' parameters.
+// members that differ), and it ends with the others' parameters. A
+// client-mode peer steps through its relay and ends on the same anchor.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -177,6 +178,45 @@ TEST(LocalUpdates, FourDigitsPeersInGroupsOfTwoTrainAndEndWithinTolerance) {
   // Every epoch after the first splits unlike the one before (group_split.h).
   EXPECT_GE(mixed, size_t(kPeers) * 8) << "rounds rarely brought members of different groups together";
   EXPECT_LE(widest, 0.01) << "the groups' anchors drifted apart";
+}
+
+// A client-mode peer under local updates: its pseudo-gradient goes through
+// its relay like gradients (relay.h), and it steps its outer optimizer with
+// the group's mean as its relay does, so it ends on the same anchor; a
+// round it missed or took alone makes it load the state.
+TEST(LocalUpdates, AClientStepsThroughItsRelayAndEndsWithTheSwarmsParameters) {
+  Scratch scratch;
+  const std::vector<std::string> sets = {
+      "trainer.threads=1", "trainer.max_steps=100", "strategy.options.listen=127.0.0.1",
+      "strategy.options.verbose=true", "strategy.options.local_updates=true", "strategy.options.local_steps=10",
+      "strategy.options.min_peers=3", "strategy.options.run_id=" + unique_run_id("local-client")};
+  std::vector<std::string> client_sets = sets;
+  client_sets.push_back("strategy.options.client_mode=true");
+  Peer p0(scratch, "p0", digits_config(), sets);
+  ASSERT_TRUE(wait_until([&] { return !p0.address().empty(); }, seconds(30))) << p0.tail();
+  const std::map<std::string, std::string> env{{"LOOM_INITIAL_PEERS", p0.address()}};
+  Peer p1(scratch, "p1", digits_config(), sets, env);
+  Peer c0(scratch, "c0", digits_config(), client_sets, env);
+  for (Peer* p : {&p0, &p1, &c0}) {
+    ASSERT_EQ(p->wait_exit(seconds(180)), 0) << p->name() << "\n" << p->tail();
+    const auto final = final_result(p->log());
+    ASSERT_TRUE(final) << p->tail();
+    EXPECT_EQ(final->steps, 100) << p->name();
+    EXPECT_GE(final->accuracy, 0.9) << p->name();
+  }
+  const std::string client = c0.log();
+  EXPECT_EQ(client.find("state server listening"), std::string::npos) << "a client-mode peer started a state server";
+  const size_t relayed = count_of(client, "samples through relay peer"),
+               outer = count_of(client, ": outer step "), loads = count_of(client, "loaded the state of epoch");
+  size_t answered = 0;
+  for (Peer* p : {&p0, &p1}) answered += count_of(p->log(), "client-mode peer(s) relayed through this peer (averaged");
+  std::printf("[ figures  ] client under local updates: %zu of 10 outer steps with the group's mean through a relay, "
+              "%zu outer steps in all, %zu state loads; relays answered %zu\n",
+              relayed, outer, loads, answered);
+  EXPECT_GE(relayed, 5u) << c0.tail();
+  EXPECT_GE(answered, relayed) << "every round a client averaged through was one its relay answered";
+  EXPECT_EQ(max_parameter_difference(p0.final_dir(), c0.final_dir()), 0.0) << "the client ends on the swarm's anchor";
+  EXPECT_EQ(max_parameter_difference(p0.final_dir(), p1.final_dir()), 0.0);
 }
 
 }  // namespace
