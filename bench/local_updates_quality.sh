@@ -8,7 +8,8 @@
 # synchronous run's. Bandwidth plays no part here (bench/swarm_links.py
 # measures that): this is only what averaging less often costs the model.
 #   bench/local_updates_quality.sh [-b build-dir] [-s STEPS] [-t KEY=VALUE]... [NAME:KEY=VALUE[,KEY=VALUE]...]...
-# KEYs are strategy options. Default variants: DiLoCo's outer step, plain
+# KEYs are strategy options, or trainer./task. keys for that variant alone
+# (e.g. trainer.lr=0.005). Default variants: DiLoCo's outer step, plain
 # parameter averaging, and momentum 0.5, each every 50 local steps. -t sets
 # a trainer or task key for every run, e.g. -t task.path=corpus.txt.
 # KEEP_LOGS=1 keeps the peers' logs (the folder is printed).
@@ -22,7 +23,7 @@ while getopts "b:s:t:h" o; do
     s) steps=$OPTARG ;;
     t) [[ $OPTARG =~ ^(trainer|task)\.[a-z_]+=.+$ ]] || { echo "local_updates_quality.sh: -t takes trainer.KEY=VALUE or task.KEY=VALUE, not '$OPTARG'" >&2; exit 2; }
        sets+=(--set "$OPTARG") ;;
-    *) sed -n '3,14p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+    *) sed -n '3,15p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
   esac
 done
 shift $((OPTIND - 1))
@@ -47,7 +48,9 @@ run() {  # run NAME [KEY=VALUE...]: prints the peers' mean final bpc
   local name=$1
   shift
   local extra=() kv
-  for kv in "$@"; do extra+=(--set "strategy.options.$kv"); done
+  for kv in "$@"; do
+    if [[ $kv == trainer.* || $kv == task.* ]]; then extra+=(--set "$kv"); else extra+=(--set "strategy.options.$kv"); fi
+  done
   local port
   port=$(python3 -c 'import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
   local common=(--set trainer.max_steps="$steps" --set trainer.threads=1 --set trainer.val_every=0
