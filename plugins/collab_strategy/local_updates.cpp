@@ -75,6 +75,7 @@ loom_status Peer::local_round(loom_step_decision *decision) {
     }
   }
   if (end != RoundEnd::short_of_target) answer_relayed(end, differed);
+  if (end == RoundEnd::averaged && comm_) average_buffers(epoch);
   auto outer_step = [&](const char *with) {
     // The round left the mean pseudo-gradient in the gradients: step from
     // them view by view.
@@ -174,6 +175,49 @@ bool Peer::agree_on_outer_state(Clock::time_point deadline, std::string *why, bo
                 "epoch " + std::to_string(epoch_.load()) + ": the members of this round held different outer states "
                 "(one stepped alone, or went on from its own parameters); they took their mean before the outer step");
   return true;
+}
+
+void Peer::average_buffers(int64_t epoch) {
+  std::vector<FloatView> views;
+  const size_t count = append_buffer_views(&views);
+  if (count == 0) return;
+  // On a copy, with a last slot that counts the members whose buffers are
+  // finite: a failed allreduce leaves partial sums behind, and one
+  // diverged member must not spoil the others' mean.
+  uint64_t n = 0;
+  for (const auto &v : views) n += v.numel;
+  std::vector<float> flat(n + 1);
+  double squares = 0;
+  size_t at = 0;
+  for (const auto &v : views) {
+    std::memcpy(flat.data() + at, v.data, v.numel * sizeof(float));
+    squares += sum_of_squares(v.data, v.numel);
+    at += v.numel;
+  }
+  const bool finite = std::isfinite(squares);
+  if (!finite) std::fill(flat.begin(), flat.end() - 1, 0.0f);
+  flat[n] = finite ? 1.0f : 0.0f;
+  std::string why;
+  const auto deadline = Clock::now() + std::chrono::milliseconds(int64_t(opt_.averaging_timeout * 1000));
+  if (comm_->allreduce_sum(flat.data(), flat.size(), deadline, &why) != LOOM_OK) {
+    log_limited(Level::warn, "buffer averaging",
+                "epoch " + std::to_string(epoch) + ": averaging the model's buffers failed (" + why +
+                    "); keeping this peer's");
+    return;
+  }
+  if (!(flat[n] > 0)) {
+    log_limited(Level::warn, "buffer averaging",
+                "epoch " + std::to_string(epoch) + ": no member's buffers are finite; each keeps its own");
+    return;
+  }
+  const float inv = 1.0f / flat[n];
+  at = 0;
+  for (const auto &v : views) {
+    for (uint64_t i = 0; i < v.numel; ++i) v.data[i] = flat[at + i] * inv;
+    at += v.numel;
+  }
+  detail("epoch " + std::to_string(epoch) + ": averaged the model's " + std::to_string(count) + " buffers with " +
+         std::to_string(int(flat[n])) + " of " + std::to_string(comm_->size()) + " peers");
 }
 
 bool Peer::catch_up_local(int64_t global_epoch) {

@@ -237,6 +237,10 @@ class Peer {
   // Adds views of the host's float32 buffers (ABI 1.4) to *views; returns
   // how many.
   size_t append_buffer_views(std::vector<FloatView> *views);
+  // Local updates: the group's mean of the model's buffers (BatchNorm
+  // statistics) after an averaged round, each member with finite ones
+  // counting 1 (no state averaging runs to carry them).
+  void average_buffers(int64_t epoch);
   // The parameters as they were when this peer last synced with the swarm
   // (averaged them, or loaded the state), and how far they moved since: the
   // drift state averaging compares (health.h).

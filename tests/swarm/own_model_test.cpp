@@ -2,7 +2,8 @@
 // Three collab peers train a user's TorchScript model with BatchNorm (the
 // digits CNN of examples/own-model): they reach the accuracy of one process
 // with the swarm's batch, and the last state averaging leaves every peer
-// with the same parameters and the same BatchNorm statistics.
+// with the same parameters and the same BatchNorm statistics; under local
+// updates, each averaged round's mean of the statistics does.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -63,6 +64,46 @@ TEST(Swarm, ThreePeersTrainAUsersCnnToTheAccuracyOfOneProcessWithEqualBuffers) {
     EXPECT_LE(max_parameter_difference(first.final_dir(), p->final_dir()), 1e-6) << p->name();
     EXPECT_LE(max_parameter_difference(first.final_dir(), p->final_dir(), "buffers"), 1e-6) << p->name();
   }
+}
+
+// Under local updates no state averaging runs: after each averaged round
+// the group takes the mean of the BatchNorm statistics (no optimizer moves
+// them), so the peers end with the same buffers as well as the same anchor.
+TEST(Swarm, UnderLocalUpdatesThreePeersEndWithTheSameBatchNormStatistics) {
+  std::string why;
+  const std::string models = loom::test::exported_models(&why);
+  ASSERT_FALSE(models.empty()) << why;
+  Scratch scratch;
+  const std::string cfg = cnn_config(models, scratch.path("local.toml"),
+                                     "batch_size = 64\n[strategy]\nname = \"collab\"\n[strategy.options]\n"
+                                     "target_batch_size = 192\nmatchmaking_time = 1.0\naveraging_timeout = 10.0\n"
+                                     "local_updates = true\nlocal_steps = 10\n");
+  const std::vector<std::string> common = {"strategy.options.listen=127.0.0.1", "strategy.options.verbose=true",
+                                           "strategy.options.run_id=" + unique_run_id("own-cnn-local"),
+                                           "strategy.options.min_peers=3"};
+  Peer first(scratch, "p1", cfg, common);
+  ASSERT_TRUE(wait_until([&] { return !first.address().empty(); }, seconds(30))) << first.tail();
+  Peer second(scratch, "p2", cfg, common, {{"LOOM_INITIAL_PEERS", first.address()}});
+  Peer third(scratch, "p3", cfg, common, {{"LOOM_INITIAL_PEERS", first.address()}});
+  Peer* peers[] = {&first, &second, &third};
+  const auto deadline = Clock::now() + seconds(200);
+  size_t averaged = 0;
+  for (Peer* p : peers) {
+    auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
+    ASSERT_EQ(p->wait_exit(std::max(left, milliseconds(1))), 0) << p->tail();
+    auto final = final_result(p->log());
+    ASSERT_TRUE(final) << p->tail();
+    EXPECT_GE(final->accuracy, 0.9) << p->name();
+    averaged += count_of(p->log(), "averaged the model's 4 buffers with 3 of 3 peers");
+  }
+  const double params = max_parameter_difference(first.final_dir(), second.final_dir()),
+               buffers = std::max(max_parameter_difference(first.final_dir(), second.final_dir(), "buffers"),
+                                  max_parameter_difference(first.final_dir(), third.final_dir(), "buffers"));
+  std::printf("[ figures  ] local updates with BatchNorm: %zu buffer averagings over 3 peers' 10 outer steps; "
+              "parameters apart by %.3g, buffers by %.3g\n", averaged, params, buffers);
+  EXPECT_GE(averaged, 3u * 8) << "the buffers were rarely averaged";
+  EXPECT_EQ(params, 0.0);
+  EXPECT_LE(buffers, 1e-6) << "the peers' BatchNorm statistics drifted apart";
 }
 
 }  // namespace
