@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <ostream>
 #include <set>
 
 #include "../../plugins/collab_strategy/group_split.h"
@@ -39,6 +40,7 @@ TEST(GroupSplit, PartsNeverHoldOnePeer) {
 struct SplitCase {
   uint32_t n, target;
 };
+void PrintTo(const SplitCase &c, std::ostream *os) { *os << c.n << " peers, target " << c.target; }
 class GroupSplitSizes : public testing::TestWithParam<SplitCase> {};
 
 TEST_P(GroupSplitSizes, BalancedCoveringAndDisjoint) {
@@ -115,6 +117,7 @@ std::set<std::vector<uint64_t>> partition(const std::vector<GroupRecord> &parts)
 struct GridCase {
   uint32_t n, target;
 };
+void PrintTo(const GridCase &c, std::ostream *os) { *os << c.n << " peers, target " << c.target; }
 class GroupSplitGrid : public testing::TestWithParam<GridCase> {};
 
 // With a steady membership no two consecutive epochs split alike (a
@@ -147,6 +150,9 @@ INSTANTIATE_TEST_SUITE_P(, GroupSplitGrid,
 struct ExactCase {
   uint32_t n, target, dims;
 };
+void PrintTo(const ExactCase &c, std::ostream *os) {
+  *os << c.n << " peers in groups of " << c.target << ", " << c.dims << " dimensions";
+}
 class GroupSplitExact : public testing::TestWithParam<ExactCase> {};
 
 TEST_P(GroupSplitExact, PeersHoldTheExactMeanAfterEachCycle) {
