@@ -351,6 +351,16 @@ loom_status Peer::teardown() {
   if (GroupComm::wire_bytes(&wire_sent, &wire_received))
     log(Level::info, "the collective counted " + std::to_string(wire_sent) + " bytes sent and " +
                          std::to_string(wire_received) + " received in rounds and state averaging (its comm_stats)");
+  // A relay's clients may be a moment behind it at the last epoch: while
+  // their sessions stay open (a client closes its own when it ends) their
+  // late contributions get its last round's mean, so they end as it did.
+  // Bounded: a client that trains on longer is left.
+  if (server_ && server_->relaying() > 0) {
+    const auto until = Clock::now() + std::chrono::milliseconds(int64_t(std::min(10.0, opt_.averaging_timeout) * 1000));
+    while (server_->relaying() > 0 && Clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (server_->relaying() > 0)
+      detail("left " + std::to_string(server_->relaying()) + " client-mode peer(s) still relaying through this peer");
+  }
   log(Level::info, std::string("left the swarm at epoch ") + std::to_string(epoch_.load()) +
                        (said ? "; its goodbye is published, so the others stop counting this peer now"
                              : "; its goodbye could not be published: the others stop counting it when its record expires"));

@@ -4,11 +4,15 @@
 // task "rogue". It wraps digits (passing on digits' options as set) and, after `after` losses, multiplies each loss
 // by nan (mode "nan": every gradient is nan) or by `scale` (mode "huge":
 // finite gradients scale times too large; mode "scale" with a negative
-// scale: sign-flipped gradients, the Byzantine tests' attack). It names itself after the
-// wrapped task, so its swarm fingerprint is the honest peers'.
+// scale: sign-flipped gradients, the Byzantine tests' attack), or, mode
+// "slow", sleeps delay_ms before each honest loss (a peer that falls behind).
+// It names itself after the wrapped task, so its swarm fingerprint is the
+// honest peers'.
 #include <loom/train/task.hpp>
 
+#include <chrono>
 #include <limits>
+#include <thread>
 
 namespace {
 
@@ -32,9 +36,10 @@ class RogueTask : public Task {
       : inner_(loom::train::make_task("digits", wrapped_options(args), seed)),
         mode_(args.get_string("mode")),
         after_(args.get_int("after", 0)),
-        scale_(args.get_float("scale", -1e38, 1e38)) {
-    if (mode_ != "nan" && mode_ != "huge" && mode_ != "scale")
-      throw args.invalid("mode", "must be \"nan\", \"huge\" or \"scale\", not \"" + mode_ + "\"");
+        scale_(args.get_float("scale", -1e38, 1e38)),
+        delay_ms_(args.get_int("delay_ms", 0, 60000)) {
+    if (mode_ != "nan" && mode_ != "huge" && mode_ != "scale" && mode_ != "slow")
+      throw args.invalid("mode", "must be \"nan\", \"huge\", \"scale\" or \"slow\", not \"" + mode_ + "\"");
   }
   std::string name() const override { return inner_->name(); }
   std::vector<NamedTensor> parameters() override { return inner_->parameters(); }
@@ -47,6 +52,10 @@ class RogueTask : public Task {
   torch::Tensor loss(const Batch& batch) override {
     torch::Tensor l = inner_->loss(batch);
     if (losses_++ < after_) return l;
+    if (mode_ == "slow") {
+      std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms_));
+      return l;
+    }
     return l * (mode_ == "nan" ? std::numeric_limits<double>::quiet_NaN() : scale_);
   }
 
@@ -55,6 +64,7 @@ class RogueTask : public Task {
   std::string mode_;
   int64_t after_;
   double scale_;
+  int64_t delay_ms_;
   int64_t losses_ = 0;
 };
 
@@ -62,9 +72,10 @@ const bool registered = [] {
   std::vector<loom::train::TaskOptionInfo> options = {
       {"mode", "string", "nan",
        "nan: every loss times nan; huge or scale: every loss times scale (scale -10: sign-flipped gradients ten "
-       "times too large, a Byzantine peer's attack)"},
+       "times too large, a Byzantine peer's attack); slow: every loss delay_ms late, honest"},
       {"after", "int", "10", "honest losses before it goes wrong"},
-      {"scale", "float", "1e30", "the factor of modes huge and scale"}};
+      {"scale", "float", "1e30", "the factor of modes huge and scale"},
+      {"delay_ms", "int", "0", "mode slow: milliseconds each loss waits"}};
   for (const auto& o : loom::train::task_options("digits")) options.push_back(o);
   loom::train::register_task("rogue", options, [](const loom::train::TaskArgs& args, uint64_t seed) {
     return std::make_unique<RogueTask>(args, seed);

@@ -183,7 +183,10 @@ TEST(LocalUpdates, FourDigitsPeersInGroupsOfTwoTrainAndEndWithinTolerance) {
 // A client-mode peer under local updates: its pseudo-gradient goes through
 // its relay like gradients (relay.h), and it steps its outer optimizer with
 // the group's mean as its relay does, so it ends on the same anchor; a
-// round it missed or took alone makes it load the state.
+// round it missed or took alone makes it load the state. Here it falls
+// 2.5 s behind in its last epoch (the rogue task's mode slow), after its
+// relay's last round and past the relay's wait for its clients: the relay
+// keeps its session open as it leaves and answers with that round's mean.
 TEST(LocalUpdates, AClientStepsThroughItsRelayAndEndsWithTheSwarmsParameters) {
   Scratch scratch;
   const std::vector<std::string> sets = {
@@ -191,7 +194,8 @@ TEST(LocalUpdates, AClientStepsThroughItsRelayAndEndsWithTheSwarmsParameters) {
       "strategy.options.verbose=true", "strategy.options.local_updates=true", "strategy.options.local_steps=10",
       "strategy.options.min_peers=3", "strategy.options.run_id=" + unique_run_id("local-client")};
   std::vector<std::string> client_sets = sets;
-  client_sets.push_back("strategy.options.client_mode=true");
+  client_sets.insert(client_sets.end(), {"strategy.options.client_mode=true", "trainer.task_library=" LOOM_ROGUE_TASK,
+                                         "trainer.task=rogue", "task.mode=slow", "task.after=90", "task.delay_ms=250"});
   Peer p0(scratch, "p0", digits_config(), sets);
   ASSERT_TRUE(wait_until([&] { return !p0.address().empty(); }, seconds(30))) << p0.tail();
   const std::map<std::string, std::string> env{{"LOOM_INITIAL_PEERS", p0.address()}};
@@ -209,11 +213,15 @@ TEST(LocalUpdates, AClientStepsThroughItsRelayAndEndsWithTheSwarmsParameters) {
   const size_t relayed = count_of(client, "samples through relay peer"),
                outer = count_of(client, ": outer step "), loads = count_of(client, "loaded the state of epoch");
   size_t answered = 0;
-  for (Peer* p : {&p0, &p1}) answered += count_of(p->log(), "client-mode peer(s) relayed through this peer (averaged");
+  for (Peer* p : {&p0, &p1})
+    answered += count_of(p->log(), "client-mode peer(s) relayed through this peer (averaged") +
+                count_of(p->log(), "came after its round: it gets that round's mean");
   std::printf("[ figures  ] client under local updates: %zu of 10 outer steps with the group's mean through a relay, "
               "%zu outer steps in all, %zu state loads; relays answered %zu\n",
               relayed, outer, loads, answered);
   EXPECT_GE(relayed, 5u) << c0.tail();
+  EXPECT_NE(client.find("epoch 9: averaged gradients of"), std::string::npos) << "the late last round was lost\n"
+                                                                              << c0.tail();
   EXPECT_GE(answered, relayed) << "every round a client averaged through was one its relay answered";
   EXPECT_EQ(max_parameter_difference(p0.final_dir(), c0.final_dir()), 0.0) << "the client ends on the swarm's anchor";
   EXPECT_EQ(max_parameter_difference(p0.final_dir(), p1.final_dir()), 0.0);
