@@ -32,7 +32,9 @@ std::string fingerprint_text(const loom_training_state_v1 &state, const Options 
 // 2: the weight exchange carries each member's link rates (3n slots).
 // 3: bounded groups split epochs in pairs, rows then columns (group_split.h).
 // 4: beyond target^2 peers, in cycles of d epochs over a d-dimensional grid.
-constexpr int kRoundProtocol = 4;
+// 5: under local updates the members compare and average the model's
+//    buffers after each averaged round, and a relay may answer resync.
+constexpr int kRoundProtocol = 5;
 
 uint64_t fingerprint_of(const std::string &text);
 

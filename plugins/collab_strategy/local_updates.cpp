@@ -75,7 +75,7 @@ loom_status Peer::local_round(loom_step_decision *decision) {
     }
   }
   if (end != RoundEnd::short_of_target) answer_relayed(end, differed);
-  if (end == RoundEnd::averaged && comm_) average_buffers(epoch);
+  if (end == RoundEnd::averaged && comm_ && comm_->is_open()) average_buffers(epoch);
   auto outer_step = [&](const char *with) {
     // The round left the mean pseudo-gradient in the gradients: step from
     // them view by view.
@@ -180,12 +180,31 @@ bool Peer::agree_on_outer_state(Clock::time_point deadline, std::string *why, bo
 void Peer::average_buffers(int64_t epoch) {
   std::vector<FloatView> views;
   const size_t count = append_buffer_views(&views);
-  if (count == 0) return;
+  uint64_t n = 0;
+  for (const auto &v : views) n += v.numel;
+  // Every member enters, with or without buffers: first they agree that
+  // they all lend the same (a host may lend fewer, e.g. buffers it cannot
+  // show as float32 CPU tensors), else nobody averages them.
+  std::string why;
+  const auto deadline = Clock::now() + std::chrono::milliseconds(int64_t(opt_.averaging_timeout * 1000));
+  double extent[2] = {double(n), -double(n)};
+  if (comm_->allreduce(extent, 2, LOOM_DTYPE_F64, LOOM_REDUCE_MAX, deadline, &why) != LOOM_OK) {
+    log_limited(Level::warn, "buffer averaging",
+                "epoch " + std::to_string(epoch) + ": comparing the model's buffers failed (" + why +
+                    "); keeping this peer's");
+    return;
+  }
+  if (extent[0] != -extent[1]) {
+    log_limited(Level::warn, "buffer sizes differ",
+                "epoch " + std::to_string(epoch) + ": the members lend buffers of " +
+                    std::to_string(uint64_t(-extent[1])) + " to " + std::to_string(uint64_t(extent[0])) +
+                    " values (this peer " + std::to_string(n) + "); the buffers are not averaged");
+    return;
+  }
+  if (n == 0) return;
   // On a copy, with a last slot that counts the members whose buffers are
   // finite: a failed allreduce leaves partial sums behind, and one
   // diverged member must not spoil the others' mean.
-  uint64_t n = 0;
-  for (const auto &v : views) n += v.numel;
   std::vector<float> flat(n + 1);
   double squares = 0;
   size_t at = 0;
@@ -197,8 +216,6 @@ void Peer::average_buffers(int64_t epoch) {
   const bool finite = std::isfinite(squares);
   if (!finite) std::fill(flat.begin(), flat.end() - 1, 0.0f);
   flat[n] = finite ? 1.0f : 0.0f;
-  std::string why;
-  const auto deadline = Clock::now() + std::chrono::milliseconds(int64_t(opt_.averaging_timeout * 1000));
   if (comm_->allreduce_sum(flat.data(), flat.size(), deadline, &why) != LOOM_OK) {
     log_limited(Level::warn, "buffer averaging",
                 "epoch " + std::to_string(epoch) + ": averaging the model's buffers failed (" + why +
@@ -230,7 +247,9 @@ bool Peer::catch_up_local(int64_t global_epoch) {
     return true;
   }
   // Nothing to load: take the swarm's epoch from where this peer is. Its
-  // anchor then differs from the others' until a later load.
+  // anchor then differs from the others' until a later load (a client
+  // tries again after its next outer step).
+  if (opt_.client_mode) client_missed_ = true;
   log_limited(Level::warn, "local catch-up",
               "loading the swarm's state failed (" + reason + "); this peer goes on at epoch " +
                   std::to_string(global_epoch) + " from its own parameters");

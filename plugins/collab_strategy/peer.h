@@ -353,9 +353,12 @@ class Peer {
   uint64_t relay_peer_ = 0;
   // A round since the last sync point did not average: the parameters may
   // have drifted from the swarm's, and a client takes no part in state
-  // averaging, so it loads the state at the next sync point.
+  // averaging, so it loads the state at the next sync point. Under local
+  // updates: its outer step was its own or its outer state no longer
+  // matches (resync), so it loads after its next outer step. Cleared only
+  // by a load that succeeded.
   bool client_missed_ = false;
-  int64_t client_jump_to_ = 0;  // a miss: the epoch its relay was at
+  int64_t client_jump_to_ = 0;  // a miss: the epoch its relay was at; a resync: the next one
   // role = "checkpointer" (peer_checkpointer.cpp): each host window waits
   // up to a second for the swarm to move checkpoint_every epochs on, then
   // loads its state and keeps it on disk.

@@ -75,7 +75,8 @@ void Peer::relay_contribution(const std::string &client, RelayMessage &m, const 
       m.status = relay_last_resync_ ? RelayStatus::resync : RelayStatus::averaged;
       m.epoch = entry->epoch;
       m.weight = relay_last_total_;
-      if (!relay_last_resync_) m.values = *relay_last_mean_;
+      if (relay_last_resync_) m.values.clear();
+      else m.values = *relay_last_mean_;
       m.why.clear();
       done = true;
       break;
@@ -360,9 +361,12 @@ RoundEnd Peer::relay_gradients(double weight, double norm) {
   const double windows = double(std::max<uint64_t>(1, windows_));
   const auto start = Clock::now();
   // The relay answers once its round is over: its matchmaking, its
-  // averaging, and a meeting again when its group fell short.
+  // averaging, and a meeting again when its group fell short; under local
+  // updates also the group's agreement on the outer state (which may
+  // average it) and its buffers, each within averaging_timeout.
+  const double rounds = opt_.local_updates ? 3 : 1;
   const auto deadline = start + std::chrono::milliseconds(int64_t(
-                                    (opt_.averaging_timeout + opt_.matchmaking_time) * 1000) + 5000);
+                                    (rounds * opt_.averaging_timeout + opt_.matchmaking_time) * 1000) + 5000);
   auto alone = [&](const std::string &why) {
     client_missed_ = true;
     if (why != last_local_reason_)
@@ -417,6 +421,7 @@ RoundEnd Peer::relay_gradients(double weight, double norm) {
       // Local updates: the group stepped from the mean of differing outer
       // states, which this peer's own is not; it loads the state after.
       client_jump_to_ = epoch + 1;
+      client_missed_ = true;  // until a load succeeds: nothing else brings its anchor back
       detail("epoch " + std::to_string(epoch) + ": averaged through relay peer " + std::to_string(relay_peer_) +
              ", whose group took the mean of differing outer states; loading the swarm's state");
       last_local_reason_.clear();

@@ -312,12 +312,16 @@ loom_status Peer::after_optimizer_step(std::string *why) {
   if (opt_.client_mode && sync && !opt_.local_updates && relay_parameters(done)) client_missed_ = false;
   if (opt_.client_mode && (sync || opt_.local_updates) && client_missed_ && !last && view().peers > 1) {
     std::string reason;
-    client_missed_ = false;
     detail(std::string(opt_.local_updates ? "client mode: this peer's outer step was its own (its relay's round went "
                                             "without it), so its anchor left the swarm's"
                                           : "client mode: a round since the last sync point went without this peer") +
            "; loading the swarm's state of epoch " + std::to_string(done));
-    if (!load_state(done, &reason)) log_limited(Level::warn, "client resync", "client mode: loading the swarm's state failed (" + reason + "); training on");
+    if (load_state(done, &reason))
+      client_missed_ = false;
+    else
+      log_limited(Level::warn, "client resync",
+                  "client mode: loading the swarm's state failed (" + reason + "); training on, to try again " +
+                      (opt_.local_updates ? "after the next outer step" : "at the next sync point"));
   }
   if (opt_.average_state_every > 0 && sync) record_sync(done);
   // The optimizer's first step made its statistics: the snapshot has its

@@ -180,9 +180,9 @@ bool fetch_stripes(const Donor &d, size_t index, uint64_t run, Stripes *s, Clock
   // by at most one range at its pace (nobody fetches it again meanwhile).
   struct Helping {
     Stripes *s;
+    explicit Helping(Stripes *to) : s(to) { s->helping(); }
     ~Helping() { s->done_helping(); }
-  } helping{s};
-  s->helping();
+  } helping(s);
   const StateIdentity id = s->identity();
   const uint32_t kChunksPerRange = std::max<uint32_t>(1, (4u << 20) / std::max<uint32_t>(1, id.chunk));
   const wire::IoLimits lim{stall, deadline, cancel, -1};
@@ -193,7 +193,11 @@ bool fetch_stripes(const Donor &d, size_t index, uint64_t run, Stripes *s, Clock
     KeyRefusal refusal = KeyRefusal::none;
     const uint16_t flags = kStateFlagRange | (keys ? kStateFlagKeyed : 0);
     bool ok = open_donor(d, run, pack_range(id.epoch, first, count), flags, keys, lim, io_text, &o, why, &refusal);
-    if (ok && !(StateIdentity{o.h.epoch, o.h.total, o.h.chunk, o.h.total_crc} == id)) {
+    if (ok && o.h.chunk != id.chunk && o.h.epoch == id.epoch && o.h.total == id.total && o.h.total_crc == id.crc) {
+      *why = "it cuts the state in chunks of " + std::to_string(o.h.chunk) + " bytes, the first donor in chunks of " +
+             std::to_string(id.chunk) + " (another version of Loom)";
+      ok = false;
+    } else if (ok && !(StateIdentity{o.h.epoch, o.h.total, o.h.chunk, o.h.total_crc} == id)) {
       *why = "it holds other bytes of epoch " + std::to_string(o.h.epoch) + " (CRC " + wire::hex(o.h.total_crc) +
              ", " + std::to_string(o.h.total) + " bytes) than the first donor";
       ok = false;

@@ -26,7 +26,8 @@ using std::chrono::milliseconds;
 constexpr milliseconds kTick{50};  // how often waits look at stop / cancel flags
 
 // The chunks a server sends a state of `total` bytes in: a power of two
-// from 1 to 4 MiB, about 24 of them up to 96 MiB. Small states are cut
+// from 1 to 4 MiB, 12 to 24 of them from 24 to 96 MiB (fewer below, of
+// 1 MiB; more above, of 4 MiB). Small states are cut
 // finer, so a spread download still has chunks free for donors whose reply
 // comes a second after the first's, and a slow donor's last chunk delays
 // the end by little; large ones keep a helper's per-request cost (a

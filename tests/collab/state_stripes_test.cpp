@@ -188,7 +188,8 @@ TEST(Spread, ADonorHoldingOtherBytesIsLeftOut) {
   EXPECT_TRUE(log.has(Level::info, {"donor 2", "left the spread download", "other bytes of epoch 40"})) << log.text();
 }
 
-// A state is cut in about 24 chunks of 1 to 4 MiB (a power of two), so
+// A state is cut in chunks of 1 to 4 MiB (a power of two, 12 to 24 of them
+// from 24 to 96 MiB), so
 // that a small one still has chunks left for helpers that come late.
 TEST(Spread, ChunksAreOneToFourMebibytesAboutTwentyFourToAState) {
   EXPECT_EQ(wire::state_chunk_bytes(0), 1 * MiB);
@@ -249,7 +250,7 @@ TEST(Spread, RangesAServerCannotServeAreRefused) {
       {"another epoch", {49, state.size(), chunk, crc}, "has epoch 50, not the one asked for"},
       {"chunks beyond its end", {50, 40 * MiB, chunk, crc}, "donor refused the request"},
       {"other bytes", {50, state.size(), chunk, crc ^ 1}, "other bytes"},
-      {"another chunk size", {50, state.size(), 4u << 20, crc}, "other bytes"},
+      {"another chunk size", {50, state.size(), 4u << 20, crc}, "cuts the state in chunks of 1048576 bytes, the first donor in chunks of 4194304"},
   };
   for (const auto &c : cases) {
     SCOPED_TRACE(c.name);
