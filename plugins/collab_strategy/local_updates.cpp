@@ -59,6 +59,7 @@ loom_status Peer::local_round(loom_step_decision *decision) {
   windows_ = 1;
   // A client's pseudo-gradient goes through its relay, as gradients do.
   const double norm = finite ? std::sqrt(squares) : -1.0;
+  const bool missed_before = client_missed_;  // a client that then steps on locally missed nothing
   const RoundEnd end = opt_.client_mode ? relay_gradients(weight, norm) : average_gradients(weight, norm);
   // The members agree on the outer state before they step, and before a
   // relay answers its clients: where the group took the mean of differing
@@ -105,6 +106,7 @@ loom_status Peer::local_round(loom_step_decision *decision) {
           double(samples_.load()) < double(opt_.target_batch_size)) {
         // Started early and nobody came: steps alone only on a whole target.
         alone_until_target_ = true;
+        client_missed_ = missed_before;
         put_back();
         return inner_step(decision);
       }
