@@ -148,22 +148,28 @@ TEST(ClientMode, AKeyedClientMovesToAnotherRelayWhenItsRelayIsKilled) {
 // Under local updates, a client whose relay is SIGKILLed in the middle of
 // the run steps its outer optimizer alone that epoch, so its anchor leaves
 // the swarm's: it loads the state, moves to another relay, and ends on the
-// survivors' anchor.
+// survivors' anchor. The full peers take 20 ms a step (digits alone would
+// end the run within seconds of the client's start), and two of them come
+// once the client waits, so that all four start together.
 TEST(ClientMode, UnderLocalUpdatesAClientWhoseRelayIsKilledLoadsTheStateAndEndsOnTheSwarmsAnchor) {
   Scratch scratch;
   const std::vector<std::string> sets = {
       "trainer.threads=1", "trainer.max_steps=300", "strategy.options.listen=127.0.0.1",
       "strategy.options.verbose=true", "strategy.options.local_updates=true", "strategy.options.local_steps=10",
       "strategy.options.min_peers=4", "strategy.options.run_id=" + unique_run_id("local-client-kill")};
-  std::vector<std::string> client_sets = sets;
+  std::vector<std::string> client_sets = sets, full_sets = sets;
   client_sets.push_back("strategy.options.client_mode=true");
+  full_sets.insert(full_sets.end(), {"trainer.task_library=" LOOM_ROGUE_TASK, "trainer.task=rogue", "task.mode=slow",
+                                     "task.after=0", "task.delay_ms=20"});
   std::vector<std::unique_ptr<Peer>> full;
-  full.push_back(std::make_unique<Peer>(scratch, "p0", digits_config(), sets));
+  full.push_back(std::make_unique<Peer>(scratch, "p0", digits_config(), full_sets));
   ASSERT_TRUE(wait_until([&] { return !full[0]->address().empty(); }, seconds(30))) << full[0]->tail();
   const std::map<std::string, std::string> env{{"LOOM_INITIAL_PEERS", full[0]->address()}};
-  for (int i = 1; i < 3; ++i)
-    full.push_back(std::make_unique<Peer>(scratch, "p" + std::to_string(i), digits_config(), sets, env));
   auto client = std::make_unique<Peer>(scratch, "c0", digits_config(), client_sets, env);
+  ASSERT_TRUE(wait_until([&] { return client->log().find("before training") != std::string::npos; }, seconds(60)))
+      << client->tail();
+  for (int i = 1; i < 3; ++i)
+    full.push_back(std::make_unique<Peer>(scratch, "p" + std::to_string(i), digits_config(), full_sets, env));
   ASSERT_TRUE(wait_until([&] { return count_of(client->log(), "samples through relay peer") >= 5; }, seconds(120)))
       << client->tail();
   const std::string first = relay_id(client->log(), 0);

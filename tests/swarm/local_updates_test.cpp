@@ -187,20 +187,28 @@ TEST(LocalUpdates, FourDigitsPeersInGroupsOfTwoTrainAndEndWithinTolerance) {
 // 2.5 s behind in its last epoch (the rogue task's mode slow), after its
 // relay's last round and past the relay's wait for its clients: the relay
 // keeps its session open as it leaves and answers with that round's mean.
+// The full peers take 50 ms a step (0.5 s an epoch; digits alone runs the
+// whole test in about a second, which once ended before the client had
+// read anyone's record), and the second of them comes once the client
+// waits, so that all three start together.
 TEST(LocalUpdates, AClientStepsThroughItsRelayAndEndsWithTheSwarmsParameters) {
   Scratch scratch;
   const std::vector<std::string> sets = {
       "trainer.threads=1", "trainer.max_steps=100", "strategy.options.listen=127.0.0.1",
       "strategy.options.verbose=true", "strategy.options.local_updates=true", "strategy.options.local_steps=10",
       "strategy.options.min_peers=3", "strategy.options.run_id=" + unique_run_id("local-client")};
-  std::vector<std::string> client_sets = sets;
+  std::vector<std::string> client_sets = sets, full_sets = sets;
   client_sets.insert(client_sets.end(), {"strategy.options.client_mode=true", "trainer.task_library=" LOOM_ROGUE_TASK,
                                          "trainer.task=rogue", "task.mode=slow", "task.after=90", "task.delay_ms=250"});
-  Peer p0(scratch, "p0", digits_config(), sets);
+  full_sets.insert(full_sets.end(), {"trainer.task_library=" LOOM_ROGUE_TASK, "trainer.task=rogue", "task.mode=slow",
+                                     "task.after=0", "task.delay_ms=50"});
+  Peer p0(scratch, "p0", digits_config(), full_sets);
   ASSERT_TRUE(wait_until([&] { return !p0.address().empty(); }, seconds(30))) << p0.tail();
   const std::map<std::string, std::string> env{{"LOOM_INITIAL_PEERS", p0.address()}};
-  Peer p1(scratch, "p1", digits_config(), sets, env);
   Peer c0(scratch, "c0", digits_config(), client_sets, env);
+  ASSERT_TRUE(wait_until([&] { return c0.log().find("before training") != std::string::npos; }, seconds(60)))
+      << c0.tail();
+  Peer p1(scratch, "p1", digits_config(), full_sets, env);
   for (Peer* p : {&p0, &p1, &c0}) {
     ASSERT_EQ(p->wait_exit(seconds(180)), 0) << p->name() << "\n" << p->tail();
     const auto final = final_result(p->log());
