@@ -136,8 +136,9 @@ const loom_option_decl kOptions[kNumOptions] = {
      "Every peer then starts the next epoch from the same parameters, so no state averaging runs: with "
      "average_state_every > 0 each epoch's parameters are hashed instead, so that a joiner checks what it loads. "
      "A joiner loads the outer optimizer's state with the parameters. With target_group_size, each group steps "
-     "its own anchor and the next epoch's groups take the mean of their members' anchors first. "
-     "With local_steps > 0, trainer.max_steps and the LR schedule count local steps (a multiple of local_steps); "
+     "its own anchor and the next epoch's groups take the mean of their members' anchors first. The model's "
+     "buffers (BatchNorm statistics) are averaged after each round. A client_mode peer steps through its relay "
+     "and loads the state where its outer state no longer matches the group's. With local_steps > 0, trainer.max_steps and the LR schedule count local steps (a multiple of local_steps); "
      "otherwise they count epochs. Every peer of a run must use the same value."},
     {sizeof(loom_option_decl), LOOM_OPTION_INT, "local_steps", "0",
      "With local_updates: local steps per epoch on every peer (DiLoCo's H, e.g. 50 to 500); 0: an epoch ends "
