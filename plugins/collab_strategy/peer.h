@@ -344,7 +344,8 @@ class Peer {
   int64_t relay_last_epoch_ = -1;
   double relay_last_total_ = 0;
   std::shared_ptr<const std::vector<float>> relay_last_mean_;
-  bool relay_last_resync_ = false;  // that round's clients load the state (answer_relayed's resync)
+  bool relay_last_resync_ = false;  // that round's clients take its outer state (answer_relayed's resync)
+  uint64_t relay_last_steps_ = 0;   // and its outer step count
   // A client-mode peer: its round through its relay; false with *why when
   // no full peer took it.
   RoundEnd relay_gradients(double weight, double norm);

@@ -37,8 +37,12 @@
 // values the group's mean (count 0 unless averaged), in the codec the
 // contribution came in. Under local updates the values are pseudo-gradients
 // (anchor minus parameters) and the client steps its outer optimizer with
-// the mean, as its relay does; resync (no values) tells it that its outer
-// state no longer matches the group's. A client sends its gradients in the swarm's
+// the mean, as its relay does; resync tells it that its outer state no
+// longer matches the group's (the group took the mean of differing ones):
+// its values are then the mean, the group's agreed anchor and its
+// momentum (3 x count, always f32), and norm the outer step count, so the
+// client takes that state and steps as its relay does (with no values it
+// loads the state instead). A client sends its gradients in the swarm's
 // compression; state averaging through a relay travels in f32 (the relay
 // cannot know the client's last synced parameters, so a lossy codec would
 // round the weights, not their drift).
@@ -73,7 +77,7 @@ enum class RelayStatus : uint16_t {
   missed = 2,        // the relay's round went without it (too late, or no round this epoch)
   refused = 3,       // not counted: wrong size, not finite, an outlier, or the relay cannot relay now
   resync = 4,        // counted, but (local updates) the group took the mean of differing outer states
-                     // before its outer step: the client's own would not match it, so it loads the state
+                     // before its outer step: the client takes that state (or loads the state)
 };
 const char *to_string(RelayStatus s);
 

@@ -75,8 +75,11 @@ void Peer::relay_contribution(const std::string &client, RelayMessage &m, const 
       m.status = relay_last_resync_ ? RelayStatus::resync : RelayStatus::averaged;
       m.epoch = entry->epoch;
       m.weight = relay_last_total_;
-      if (relay_last_resync_) m.values.clear();
-      else m.values = *relay_last_mean_;
+      m.values = *relay_last_mean_;
+      if (relay_last_resync_) {
+        m.norm = double(relay_last_steps_);
+        m.codec = Codec::none;
+      }
       m.why.clear();
       done = true;
       break;
@@ -161,17 +164,26 @@ void Peer::answer_relayed(RoundEnd end, bool resync) {
   if (relay_taken_.empty() && !(clients && end == RoundEnd::averaged)) return;
   std::vector<float> mean;
   if (end == RoundEnd::averaged) {
-    mean.resize(numel_);
+    // A resync brings the group's agreed outer state after the mean, so the
+    // client takes it and steps as its relay does, instead of loading the
+    // whole state (whose anchor may come from another group by then).
+    const bool outer = resync && outer_.anchor.size() == numel_ && outer_.momentum.size() == numel_;
+    mean.resize(outer ? 3 * numel_ : numel_);
     size_t at = 0;
     for (const auto &g : grads_) {
       std::memcpy(mean.data() + at, g.data, g.numel * sizeof(float));
       at += g.numel;
+    }
+    if (outer) {
+      std::memcpy(mean.data() + numel_, outer_.anchor.data(), numel_ * sizeof(float));
+      std::memcpy(mean.data() + 2 * numel_, outer_.momentum.data(), numel_ * sizeof(float));
     }
     std::lock_guard<std::mutex> lock(relay_mutex_);
     relay_last_epoch_ = epoch_.load();
     relay_last_total_ = relay_total_;
     relay_last_mean_ = std::make_shared<const std::vector<float>>(mean);
     relay_last_resync_ = resync;
+    relay_last_steps_ = outer_.steps;
   }
   if (relay_taken_.empty()) return;
   {
@@ -183,6 +195,10 @@ void Peer::answer_relayed(RoundEnd end, bool resync) {
       if (end == RoundEnd::averaged && resync) {
         r.status = RelayStatus::resync;
         r.weight = relay_total_;
+        r.norm = double(outer_.steps);
+        r.values = mean;
+        r.codec = Codec::none;  // an anchor must not be rounded
+        relay_served_.push_back(e->peer);
       } else if (end == RoundEnd::averaged) {
         r.status = RelayStatus::averaged;
         r.weight = relay_total_;
@@ -396,7 +412,8 @@ RoundEnd Peer::relay_gradients(double weight, double norm) {
     for (uint64_t i = 0; i < g.numel; ++i) m.values[at + i] = g.data[i] * k;
     at += g.numel;
   }
-  if (!relay_link_->exchange(m, numel_, deadline, &why)) {
+  // Under local updates a resync may bring the outer state too (3 vectors).
+  if (!relay_link_->exchange(m, opt_.local_updates ? 3 * numel_ : numel_, deadline, &why)) {
     relay_link_.reset();
     return alone(why);
   }
@@ -419,7 +436,26 @@ RoundEnd Peer::relay_gradients(double weight, double norm) {
       return RoundEnd::averaged;
     case RelayStatus::resync:
       // Local updates: the group stepped from the mean of differing outer
-      // states, which this peer's own is not; it loads the state after.
+      // states, which this peer's own is not. With that state in the
+      // answer, it takes it and steps with the mean as its relay does;
+      // else it loads the state after.
+      if (opt_.local_updates && m.values.size() == 3 * numel_ && m.norm >= 0 &&
+          std::isfinite(sum_of_squares(m.values.data(), m.values.size()))) {
+        outer_.anchor.assign(m.values.begin() + int64_t(numel_), m.values.begin() + int64_t(2 * numel_));
+        outer_.momentum.assign(m.values.begin() + int64_t(2 * numel_), m.values.end());
+        outer_.steps = uint64_t(m.norm);
+        at = 0;
+        for (auto &g : grads_) {
+          std::memcpy(g.data, m.values.data() + at, g.numel * sizeof(float));
+          at += g.numel;
+        }
+        detail("epoch " + std::to_string(epoch) + ": averaged gradients of " + std::to_string(uint64_t(m.weight)) +
+               " samples through relay peer " + std::to_string(relay_peer_) + " (" +
+               milliseconds_text(Clock::now() - start) + " ms), taking its group's outer state (the group's " +
+               "members held differing ones)");
+        last_local_reason_.clear();
+        return RoundEnd::averaged;
+      }
       client_jump_to_ = epoch + 1;
       client_missed_ = true;  // until a load succeeds: nothing else brings its anchor back
       detail("epoch " + std::to_string(epoch) + ": averaged through relay peer " + std::to_string(relay_peer_) +

@@ -75,7 +75,7 @@ void StateServer::Impl::relay_session(Transfer &t, RelayHandler handler, uint64_
     }
     const Codec codec = m.codec;  // the result travels as the contribution came
     handler(t.peer, m, [&] { return stopping.load() || t.cancel.load(); });
-    m.codec = codec;
+    if (m.status != RelayStatus::resync) m.codec = codec;  // a resync's outer state travels exact
     if (!channel.send(m, lim, &io, &why)) {
       ended = "the result could not be sent (" + why + ")";
       break;

@@ -235,5 +235,49 @@ TEST(LocalUpdates, AClientStepsThroughItsRelayAndEndsWithTheSwarmsParameters) {
   EXPECT_EQ(max_parameter_difference(p0.final_dir(), p1.final_dir()), 0.0);
 }
 
+// A client under local updates in bounded groups: the groups mix their
+// anchors every epoch, so its relay's group nearly always takes the mean
+// of differing outer states. The relay's resync then brings that state,
+// and the client steps as its relay does instead of loading the state.
+TEST(LocalUpdates, AClientInBoundedGroupsTakesItsRelaysOuterStateInsteadOfLoading) {
+  Scratch scratch;
+  const std::vector<std::string> sets = {
+      "trainer.threads=1", "trainer.max_steps=100", "strategy.options.listen=127.0.0.1",
+      "strategy.options.verbose=true", "strategy.options.local_updates=true", "strategy.options.local_steps=10",
+      "strategy.options.target_group_size=2", "strategy.options.min_peers=5",
+      "strategy.options.run_id=" + unique_run_id("local-client-groups")};
+  std::vector<std::string> client_sets = sets, full_sets = sets;
+  client_sets.push_back("strategy.options.client_mode=true");
+  full_sets.insert(full_sets.end(), {"trainer.task_library=" LOOM_ROGUE_TASK, "trainer.task=rogue", "task.mode=slow",
+                                     "task.after=0", "task.delay_ms=20"});
+  std::vector<std::unique_ptr<Peer>> full;
+  full.push_back(std::make_unique<Peer>(scratch, "p0", digits_config(), full_sets));
+  ASSERT_TRUE(wait_until([&] { return !full[0]->address().empty(); }, seconds(30))) << full[0]->tail();
+  const std::map<std::string, std::string> env{{"LOOM_INITIAL_PEERS", full[0]->address()}};
+  Peer c0(scratch, "c0", digits_config(), client_sets, env);
+  ASSERT_TRUE(wait_until([&] { return c0.log().find("before training") != std::string::npos; }, seconds(60)))
+      << c0.tail();
+  for (int i = 1; i < 4; ++i)
+    full.push_back(std::make_unique<Peer>(scratch, "p" + std::to_string(i), digits_config(), full_sets, env));
+  for (auto& p : full) ASSERT_EQ(p->wait_exit(seconds(180)), 0) << p->name() << "\n" << p->tail();
+  ASSERT_EQ(c0.wait_exit(seconds(60)), 0) << c0.tail();
+  const std::string client = c0.log();
+  const auto final = final_result(client);
+  ASSERT_TRUE(final) << c0.tail();
+  const size_t taken = count_of(client, "taking its group's outer state"),
+               relayed = count_of(client, "samples through relay peer"),
+               loads = count_of(client, "loaded the state of epoch");
+  double widest = 0;
+  for (auto& p : full) widest = std::max(widest, max_parameter_difference(p->final_dir(), c0.final_dir()));
+  std::printf("[ figures  ] client in groups of 2 under local updates: %zu of its rounds through a relay, %zu of them "
+              "with the group's outer state, %zu state loads; accuracy %.4f; widest difference from a full peer %.3g\n",
+              relayed, taken, loads, final->accuracy, widest);
+  EXPECT_GE(relayed, 7u) << c0.tail();
+  EXPECT_GE(taken, 3u) << "the relays' groups rarely took the mean of differing outer states\n" << c0.tail();
+  EXPECT_LE(loads, 1u) << "the client loaded the state where its relay's outer state would do\n" << c0.tail();
+  EXPECT_GE(final->accuracy, 0.9);
+  EXPECT_LE(widest, 0.01) << "the client drifted from the swarm";
+}
+
 }  // namespace
 }  // namespace loom::swarm
