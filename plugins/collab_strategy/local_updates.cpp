@@ -182,8 +182,7 @@ bool Peer::agree_on_outer_state(Clock::time_point deadline, std::string *why, bo
 void Peer::average_buffers(int64_t epoch) {
   std::vector<FloatView> views;
   const size_t count = append_buffer_views(&views);
-  uint64_t n = 0;
-  for (const auto &v : views) n += v.numel;
+  const uint64_t n = views_numel(views);
   // Every member enters, with or without buffers: first they agree that
   // they all lend the same (a host may lend fewer, e.g. buffers it cannot
   // show as float32 CPU tensors), else nobody averages them.
@@ -208,14 +207,8 @@ void Peer::average_buffers(int64_t epoch) {
   // finite: a failed allreduce leaves partial sums behind, and one
   // diverged member must not spoil the others' mean.
   std::vector<float> flat(n + 1);
-  double squares = 0;
-  size_t at = 0;
-  for (const auto &v : views) {
-    std::memcpy(flat.data() + at, v.data, v.numel * sizeof(float));
-    squares += sum_of_squares(v.data, v.numel);
-    at += v.numel;
-  }
-  const bool finite = std::isfinite(squares);
+  copy_from_views(views, flat.data());
+  const bool finite = std::isfinite(sum_of_squares(flat.data(), n));
   if (!finite) std::fill(flat.begin(), flat.end() - 1, 0.0f);
   flat[n] = finite ? 1.0f : 0.0f;
   if (comm_->allreduce_sum(flat.data(), flat.size(), deadline, &why) != LOOM_OK) {
@@ -230,11 +223,8 @@ void Peer::average_buffers(int64_t epoch) {
     return;
   }
   const float inv = 1.0f / flat[n];
-  at = 0;
-  for (const auto &v : views) {
-    for (uint64_t i = 0; i < v.numel; ++i) v.data[i] = flat[at + i] * inv;
-    at += v.numel;
-  }
+  for (uint64_t i = 0; i < n; ++i) flat[i] *= inv;
+  copy_into_views(flat.data(), views);
   detail("epoch " + std::to_string(epoch) + ": averaged the model's " + std::to_string(count) + " buffers with " +
          std::to_string(int(flat[n])) + " of " + std::to_string(comm_->size()) + " peers");
 }

@@ -89,6 +89,12 @@ std::string own_command() {
 
 }  // namespace
 
+uint64_t views_numel(const std::vector<FloatView> &views) {
+  uint64_t n = 0;
+  for (const auto &v : views) n += v.numel;
+  return n;
+}
+
 void copy_from_views(const std::vector<FloatView> &views, float *out) {
   for (const auto &v : views) {
     std::memcpy(out, v.data, v.numel * sizeof(float));

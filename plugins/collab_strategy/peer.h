@@ -555,6 +555,7 @@ std::string number_text(double v);
 std::string group_text(const GroupRecord &g);
 // The views' values, one after the other, into out (the views' total
 // numel); and back.
+uint64_t views_numel(const std::vector<FloatView> &views);
 void copy_from_views(const std::vector<FloatView> &views, float *out);
 void copy_into_views(const float *in, const std::vector<FloatView> &views);
 // Whether every member of comm holds the same digest, by one allreduce of

@@ -444,11 +444,7 @@ RoundEnd Peer::relay_gradients(double weight, double norm) {
         outer_.anchor.assign(m.values.begin() + int64_t(numel_), m.values.begin() + int64_t(2 * numel_));
         outer_.momentum.assign(m.values.begin() + int64_t(2 * numel_), m.values.end());
         outer_.steps = uint64_t(m.norm);
-        at = 0;
-        for (auto &g : grads_) {
-          std::memcpy(g.data, m.values.data() + at, g.numel * sizeof(float));
-          at += g.numel;
-        }
+        copy_into_views(m.values.data(), grads_);  // the mean comes first
         detail("epoch " + std::to_string(epoch) + ": averaged gradients of " + std::to_string(uint64_t(m.weight)) +
                " samples through relay peer " + std::to_string(relay_peer_) + " (" +
                milliseconds_text(Clock::now() - start) + " ms), taking its group's outer state (the group's " +

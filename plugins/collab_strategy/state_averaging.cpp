@@ -11,15 +11,6 @@
 #include "scale_kernels.h"
 
 namespace loom_collab {
-namespace {
-
-uint64_t views_numel(const std::vector<FloatView> &views) {
-  uint64_t n = 0;
-  for (const auto &v : views) n += v.numel;
-  return n;
-}
-
-}  // namespace
 
 bool Peer::average_views(std::vector<FloatView> &views, const MemberWeights &members, Clock::time_point deadline,
                          Codec codec, std::string *why, const std::vector<float> *relayed, double relayed_weight,

@@ -197,11 +197,10 @@ TEST(LocalUpdates, AClientStepsThroughItsRelayAndEndsWithTheSwarmsParameters) {
       "trainer.threads=1", "trainer.max_steps=100", "strategy.options.listen=127.0.0.1",
       "strategy.options.verbose=true", "strategy.options.local_updates=true", "strategy.options.local_steps=10",
       "strategy.options.min_peers=3", "strategy.options.run_id=" + unique_run_id("local-client")};
-  std::vector<std::string> client_sets = sets, full_sets = sets;
+  std::vector<std::string> client_sets = sets;
+  const std::vector<std::string> full_sets = slowed(sets, 50);
   client_sets.insert(client_sets.end(), {"strategy.options.client_mode=true", "trainer.task_library=" LOOM_ROGUE_TASK,
                                          "trainer.task=rogue", "task.mode=slow", "task.after=90", "task.delay_ms=250"});
-  full_sets.insert(full_sets.end(), {"trainer.task_library=" LOOM_ROGUE_TASK, "trainer.task=rogue", "task.mode=slow",
-                                     "task.after=0", "task.delay_ms=50"});
   Peer p0(scratch, "p0", digits_config(), full_sets);
   ASSERT_TRUE(wait_until([&] { return !p0.address().empty(); }, seconds(30))) << p0.tail();
   const std::map<std::string, std::string> env{{"LOOM_INITIAL_PEERS", p0.address()}};
@@ -246,10 +245,9 @@ TEST(LocalUpdates, AClientInBoundedGroupsTakesItsRelaysOuterStateInsteadOfLoadin
       "strategy.options.verbose=true", "strategy.options.local_updates=true", "strategy.options.local_steps=10",
       "strategy.options.target_group_size=2", "strategy.options.min_peers=5",
       "strategy.options.run_id=" + unique_run_id("local-client-groups")};
-  std::vector<std::string> client_sets = sets, full_sets = sets;
+  std::vector<std::string> client_sets = sets;
+  const std::vector<std::string> full_sets = slowed(sets, 20);
   client_sets.push_back("strategy.options.client_mode=true");
-  full_sets.insert(full_sets.end(), {"trainer.task_library=" LOOM_ROGUE_TASK, "trainer.task=rogue", "task.mode=slow",
-                                     "task.after=0", "task.delay_ms=20"});
   std::vector<std::unique_ptr<Peer>> full;
   full.push_back(std::make_unique<Peer>(scratch, "p0", digits_config(), full_sets));
   ASSERT_TRUE(wait_until([&] { return !full[0]->address().empty(); }, seconds(30))) << full[0]->tail();

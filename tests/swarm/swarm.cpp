@@ -45,6 +45,12 @@ Scratch::~Scratch() {
 
 std::string unique_run_id(const std::string& tag) { return "swarm-" + tag + "-" + std::to_string(::getpid()); }
 
+std::vector<std::string> slowed(std::vector<std::string> sets, int delay_ms) {
+  sets.insert(sets.end(), {"trainer.task_library=" LOOM_ROGUE_TASK, "trainer.task=rogue", "task.mode=slow",
+                           "task.after=0", "task.delay_ms=" + std::to_string(delay_ms)});
+  return sets;
+}
+
 std::string digits_config() { return std::string(LOOM_SOURCE_DIR) + "/examples/configs/digits-collab.toml"; }
 std::string teacher_config() { return std::string(LOOM_SOURCE_DIR) + "/examples/configs/teacher.toml"; }
 

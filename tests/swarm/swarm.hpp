@@ -39,6 +39,11 @@ class Scratch {
 std::string unique_run_id(const std::string& tag);
 
 std::string digits_config();
+
+// sets plus the rogue test task in mode slow: digits, every loss delay_ms
+// late (a peer whose steps take real time; digits alone runs a whole short
+// test in about a second).
+std::vector<std::string> slowed(std::vector<std::string> sets, int delay_ms);
 std::string read_text(const std::string& path);  // a file's bytes; empty when it cannot be read   // examples/configs/digits-collab.toml
 std::string teacher_config();  // examples/configs/teacher.toml
 
