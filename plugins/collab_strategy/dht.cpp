@@ -427,6 +427,16 @@ uint64_t SwarmDht::gets_started() const { return impl_->gets_started.load(); }
 // netns.stripes, fresh in neither (1 full-suite run, 2 beside it). The traffic this saves was not shown either: at 32 peers on
 // 2 cores, runs swung as much as the change (523-888 datagrams a second).
 // Sends a get for key into the network; its values arrive in f.found.
+//
+// What a get costs: OpenDHT (2.4 to 3.7) asks each of the ~8 nodes that
+// hold the key for the values' ids, then for each value on its own (its
+// pagination): 16 (N + 1) datagrams for N values. At 16 peers a progress
+// read is ~270 datagrams, most of a peer's DHT traffic. A select query
+// (values kept in the user_type field, which a node returns in one reply)
+// would cost 16, but OpenDHT merges a query's answers by field names alone
+// (FieldValueIndex::containedIn), so only the first non-empty answer
+// arrives: this node's own storage, or one node's, and with 16 nodes 6 of
+// them held part of a key's values (tried 2026-12-04). Hence gets.
 void SwarmDht::start_get(Impl *impl, const std::string &key, const Flight &f) {
   impl->gets_started.fetch_add(1);
   auto found = f.found;

@@ -147,6 +147,31 @@ TEST_F(Swarm, DistinctIdsUnderOneKeyAreAllReturned) {
   EXPECT_EQ(texts(nodes[2]->get("k/many", kOp)), (std::vector<std::string>{"peer0", "peer1", "peer2", "peer3"}));
 }
 
+// More nodes than OpenDHT stores a key on (8): a node that holds none of the
+// key's values reads them all from the others, values of 400 bytes (past
+// OpenDHT's 600-byte reply, so each comes in parts) included, and again.
+TEST(SwarmDht, ANodeThatStoresNothingReadsEveryValueFromTheOthers) {
+  std::vector<std::unique_ptr<SwarmDht>> nodes;
+  nodes.push_back(node());
+  for (int i = 0; i < 13; ++i) nodes.push_back(node({addr(*nodes[0])}));
+  for (auto &n : nodes) ASSERT_TRUE(n->wait_connected(kConnect));
+  std::vector<std::string> want;
+  for (size_t i = 0; i < 4; ++i) {  // a put keeps a copy on its own node: readers are among the others
+    want.push_back("peer" + std::to_string(i) + std::string(400, char('a' + i)));
+    ASSERT_TRUE(nodes[i]->put("k/wide", 100 + i, bytes(want.back()), seconds(60), kOp));
+  }
+  std::sort(want.begin(), want.end());
+  size_t readers = 0;
+  for (size_t i = 4; i < nodes.size(); ++i) {
+    if (nodes[i]->stored_values() != 0) continue;
+    ++readers;
+    for (int again = 0; again < 2; ++again)
+      EXPECT_EQ(texts(nodes[i]->get("k/wide", kOp)), want) << "node " << i << " (stores nothing), read " << again;
+  }
+  // 8 nodes hold the key: at least 2 of the other 10 hold nothing.
+  EXPECT_GT(readers, 0u) << "every node stored the key: nothing was read from another node";
+}
+
 // Shared gets: calls for a key while a get of it is under way share that
 // get instead of sending another search to the same nodes; once it has
 // ended, the next call sends a new one and sees what was put since.
