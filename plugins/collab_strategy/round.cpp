@@ -114,6 +114,7 @@ loom_status Peer::after_backward(uint64_t local_samples, loom_step_decision *dec
       window_started_ = false;
       return LOOM_OK;
     }
+    if (finished()) return LOOM_OK;  // at the last epoch without its state: no step past max_steps
     v = view();
   }
   if (!opt_.local_updates && v.global_epoch > epoch_ + 1 && now - last_resync_try_ms_ > 5000) {
