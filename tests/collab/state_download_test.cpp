@@ -310,8 +310,10 @@ TEST(StateTransfer, DonorsAskedAtOnceTheFirstReadyServes) {
   ASSERT_TRUE(got) << why << "\n" << log.text();
   EXPECT_EQ(got->donor, 3u);
   EXPECT_TRUE(got->bytes == state);
-  // One after another: two "not ready" waits of 1.5 s before the third.
-  EXPECT_LT(took, 1.2) << log.text();
+  // One after another would wait out two "not ready" waits of 1.5 s before
+  // the third (3.2 s at least); at once, the quick one's 0.2 s. The bound
+  // leaves a loaded machine room and still tells the two apart.
+  EXPECT_LT(took, 2.9) << log.text();
   EXPECT_TRUE(slow1.wanted() && slow2.wanted());  // all were asked at once
 }
 
