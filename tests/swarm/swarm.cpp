@@ -141,6 +141,13 @@ int Peer::wait_exit(milliseconds timeout) {
     kill();
     return -1;
   }
+  // Whatever a test checks: no peer steps past trainer.max_steps (a peer
+  // that caught up with the swarm's last epoch once logged "step 101/100").
+  static const std::regex step_re(R"(step ([0-9]+)/([0-9]+) )");
+  const std::string text = log();
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), step_re); it != std::sregex_iterator(); ++it)
+    if (std::stoll((*it)[1].str()) > std::stoll((*it)[2].str()))
+      ADD_FAILURE() << name_ << " logged \"" << it->str() << "\": a step past max_steps\n" << tail();
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
   return -1;
