@@ -226,7 +226,10 @@ void StateServer::Impl::serve(Transfer &t) {
       put32(ch + 4, snap->chunk_crcs[index]);
     iovec iov[2] = {{ch, chunk_header}, {const_cast<uint8_t *>(snap->bytes.data() + off), n}};
     r = write_all(fd, iov, 2, lim, &err);
-    if (r == Io::ok) off += n;
+    if (r == Io::ok) {
+      off += n;
+      chunks_out.fetch_add(1);
+    }
   }
   if (r != Io::ok) {
     t.end = r == Io::timeout ? End::stalled : r == Io::cancelled ? End::cancelled : End::went_away;

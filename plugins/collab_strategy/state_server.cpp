@@ -158,6 +158,7 @@ void StateServer::publish_model(Bytes record) {
 
 bool StateServer::wanted() const { return impl_->wanted.load(); }
 int StateServer::active() const { return impl_->active.load(); }
+uint64_t StateServer::chunks_sent() const { return impl_->chunks_out.load(); }
 
 int StateServer::pending() const { return impl_->pending_count.load(); }
 void StateServer::set_wait_for_publish(std::chrono::milliseconds ms) { impl_->wait_ms = ms.count(); }

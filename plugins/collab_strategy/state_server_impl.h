@@ -85,6 +85,7 @@ struct StateServer::Impl {
   std::atomic<bool> stopping{false};
   std::atomic<bool> wanted{false};
   std::atomic<int> active{0};
+  std::atomic<uint64_t> chunks_out{0};  // chunks written, all transfers together
   std::atomic<int> pending_count{0};
   std::atomic<int64_t> wait_ms{2000};
 

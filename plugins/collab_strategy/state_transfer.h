@@ -190,6 +190,9 @@ class StateServer {
   bool wanted() const;
   // Transfers in progress (a donor with none is idle).
   int active() const;
+  // Chunks written to clients so far, every transfer together (written:
+  // in the socket's queue, perhaps not yet read).
+  uint64_t chunks_sent() const;
   // Connections that have not yet sent their whole request.
   int pending() const;
 

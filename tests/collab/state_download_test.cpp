@@ -30,10 +30,14 @@ TEST(StateTransfer, DonorKilledMidTransferNextDonorServes) {
           download_state({donor(0, server.port())}, kRun, 7, milliseconds(30000), milliseconds(5000), nullptr, nullptr);
       if (!warm) ::_exit(3);
       warm.reset();
+      while (server.active() != 0) ::usleep(200);  // the warm-up's thread has counted its last chunk
+      const uint64_t warm_chunks = server.chunks_sent();
       uint16_t port = server.port();
       if (::write(ports[1], &port, sizeof port) != sizeof port) ::_exit(4);
-      while (server.active() == 0) ::usleep(200);
-      ::usleep(5000);  // let the first chunks go out
+      // Killed once a chunk of the real transfer is out (header and bytes
+      // queued, so the joiner reads them, then EOF), not at a guessed time:
+      // a loaded machine had the kill land before the reply's header.
+      while (server.chunks_sent() == warm_chunks) ::usleep(200);
       if (::write(events[1], "A", 1) != 1) ::_exit(5);
       for (;;) ::pause();
     } catch (...) {

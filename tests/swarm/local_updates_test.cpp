@@ -160,7 +160,9 @@ TEST(LocalUpdates, FourDigitsPeersInGroupsOfTwoTrainAndEndWithinTolerance) {
     const auto final = final_result(log);
     ASSERT_TRUE(final) << p->tail();
     EXPECT_EQ(final->steps, 100) << p->name();
-    EXPECT_GE(final->accuracy, 0.9) << p->name();
+    // That they trained: 0.897-0.930 in 6 runs (data order and splits
+    // follow the peers' random ids); a broken outer step ends far lower.
+    EXPECT_GE(final->accuracy, 0.85) << p->name();
     accuracy = std::min(accuracy, final->accuracy);
     pairs += count_of(log, "with 2 peers (epoch");
     mixed += count_of(log, "came from different groups' outer states");
