@@ -172,6 +172,30 @@ TEST(SwarmDht, ANodeThatStoresNothingReadsEveryValueFromTheOthers) {
   EXPECT_GT(readers, 0u) << "every node stored the key: nothing was read from another node";
 }
 
+// Sixteen nodes, each of which puts its own value under one key and reads
+// the key: every read brings all sixteen, though each putter chose the
+// key's nodes from its own routing table and a node stores its own put.
+// (A read that took one node's answer, as OpenDHT's select queries do, saw
+// partial views here: dht.cpp, above start_get.)
+TEST(SwarmDht, SixteenNodesThatEachPutAndReadOneKeyAllSeeEveryValue) {
+  std::vector<std::unique_ptr<SwarmDht>> nodes;
+  nodes.push_back(node());
+  for (int i = 0; i < 15; ++i) nodes.push_back(node({addr(*nodes[0])}));
+  for (auto &n : nodes) ASSERT_TRUE(n->wait_connected(kConnect));
+  std::vector<std::string> want;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    want.push_back("peer" + std::to_string(i) + std::string(380, char('a' + i)));
+    ASSERT_TRUE(nodes[i]->put("k/all", 100 + i, bytes(want.back()), seconds(60), kOp)) << "node " << i;
+  }
+  std::sort(want.begin(), want.end());
+  for (int again = 0; again < 2; ++again)
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      const auto got = texts(nodes[i]->get("k/all", kOp));
+      EXPECT_TRUE(got == want) << "node " << i << ", read " << again << ": " << got.size() << " of " << want.size()
+                               << " values, or not the ones put";
+    }
+}
+
 // Shared gets: calls for a key while a get of it is under way share that
 // get instead of sending another search to the same nodes; once it has
 // ended, the next call sends a new one and sees what was put since.
