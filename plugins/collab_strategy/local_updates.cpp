@@ -17,6 +17,10 @@ loom_status Peer::close_window(loom_step_decision *decision) {
 }
 
 loom_status Peer::inner_step(loom_step_decision *decision) {
+  // Never past max_steps, however this peer reached the last epoch (a
+  // failed catch-up takes the swarm's epoch: a client once logged "step
+  // 101/100" so).
+  if (finished()) return LOOM_OK;
   *decision = LOOM_STEP_APPLY;
   return LOOM_OK;
 }
@@ -135,9 +139,6 @@ loom_status Peer::local_round(loom_step_decision *decision) {
       // outer state must be loaded (resync): one past this epoch at least.
       if (catch_up_local(opt_.client_mode ? std::max(view().global_epoch, client_jump_to_) : view().global_epoch))
         return LOOM_OK;
-      // Gone on to the swarm's last epoch without its state: no step past
-      // max_steps (a client once logged "step 101/100" so).
-      if (finished()) return LOOM_OK;
       return inner_step(decision);
     case RoundEnd::launched:
       break;  // never: delay_averaging is refused with local_updates

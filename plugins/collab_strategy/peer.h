@@ -165,7 +165,8 @@ class Peer {
   // epoch's round, finish_window's or local_round's. local_round averages
   // the pseudo-gradient (anchor minus parameters) and takes the outer step;
   // the window's own gradients then make an inner step. inner_step: this
-  // window steps the host's optimizer on its own gradients.
+  // window steps the host's optimizer on its own gradients (none once the
+  // swarm's last epoch is reached).
   loom_status close_window(loom_step_decision *decision);
   loom_status local_round(loom_step_decision *decision);
   loom_status inner_step(loom_step_decision *decision);

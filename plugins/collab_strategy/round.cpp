@@ -114,7 +114,6 @@ loom_status Peer::after_backward(uint64_t local_samples, loom_step_decision *dec
       window_started_ = false;
       return LOOM_OK;
     }
-    if (finished()) return LOOM_OK;  // at the last epoch without its state: no step past max_steps
     v = view();
   }
   if (!opt_.local_updates && v.global_epoch > epoch_ + 1 && now - last_resync_try_ms_ > 5000) {
@@ -533,6 +532,7 @@ uint32_t Peer::first_open_attempt(int64_t epoch, uint32_t from) {
 void Peer::maybe_prematch(const SwarmView &v) {
   const int64_t epoch = epoch_.load();
   if (prematch_ && prematch_->epoch == epoch) return;
+  if (finished()) return;  // no round past max_steps, so no group for one
   if (opt_.client_mode || pending_ || opt_.matchmaking_time <= 0 || v.rate <= 0 || v.peers < 2) return;
   const double eta = (kEnterFraction * double(opt_.target_batch_size) - double(v.samples)) / v.rate;
   if (eta > opt_.matchmaking_time) return;

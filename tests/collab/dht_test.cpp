@@ -50,6 +50,15 @@ std::unique_ptr<SwarmDht> node(std::vector<std::string> bootstrap = {}) {
 
 std::string addr(const SwarmDht &n) { return "127.0.0.1:" + std::to_string(n.port()); }
 
+// A seed and n - 1 nodes that bootstrap from it, each connected.
+std::vector<std::unique_ptr<SwarmDht>> connected_nodes(int n) {
+  std::vector<std::unique_ptr<SwarmDht>> nodes;
+  nodes.push_back(node());
+  for (int i = 1; i < n; ++i) nodes.push_back(node({addr(*nodes[0])}));
+  for (auto &x : nodes) EXPECT_TRUE(x->wait_connected(kConnect));
+  return nodes;
+}
+
 Bytes bytes(const std::string &s) { return Bytes(s.begin(), s.end()); }
 std::string text(const Bytes &b) { return std::string(b.begin(), b.end()); }
 
@@ -148,13 +157,11 @@ TEST_F(Swarm, DistinctIdsUnderOneKeyAreAllReturned) {
 }
 
 // More nodes than OpenDHT stores a key on (8): a node that holds none of the
-// key's values reads them all from the others, values of 400 bytes (past
-// OpenDHT's 600-byte reply, so each comes in parts) included, and again.
+// key's values reads them all (400 bytes each, 1.6 KB together) from the
+// others, and again.
 TEST(SwarmDht, ANodeThatStoresNothingReadsEveryValueFromTheOthers) {
-  std::vector<std::unique_ptr<SwarmDht>> nodes;
-  nodes.push_back(node());
-  for (int i = 0; i < 13; ++i) nodes.push_back(node({addr(*nodes[0])}));
-  for (auto &n : nodes) ASSERT_TRUE(n->wait_connected(kConnect));
+  auto nodes = connected_nodes(14);
+  if (::testing::Test::HasFailure()) return;
   std::vector<std::string> want;
   for (size_t i = 0; i < 4; ++i) {  // a put keeps a copy on its own node: readers are among the others
     want.push_back("peer" + std::to_string(i) + std::string(400, char('a' + i)));
@@ -176,12 +183,11 @@ TEST(SwarmDht, ANodeThatStoresNothingReadsEveryValueFromTheOthers) {
 // the key: every read brings all sixteen, though each putter chose the
 // key's nodes from its own routing table and a node stores its own put.
 // (A read that took one node's answer, as OpenDHT's select queries do, saw
-// partial views here: dht.cpp, above start_get.)
+// partial views in a by-hand run like this one with puts repeated for 10 s;
+// this test was not run against that version. dht.cpp, above start_get.)
 TEST(SwarmDht, SixteenNodesThatEachPutAndReadOneKeyAllSeeEveryValue) {
-  std::vector<std::unique_ptr<SwarmDht>> nodes;
-  nodes.push_back(node());
-  for (int i = 0; i < 15; ++i) nodes.push_back(node({addr(*nodes[0])}));
-  for (auto &n : nodes) ASSERT_TRUE(n->wait_connected(kConnect));
+  auto nodes = connected_nodes(16);
+  if (::testing::Test::HasFailure()) return;
   std::vector<std::string> want;
   for (size_t i = 0; i < nodes.size(); ++i) {
     want.push_back("peer" + std::to_string(i) + std::string(380, char('a' + i)));

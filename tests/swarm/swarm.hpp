@@ -38,14 +38,14 @@ class Scratch {
 // A run_id no other test run on this machine uses: tag plus this process's id.
 std::string unique_run_id(const std::string& tag);
 
-std::string digits_config();
+std::string digits_config();  // examples/configs/digits-collab.toml
+std::string teacher_config();  // examples/configs/teacher.toml
+std::string read_text(const std::string& path);  // a file's bytes; empty when it cannot be read
 
 // sets plus the rogue test task in mode slow: digits, every loss delay_ms
 // late (a peer whose steps take real time; digits alone runs a whole short
 // test in about a second).
 std::vector<std::string> slowed(std::vector<std::string> sets, int delay_ms);
-std::string read_text(const std::string& path);  // a file's bytes; empty when it cannot be read   // examples/configs/digits-collab.toml
-std::string teacher_config();  // examples/configs/teacher.toml
 
 // One `loom train` peer. Its stdout and stderr go to <scratch>/<name>.log,
 // its output_dir is <scratch>/<name>, and with dump_final its final
