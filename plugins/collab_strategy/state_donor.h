@@ -134,7 +134,8 @@ bool fetch_stripes(const Donor &d, size_t index, uint64_t run, Stripes *s, wire:
                    std::string *why);
 
 // One attempt against one donor. Returns the state or sets *why.
-// flags: 0 for the state, kStateFlagModel for the model record.
+// flags: 0 for the state, kStateFlagModel for the model record,
+// kStateFlagProgress for a progress table (min_epoch then names its key).
 // claim (may be null; -1 while free): donors asked at once race for it;
 // the first whose reply says ok takes it (as claimant) and sends its
 // state, the others stop there with kLostRace. stripes (may be null; with

@@ -283,12 +283,17 @@ std::optional<DownloadedState> try_donor(const Donor &d, uint64_t run, int64_t m
   OpenReply o;
   if (!open_donor(d, run, min_epoch, flags, keys, lim, io_text, &o, why, refusal)) return std::nullopt;
   const ReplyHeader &h = o.h;
-  if (h.epoch < min_epoch) {
+  if (!(flags & kStateFlagProgress) && h.epoch < min_epoch) {  // a progress request's min_epoch names a key
     *why = "offers epoch " + std::to_string(h.epoch) + ", need >= " + std::to_string(min_epoch) + " (donor is behind)";
     return std::nullopt;
   }
   if ((flags & kStateFlagModel) && h.total > kMaxModelBytes) {
     *why = "a model record of " + std::to_string(h.total) + " bytes (limit " + std::to_string(kMaxModelBytes) + ")";
+    return std::nullopt;
+  }
+  if ((flags & kStateFlagProgress) && h.total > kMaxProgressBytes) {
+    *why = "a progress table of " + std::to_string(h.total) + " bytes (limit " + std::to_string(kMaxProgressBytes) +
+           ")";
     return std::nullopt;
   }
   int64_t free_claim = -1;

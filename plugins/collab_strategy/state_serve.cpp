@@ -114,6 +114,9 @@ void StateServer::Impl::serve(Transfer &t) {
     std::lock_guard<std::mutex> g(m);
     snap = model;
     t.min_epoch = 0;
+  } else if (t.progress) {
+    snap = progress_snapshot(t.min_epoch);  // never null: an empty table at worst
+    t.min_epoch = 0;
   } else if (t.range) {
     // Part of a snapshot the client has begun elsewhere: this one or none.
     std::lock_guard<std::mutex> g(m);
@@ -179,7 +182,7 @@ void StateServer::Impl::serve(Transfer &t) {
 
   // A model record is no state transfer: it does not make this peer a busy donor.
   std::atomic<int> not_counted{0};
-  std::atomic<int> &counter = t.model ? not_counted : active;
+  std::atomic<int> &counter = t.model || t.progress ? not_counted : active;
   counter.fetch_add(1);
   struct Done {
     std::atomic<int> &a;
@@ -260,6 +263,10 @@ void StateServer::Impl::serve(Transfer &t) {
     std::this_thread::sleep_for(nap);
   }
   t.end = End::sent;
+  if (t.progress) {
+    progress_served.fetch_add(1);
+    return;  // a few times a second from every peer: not logged
+  }
   double s = std::chrono::duration<double>(Clock::now() - t0).count();
   emit(log, t.model || t.range ? Level::debug : Level::info,
        "state server: sent " +

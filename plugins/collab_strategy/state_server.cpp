@@ -13,6 +13,7 @@
 #include <system_error>
 
 #include "../common/huge_pages.h"
+#include "progress_shards.h"
 #include "relay.h"
 #include "state_server_impl.h"
 
@@ -328,21 +329,36 @@ bool StateServer::Impl::check_request(Pending &p, Clock::time_point now) {
     return false;
   }
   const uint16_t flags = get16(req + 6);
-  const uint16_t kinds = flags & (kStateFlagModel | kStateFlagRelay | kStateFlagDialBack | kStateFlagRange);
+  const uint16_t kinds =
+      flags & (kStateFlagModel | kStateFlagRelay | kStateFlagDialBack | kStateFlagRange | kStateFlagProgress);
   int64_t range_epoch = 0;
   uint32_t range_first = 0, range_count = 0;
   unpack_range(int64_t(get64(req + 16)), &range_epoch, &range_first, &range_count);
-  if ((flags & ~(kStateFlagModel | kStateFlagKeyed | kStateFlagRelay | kStateFlagDialBack | kStateFlagRange)) != 0 ||
-      (kinds & (kinds - 1)) != 0 || ((flags & kStateFlagRange) && range_count == 0)) {
+  if ((flags & ~(kinds | kStateFlagKeyed)) != 0 || (kinds & (kinds - 1)) != 0 ||
+      ((flags & kStateFlagRange) && range_count == 0)) {
     guard.reject(addr, Rejection::wrong_request,
                  peer + " sent request flags " + std::to_string(flags) + "; this server knows 0 (state), " +
                      std::to_string(kStateFlagModel) + " (model), " + std::to_string(kStateFlagRelay) + " (relay), " +
                      std::to_string(kStateFlagDialBack) + " (dial back), " + std::to_string(kStateFlagRange) +
-                     " (a range of chunks, at least one; one of these four at most) and " +
-                     std::to_string(kStateFlagKeyed) + " (keyed)",
+                     " (a range of chunks, at least one), " + std::to_string(kStateFlagProgress) +
+                     " (progress records; one of these five at most) and " + std::to_string(kStateFlagKeyed) +
+                     " (keyed)",
                  now);
     answer(fd, StateStatus::bad_request);
     return false;
+  }
+  if (flags & kStateFlagProgress) {
+    const uint64_t key = get64(req + 16);
+    const uint64_t level = key >> 32, shard = key & 0xffffffffu;
+    if (level > uint64_t(kMaxShardLevel) || shard >= (uint64_t(1) << level)) {
+      guard.reject(addr, Rejection::wrong_request,
+                   peer + " asked for the progress records of level " + std::to_string(level) + ", shard " +
+                       std::to_string(shard) + "; levels are 0 to " + std::to_string(kMaxShardLevel) +
+                       " and a level L has shards 0 to 2^L - 1",
+                   now);
+      answer(fd, StateStatus::bad_request);
+      return false;
+    }
   }
   if (keys && !(flags & kStateFlagKeyed)) {
     guard.reject(addr, Rejection::no_key, peer + " asked without the swarm key (this swarm has one)", now);
@@ -393,7 +409,26 @@ void StateServer::Impl::admit(Pending &p, Clock::time_point now) {
       return;
     }
   }
-  if (!guard.take(addr, now)) {
+  const bool progress = (get16(req + 6) & kStateFlagProgress) != 0;
+  if (progress) {
+    // Its own bucket and its own few threads: a small reply, sent at once.
+    if (progress_serving.load() >= kMaxProgressServes) {
+      guard.reject(addr, Rejection::busy,
+                   peer + " asked for progress records while " + std::to_string(kMaxProgressServes) +
+                       " such requests were being answered",
+                   now);
+      answer(p.fd.get(), StateStatus::busy);
+      return;
+    }
+    if (!progress_guard.take(addr, now)) {
+      guard.reject(addr, Rejection::rate,
+                   peer + " is over " + std::to_string(int(kProgressPerMinute)) +
+                       " progress requests per minute from " + addr,
+                   now);
+      answer(p.fd.get(), StateStatus::busy);
+      return;
+    }
+  } else if (!guard.take(addr, now)) {
     guard.reject(addr, Rejection::rate,
                  peer + " is over " + std::to_string(limits.requests_per_minute) + " requests per minute from " +
                      addr + " (serve_requests_per_minute)",
@@ -403,14 +438,16 @@ void StateServer::Impl::admit(Pending &p, Clock::time_point now) {
   }
   // A slot: a free one, or one a stalled or slow transfer gives up. Threads
   // stay within 2 * max_transfers: those serving plus those being ended.
+  // Relay sessions and progress requests are bounded on their own.
   size_t serving = 0, sessions = 0;
   for (const auto &t : transfers) {
-    serving += !t.cancel && !t.done && !t.relay;
-    sessions += t.relay;
+    serving += !t.cancel && !t.done && !t.relay && !t.progress;
+    sessions += t.relay || t.progress;
   }
+  const bool own_bound = relay || progress;
   const bool room = transfers.size() - sessions < 2 * size_t(limits.max_transfers);
-  Transfer *v = !relay && room && serving >= size_t(limits.max_transfers) ? victim(now) : nullptr;
-  if (!relay && (!room || (serving >= size_t(limits.max_transfers) && v == nullptr))) {
+  Transfer *v = !own_bound && room && serving >= size_t(limits.max_transfers) ? victim(now) : nullptr;
+  if (!own_bound && (!room || (serving >= size_t(limits.max_transfers) && v == nullptr))) {
     guard.give_back(addr, 0, now);
     guard.reject(addr, Rejection::busy,
                  peer + " was answered busy: " + std::to_string(serving) + " transfers under way, none stalled", now);
@@ -434,6 +471,7 @@ void StateServer::Impl::admit(Pending &p, Clock::time_point now) {
   t.relay = relay;
   t.dial = (get16(req + 6) & kStateFlagDialBack) != 0;
   t.range = (get16(req + 6) & kStateFlagRange) != 0;
+  t.progress = progress;
   t.keyed = p.challenged;
   std::copy(req, req + kStateRequestSize, t.request);
   if (t.keyed) {
@@ -449,6 +487,13 @@ void StateServer::Impl::admit(Pending &p, Clock::time_point now) {
         relaying.fetch_sub(1);
         t.done = true;
       });
+    } else if (progress) {
+      progress_serving.fetch_add(1);
+      t.thread = std::thread([this, &t] {
+        serve(t);
+        progress_serving.fetch_sub(1);
+        t.done = true;
+      });
     } else {
       t.thread = std::thread([this, &t] {
         if (t.dial)
@@ -461,7 +506,7 @@ void StateServer::Impl::admit(Pending &p, Clock::time_point now) {
   } catch (const std::system_error &) {  // no thread to be had: turn the client away
     if (relay) relaying.fetch_sub(1);
     answer(t.fd.get(), StateStatus::busy);  // plain even when keyed: a refusal carries nothing secret
-    guard.give_back(addr, 0, now);
+    (progress ? progress_guard : guard).give_back(addr, 0, now);
     transfers.pop_back();
   }
 }
@@ -472,7 +517,7 @@ void StateServer::Impl::admit(Pending &p, Clock::time_point now) {
 StateServer::Impl::Transfer *StateServer::Impl::victim(Clock::time_point now) {
   Transfer *worst = nullptr;
   for (auto &t : transfers) {
-    if (t.relay || t.cancel || t.done || now - t.started < kPreemptAfter) continue;
+    if (t.relay || t.progress || t.cancel || t.done || now - t.started < kPreemptAfter) continue;
     const double age = std::chrono::duration<double>(now - t.started).count();
     const bool slow = now - t.moved >= kPreemptAfter || double(t.sent.load()) / age < kSlowBytesPerSecond;
     if (slow && (worst == nullptr || t.moved < worst->moved)) worst = &t;
@@ -497,7 +542,9 @@ void StateServer::Impl::watch_transfers(bool all, Clock::time_point now) {
     if (t.thread.joinable()) t.thread.join();
     const uint64_t total = t.total.load();
     const End end = t.end.load();
-    if (!t.relay)  // a session keeps its token
+    if (t.progress)  // a table sent costs its token; one not sent, nothing
+      progress_guard.give_back(t.addr, end == End::sent ? 1 : 0, now);
+    else if (!t.relay)  // a session keeps its token
       guard.give_back(t.addr, total ? std::min(1.0, double(sent) / double(total)) : 0, now);  // a stream's frames add a little
     if (end == End::stalled)
       guard.reject(t.addr, Rejection::stalled,

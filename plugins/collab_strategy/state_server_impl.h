@@ -36,6 +36,13 @@ constexpr int kAcceptBurst = 64;  // accepts per wake, so pending requests are r
 // fast, so it is the flooder's transfers that make room.
 constexpr milliseconds kPreemptAfter{1000};
 constexpr double kSlowBytesPerSecond = 64 * 1024;
+// Progress requests (kStateFlagProgress) are small and come often (every
+// peer reads some peer's records a few times a second): they take no
+// transfer slot and no token of the state's bucket, but one of their own,
+// kProgressPerMinute an address (all peers on loopback share one), and at
+// most kMaxProgressServes are served at once (busy beyond).
+constexpr double kProgressPerMinute = 1200;
+constexpr int kMaxProgressServes = 8;
 
 // A published snapshot, made ready to send once, off the training thread:
 // by the server's sealing thread right after publish(), or by the first
@@ -94,6 +101,9 @@ struct StateServer::Impl {
   std::shared_ptr<Snapshot> snapshot;   // guarded by m
   Bytes spare;                          // storage prepare() faulted in, for publish_copy; guarded by m
   std::shared_ptr<Snapshot> model;      // what model requests get (null: not_ready); guarded by m
+  std::vector<std::pair<uint64_t, Bytes>> progress;  // what progress requests get; guarded by m
+  std::atomic<int> progress_serving{0};
+  std::atomic<uint64_t> progress_served{0};
   std::atomic<uint64_t> generation{0};  // bumped by publish(); guarded by m for the summer's wait
   std::thread front;
   std::thread summer;  // makes each new snapshot ready (Snapshot::ensure_ready) ahead of requests
@@ -121,7 +131,8 @@ struct StateServer::Impl {
     bool model = false;  // a model request (kStateFlagModel), not the state
     bool relay = false;  // a client-mode peer's relay session (kStateFlagRelay): outside max_transfers
     bool dial = false;   // a dial-back request (kStateFlagDialBack)
-  bool range = false;  // a range of chunks (kStateFlagRange; min_epoch packs it)
+    bool range = false;  // a range of chunks (kStateFlagRange; min_epoch packs it)
+    bool progress = false;  // progress records (kStateFlagProgress; min_epoch packs the key): outside max_transfers
     bool keyed = false;  // proven: the reply goes as an encrypted stream
     uint8_t request[kStateRequestSize];
     StateKeys::Nonce server_nonce{}, client_nonce{};
@@ -142,6 +153,7 @@ struct StateServer::Impl {
   std::vector<uint64_t> probes;  // dial-back probes seen (their min_epoch values, the newest 64); under m
 
   ServeGuard guard;
+  ServeGuard progress_guard{server_detail::kProgressPerMinute, nullptr};  // progress requests' own bucket (rejections: guard's log)
   std::unique_ptr<StateKeys> keys;  // a swarm key: every client must prove it
 
   explicit Impl(const ServeLimits &l, LogFn lg) : limits(l), log(std::move(lg)), guard(l.requests_per_minute, log) {}
@@ -159,6 +171,9 @@ struct StateServer::Impl {
   bool check_proof(Pending &p, Clock::time_point now);
   // state_serve.cpp: with a key, the accept message for t and its stream.
   std::unique_ptr<StreamSealer> accept_keyed(Transfer &t, const IoLimits &lim, int *err, bool *ok);
+  // progress_exchange.cpp: the table a progress request for the key packed
+  // in `key` (level, shard) gets, as a snapshot ready to send.
+  std::shared_ptr<Snapshot> progress_snapshot(int64_t key);
   void make_room(const std::string &addr, Clock::time_point now);
   // Admits a checked (and, with a key, proven) request: rate, slots, thread.
   void admit(Pending &p, Clock::time_point now);

@@ -16,6 +16,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "log.h"
@@ -93,6 +94,21 @@ inline void unpack_range(int64_t v, int64_t *epoch, uint32_t *first, uint32_t *c
   *first = uint32_t((uint64_t(v) >> kRangeBits) & kMaxRangeChunks);
   *count = uint32_t(uint64_t(v) & kMaxRangeChunks);
 }
+// A progress request (kStateFlagProgress) asks for the signed progress
+// records the server holds (its own and those it read lately) of one DHT
+// progress key: the key's level in the high 32 bits of min_epoch, its shard
+// in the low 32 (progress_shards.h; 0, 0 for the one key of a small swarm).
+// The reply is the ok reply's header with epoch 0, then its bytes as a state
+// is sent (chunks, sealed with a key): a progress table of at most
+// kMaxProgressBytes, count u32, then per record length u32 and the record's
+// bytes exactly as the DHT carries them (records.h's encode), so the reader
+// checks each one's signature as for a DHT read and a server can withhold a
+// record but never forge one. Peers read one another's progress this way
+// between DHT reads (peer_progress.cpp): a DHT read of N records costs
+// 16 (N + 1) datagrams (dht.cpp), this one request and one reply.
+constexpr uint16_t kStateFlagProgress = 32;
+constexpr uint64_t kMaxProgressBytes = 256 * 1024;
+constexpr uint32_t kMaxProgressRecords = 4096;
 constexpr uint32_t kStateChallengeMagic = 0x4b54534C;  // "LSTK"
 constexpr uint32_t kStateAcceptMagic = 0x4154534C;     // "LSTA"
 constexpr size_t kStateChallengeSize = 36;
@@ -206,6 +222,14 @@ class StateServer {
   // Client-mode peers connected now.
   int relaying() const;
 
+  // What progress requests receive: the records (peer id, encoded bytes)
+  // this peer would hand a reader, each request getting those of the key
+  // it names (progress_shards.h's shard_of), newest first up to
+  // kMaxProgressBytes. Empty: they get an empty table.
+  void publish_progress(std::vector<std::pair<uint64_t, Bytes>> records);
+  // Progress requests answered so far.
+  uint64_t progress_served() const;
+
   // Whether a dial-back probe (kStateProbeMagic) carrying this min_epoch
   // value (port and nonce) reached this server.
   bool saw_probe(uint64_t value) const;
@@ -246,6 +270,22 @@ std::optional<Bytes> fetch_model(const std::string &host, uint16_t port, uint64_
                                  std::chrono::milliseconds timeout, std::string *why,
                                  const std::optional<loom_key::SwarmKey> &key = std::nullopt,
                                  KeyRefusal *refusal = nullptr);
+
+// Asks the peer whose state server listens at host:port for the progress
+// records it holds of the key (level, shard) (a progress request), within
+// timeout. Returns the records' bytes, undecoded (the caller checks each
+// like a DHT value), or nullopt with *why. *wire_bytes, when not null, gets
+// the reply's size.
+std::optional<std::vector<Bytes>> fetch_progress(const std::string &host, uint16_t port, uint64_t run, int level,
+                                                 uint32_t shard, std::chrono::milliseconds timeout, std::string *why,
+                                                 const std::optional<loom_key::SwarmKey> &key = std::nullopt,
+                                                 uint64_t *wire_bytes = nullptr);
+// A progress table's encoding (above): records beyond kMaxProgressBytes or
+// kMaxProgressRecords are left out, from the end.
+Bytes encode_progress_table(const std::vector<const Bytes *> &records);
+// False with *why for a table that is not well formed (lengths past its
+// end, too many records, bytes left over).
+bool decode_progress_table(const uint8_t *p, size_t n, std::vector<Bytes> *out, std::string *why);
 
 struct Donor {
   uint64_t peer_id = 0;
