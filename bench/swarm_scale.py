@@ -65,6 +65,11 @@ AVG = re.compile(r"epoch (\d+): averaged gradients of (\d+) samples with (\d+) p
                  r"\(matchmaking ([0-9.]+) ms")
 BROUGHT = re.compile(r"epoch (\d+): \d+ peers \(epoch \d+, attempt \d+\) brought (\d+) of \d+ samples; this peer adds")
 ROUND = re.compile(r"epoch (\d+): round ([0-9.]+) ms from the group's meeting")
+# A peer's last line on its progress reads (at exit): DHT reads and reads of
+# peers' tables over TCP (progress_source = "peers"), which /proc/net/snmp's
+# Udp: line does not see.
+READS = re.compile(r"read the swarm's progress (\d+) times in (\d+) s .*; (\d+) DHT reads \([0-9.]+ a second\), "
+                   r"(\d+) of peers' tables \((\d+) failed, (\d+) bytes\)")
 # Counts the DHT's queries by OpenDHT method and key on one host (--dissect):
 # msgpack's "q": "<method>" and "h": <20-byte hash>; replies carry neither.
 SNIFF = r"""
@@ -260,6 +265,8 @@ def run_size(n, args, out, run_no):
     for p in peers:
         for t, m in p.grep(BROUGHT, w0, w1):
             first_meet[int(m[1])] = min(first_meet.get(int(m[1]), target), int(m[2]))
+    reads = [m for p in peers for _, m in p.grep(READS)[-1:]]
+    per_s = lambda k: [int(m[k]) / max(1, int(m[2])) for m in reads]  # over each peer's whole run
     samples = [s for s, _ in groups.values()]
     in_range = [target <= s <= target + k * BATCH for s, k in groups.values()]
     last = [int(m[1]) for p in peers for _, m in p.grep(re.compile(r"training stops at step (\d+)"))]
@@ -281,6 +288,8 @@ def run_size(n, args, out, run_no):
         "sent_kb_s": med(rates(before, after, "o_bytes")) / 1000,
         "recv_kb_s": med(rates(before, after, "i_bytes")) / 1000,
         "drops": drops, "drops_per_s": drops / (w1 - w0),
+        "progress_reads_per_s": med(per_s(1)), "dht_reads_per_s": med(per_s(3)), "table_reads_per_s": med(per_s(4)),
+        "table_kb_s": med(per_s(6)) / 1000 if reads else None,
         "rss_mib": med(rss), "rss_mib_max": max(rss, default=None), "epochs_min": min(last, default=None),
         "epochs_max": max(last, default=None), "shutdown_datagrams": shutdown, "shutdown_s": shutdown_s,
         "dissect_host": hs[-1].name if dissected else None, "dissect_s": args.seconds, "dissect": dissected,
@@ -364,6 +373,10 @@ def main():
               f"{r['shutdown_s']:.1f} s; {r['topped_up_epochs']} epochs met short of the target first, "
               f"at {100 * r['first_meeting_share']:.0f}% of it (median), and were topped up; "
               f"RSS max {r['rss_mib_max']} MiB; UDP sent/s worst peer {r['sent_per_s_max']:.0f}", flush=True)
+        if r["table_kb_s"] is not None:
+            print(f"  progress reads per peer per second (medians, whole run): {r['progress_reads_per_s']:.2f}, "
+                  f"{r['dht_reads_per_s']:.2f} of them DHT reads, {r['table_reads_per_s']:.2f} peers' tables over TCP "
+                  f"({r['table_kb_s']:.1f} kB/s received)", flush=True)
         if r["never_averaged"]:
             print(f"  peers that never averaged: {r['never_averaged']}")
         if r["dissect"]:

@@ -113,6 +113,12 @@ const loom_option_decl kOptions[kNumOptions] = {
      "over several keys, each peer's by its id, and a peer reads its own key and one other in turn, scaling the "
      "swarm's samples and rate up from them: a read costs the same at any size (sampled progress). Up to twice "
      "this many, every read sees every peer."},
+    {sizeof(loom_option_decl), LOOM_OPTION_STRING, "progress_source", "auto",
+     "Where a peer reads the others' progress records: \"peers\" (a DHT read every few seconds, the swarm's "
+     "reads together about four a second, and in between the records another full peer holds, asked of its "
+     "state server over TCP: one request, where a DHT read of N records costs 16 (N + 1) datagrams), \"dht\" "
+     "(every read from the DHT), or \"auto\" (peers in a swarm of 8 peers or more, the DHT below: a small "
+     "swarm's DHT reads cost little, and find a new peer sooner)."},
     {sizeof(loom_option_decl), LOOM_OPTION_STRING, "snapshot_ahead", "auto",
      "When a full peer snapshots its state for joiners before one asks: \"always\" at every epoch's start (a "
      "joiner's download begins at once; two copies of the state an epoch), \"never\" (a joiner waits for this "
@@ -360,6 +366,14 @@ bool read_options(const loom_host_v1 *host, Options *o, std::string *why) {
   o->client_mode = t == "true";
   if (!r.integer(kOptRelayClients, 0, 64, &o->relay_clients)) return false;
   if (!r.integer(kOptProgressShardPeers, 1, 4096, &o->progress_shard_peers)) return false;
+  if (!r.text(kOptProgressSource, &t)) return false;
+  if (t != "peers" && t != "dht" && t != "auto") {
+    *why = "option progress_source = '" + t + "' is not valid; use \"auto\", \"peers\" or \"dht\"";
+    return false;
+  }
+  o->progress_source = t == "peers" ? Options::ProgressSource::peers
+                       : t == "dht" ? Options::ProgressSource::dht
+                                    : Options::ProgressSource::automatic;
   if (!r.text(kOptSnapshotAhead, &t)) return false;
   if (t != "auto" && t != "always" && t != "never") {
     *why = "option snapshot_ahead = '" + t + "' is not valid; use \"auto\", \"always\" or \"never\"";

@@ -52,6 +52,7 @@ enum OptionIndex {
   kOptClientMode,
   kOptRelayClients,
   kOptProgressShardPeers,
+  kOptProgressSource,
   kOptSnapshotAhead,
   kOptCompression,
   kOptStateCompression,
@@ -110,6 +111,12 @@ struct Options {
   // Records per progress shard (progress_shards.h): a swarm of more than
   // about twice this many peers reads its progress sampled.
   int64_t progress_shard_peers = 32;
+  // progress_source: where reads of the others' progress go between DHT
+  // reads (peer_progress.cpp). peers: to another full peer's state server;
+  // dht: every read is a DHT read; automatic ("auto", the default): peers
+  // once the swarm has kPullMinPeers, the DHT below.
+  enum class ProgressSource { automatic, peers, dht };
+  ProgressSource progress_source = ProgressSource::automatic;
   // snapshot_ahead: when a full peer snapshots its state for joiners
   // besides on request (peer.cpp's serve_at_epoch_start).
   enum class SnapshotAhead { never, automatic, always };

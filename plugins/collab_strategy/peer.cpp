@@ -343,12 +343,18 @@ loom_status Peer::teardown() {
   }
   {
     const double secs = std::max(1e-3, double(wall_ms() - since_ms_) / 1000.0);
-    char line[256];
+    char line[512];
     std::snprintf(line, sizeof line,
-                  "read the swarm's progress %llu times in %.0f s (%.1f a second), %llu records (%.1f a read)",
+                  "read the swarm's progress %llu times in %.0f s (%.1f a second), %llu records (%.1f a read); "
+                  "%llu DHT reads (%.2f a second), %llu of peers' tables (%llu failed, %llu bytes); answered %llu "
+                  "progress requests",
                   static_cast<unsigned long long>(progress_reads_), secs, double(progress_reads_) / secs,
                   static_cast<unsigned long long>(records_read_),
-                  progress_reads_ ? double(records_read_) / double(progress_reads_) : 0.0);
+                  progress_reads_ ? double(records_read_) / double(progress_reads_) : 0.0,
+                  static_cast<unsigned long long>(dht_reads_), double(dht_reads_) / secs,
+                  static_cast<unsigned long long>(pulls_), static_cast<unsigned long long>(pull_failures_),
+                  static_cast<unsigned long long>(pull_bytes_),
+                  static_cast<unsigned long long>(server_ ? server_->progress_served() : 0));
     detail(line);
   }
   log(Level::info, "handed the collective " + std::to_string(GroupComm::payload_bytes()) +

@@ -434,7 +434,30 @@ class Peer {
   // What one progress key held: merged into the tracker as refresh() always
   // has, when ids is given (a probe of another level only counts); returns
   // how many live records of other peers it held, and *ids gets their ids.
-  uint64_t take_progress(const std::vector<Bytes> &values, std::vector<uint64_t> *ids);
+  // pulled: the values came from a peer's progress table, where copies older
+  // than what this peer holds are the usual case, not worth a log line.
+  uint64_t take_progress(const std::vector<Bytes> &values, std::vector<uint64_t> *ids, bool pulled = false);
+  // Progress from peers (progress_source = "peers"; background thread only).
+  // raw_records_: each peer's latest merged record as it came (its time, its
+  // bytes), what this peer's state server hands readers with its own.
+  std::map<uint64_t, std::pair<int64_t, Bytes>> raw_records_;
+  Bytes own_raw_;
+  int64_t last_share_ms_ = 0;
+  uint64_t last_shared_samples_ = 0;
+  std::map<std::string, int64_t> last_dht_read_ms_;  // per progress key
+  std::map<std::string, int64_t> pull_failed_;       // "host:port" -> not asked before this time
+  uint64_t dht_reads_ = 0, pulls_ = 0, pull_failures_ = 0, pull_bytes_ = 0;
+  uint64_t pull_seed_ = 0;
+  // Hands the state server the records it gives readers (own first).
+  void share_progress(int64_t now_ms);
+  // The records a live full peer holds of key (level, shard), asked of a
+  // random one that writes there; nullopt when none is known or it failed.
+  std::optional<std::vector<Bytes>> pull_progress(int level, uint32_t shard);
+  // How long a key may go between DHT reads when peers' tables are read
+  // in between: the swarm's DHT reads together about kDhtReadsPerSecond.
+  int64_t dht_read_interval_ms() const;
+  // Whether reads between DHT reads ask peers now (progress_source).
+  bool progress_from_peers_now() const;
   std::condition_variable wake_;
   bool wake_now_ = false;
   std::atomic<bool> stop_{false};

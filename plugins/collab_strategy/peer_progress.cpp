@@ -17,6 +17,28 @@ constexpr int64_t kSampleRefreshMs = 50;             // sample counts alone: at 
 constexpr int64_t kShardMaxAgeMs = 5000;             // shard reads the swarm's size is estimated from
 constexpr int64_t kIntroduceMs = 2000;               // how often known peers are checked in the DHT's table
 constexpr int64_t kForgetAddressMs = 5 * 60 * 1000;  // a peer unseen this long is not introduced again
+// progress_source = "peers": the swarm's DHT reads of progress, all peers
+// together, about this many a second (each peer's interval grows with the
+// swarm's size), from kMinDhtReadMs to kMaxDhtReadMs apart per peer. They
+// find new peers and bring the records of client-mode peers (which serve
+// nothing); reads in between ask a peer's state server.
+constexpr double kDhtReadsPerSecond = 4;
+// progress_source = "auto": peers' tables from this swarm size on. Below it
+// a DHT read costs little (16 (N + 1) datagrams), and a new peer is seen at
+// the next read of any peer rather than after the swarm's next DHT read and
+// the tables that spread it (in a swarm of 3 peers with 30 ms epochs, that
+// second was long enough for a joiner never to meet the others' rounds).
+constexpr double kPullMinPeers = 8;
+constexpr int64_t kMinDhtReadMs = 1000;
+constexpr int64_t kMaxDhtReadMs = 30000;
+constexpr std::chrono::milliseconds kPullTimeout{500};
+// Reads that ask peers come at most this often (besides the read at each
+// epoch change): they cost so little that reads by the time to the target
+// alone came 11.6 a second per peer at 16 peers, 50 kB/s, and took the
+// CPU the DHT's socket needed (receive-buffer drops, which reads every
+// 10 ms to 1 s from the DHT did not have).
+constexpr int64_t kMinPullIntervalMs = 200;
+constexpr int64_t kPullBackoffMs = 10000;  // a peer whose table could not be read is not asked again this long
 
 }  // namespace
 
@@ -87,21 +109,55 @@ void Peer::refresh() {
   // swarm, one other; in a small one the one key that holds every record.
   if (!shards_) shards_.emplace(id_, uint64_t(opt_.progress_shard_peers));
   const int level = shards_->level();
-  std::vector<std::pair<int, uint32_t>> keys;
-  for (uint32_t shard : shards_->next_reads()) keys.emplace_back(level, shard);
-  for (int probe : shards_->next_probes()) keys.emplace_back(probe, shard_of(id_, probe));
-  std::vector<std::string> names;
-  for (const auto &[l, shard] : keys) names.push_back(progress_shard_key(opt_.run_id, l, shard));
-  // One round trip for all of them (a probe is a get of a key nobody may
-  // write: it must not add its time to the read).
-  const auto found = dht_->get_many(names, std::chrono::milliseconds(500));
+  struct Read {
+    int level;
+    uint32_t shard;
+    std::vector<Bytes> values;
+    bool pulled = false;
+  };
+  std::vector<Read> reads;
+  for (uint32_t shard : shards_->next_reads()) reads.push_back({level, shard, {}});
+  // Between DHT reads, the records a peer writing to the key holds, from
+  // its state server: one request where the DHT read costs 16 (N + 1)
+  // datagrams. A probe of another level always asks the DHT (nobody may
+  // write there).
+  const int64_t dht_every = dht_read_interval_ms();
+  const bool from_peers = progress_from_peers_now();
+  std::vector<size_t> from_dht;
+  for (size_t i = 0; i < reads.size(); ++i) {
+    const std::string name = progress_shard_key(opt_.run_id, reads[i].level, reads[i].shard);
+    if (from_peers && start - last_dht_read_ms_[name] < dht_every) {
+      if (auto got = pull_progress(reads[i].level, reads[i].shard)) {
+        reads[i].values = std::move(*got);
+        reads[i].pulled = true;
+        continue;
+      }
+    }
+    from_dht.push_back(i);
+  }
+  for (int probe : shards_->next_probes()) {
+    from_dht.push_back(reads.size());
+    reads.push_back({probe, shard_of(id_, probe), {}});
+  }
+  if (!from_dht.empty()) {
+    std::vector<std::string> names;
+    for (size_t i : from_dht) names.push_back(progress_shard_key(opt_.run_id, reads[i].level, reads[i].shard));
+    // One round trip for all of them (a probe is a get of a key nobody may
+    // write: it must not add its time to the read).
+    auto found = dht_->get_many(names, std::chrono::milliseconds(500));
+    for (size_t j = 0; j < from_dht.size(); ++j) {
+      reads[from_dht[j]].values = std::move(found[j]);
+      last_dht_read_ms_[names[j]] = start;
+    }
+    ++dht_reads_;
+  }
   ++progress_reads_;
   std::vector<uint64_t> fresh;
-  for (size_t i = 0; i < keys.size(); ++i) {
+  for (const auto &r : reads) {
     std::vector<uint64_t> ids;
-    const uint64_t live = take_progress(found[i], keys[i].first == level ? &ids : nullptr);
-    records_read_ += found[i].size();
-    shards_->saw(keys[i].first, keys[i].second, live, wall_ms());
+    const uint64_t live = take_progress(r.values, r.level == level ? &ids : nullptr, r.pulled);
+    records_read_ += r.values.size();
+    shards_->saw(r.level, r.shard, live, wall_ms());
     fresh.insert(fresh.end(), ids.begin(), ids.end());
   }
   const double estimate = shards_->peers(wall_ms(), kShardMaxAgeMs);
@@ -142,6 +198,7 @@ void Peer::refresh() {
     }
     dht_->introduce(peers);
   }
+  if (opt_.progress_source != Options::ProgressSource::dht) share_progress(wall_ms());
   std::vector<ProgressRecord> foreign;
   for (const auto &[id, r] : foreign_)
     if (!(r.flags & ProgressRecord::kLeft)) foreign.push_back(r);
@@ -149,7 +206,85 @@ void Peer::refresh() {
   serve_model();
 }
 
-uint64_t Peer::take_progress(const std::vector<Bytes> &values, std::vector<uint64_t> *ids) {
+bool Peer::progress_from_peers_now() const {
+  return opt_.progress_source == Options::ProgressSource::peers ||
+         (opt_.progress_source == Options::ProgressSource::automatic && swarm_estimate_.load() >= kPullMinPeers);
+}
+
+int64_t Peer::dht_read_interval_ms() const {
+  return std::clamp<int64_t>(int64_t(1000.0 * swarm_estimate_.load() / kDhtReadsPerSecond), kMinDhtReadMs,
+                             kMaxDhtReadMs);
+}
+
+std::optional<std::vector<Bytes>> Peer::pull_progress(int level, uint32_t shard) {
+  if (!dht_) return std::nullopt;
+  const int64_t now = wall_ms();
+  std::vector<std::pair<std::string, uint16_t>> candidates;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const auto &r : tracker_.live_records(now)) {
+      // Full peers that write to this key: a client-mode peer serves nothing,
+      // one that left or is away may be gone.
+      if (r.peer_id == id_ || r.state_port == 0 || r.state_host.empty() ||
+          (r.flags & (ProgressRecord::kClient | ProgressRecord::kLeft | ProgressRecord::kAway)) ||
+          shard_of(r.peer_id, level) != shard)
+        continue;
+      auto failed = pull_failed_.find(r.state_host + ":" + std::to_string(r.state_port));
+      if (failed != pull_failed_.end() && now < failed->second) continue;
+      candidates.emplace_back(r.state_host, r.state_port);
+    }
+  }
+  if (candidates.empty()) return std::nullopt;
+  // splitmix64 of a counter and this peer's id: each peer its own sequence.
+  uint64_t z = (pull_seed_++ + id_) * 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  const auto &[host, port] = candidates[z % candidates.size()];
+  std::string why;
+  uint64_t bytes = 0;
+  ++pulls_;
+  auto got = fetch_progress(host, port, run_, level, shard, kPullTimeout, &why, opt_.swarm_key, &bytes);
+  if (!got) {
+    ++pull_failures_;
+    // Not asked again for a while: a peer that died, or that others cannot
+    // reach, would cost every read a timeout and a DHT read after it.
+    for (auto it = pull_failed_.begin(); it != pull_failed_.end();)
+      it = it->second <= now ? pull_failed_.erase(it) : std::next(it);
+    pull_failed_[host + ":" + std::to_string(port)] = now + kPullBackoffMs;
+    log_limited(opt_.verbose ? Level::info : Level::debug, "progress pull",
+                "could not read the progress records peer " + host + ":" + std::to_string(port) + " holds (" + why +
+                    "); read the DHT instead");
+    return std::nullopt;
+  }
+  pull_bytes_ += bytes;
+  return got;
+}
+
+void Peer::share_progress(int64_t now_ms) {
+  if (!server_) return;
+  std::vector<std::pair<uint64_t, Bytes>> table;
+  table.reserve(raw_records_.size() + 1);
+  if (!own_raw_.empty()) table.emplace_back(id_, own_raw_);
+  for (auto it = raw_records_.begin(); it != raw_records_.end();) {
+    const int64_t age = now_ms - it->second.first;
+    if (age > kRecordTtlMs) {
+      it = raw_records_.erase(it);
+      continue;
+    }
+    // Live ones only (goodbyes too, so that they spread): an older one is
+    // a dead peer whatever its record says.
+    if (age <= kRecordLiveMs) table.emplace_back(it->first, it->second.second);
+    ++it;
+  }
+  // Newest first: a table cut at kMaxProgressBytes keeps the freshest.
+  std::stable_sort(table.begin() + (own_raw_.empty() ? 0 : 1), table.end(), [&](const auto &a, const auto &b) {
+    return raw_records_[a.first].first > raw_records_[b.first].first;
+  });
+  server_->publish_progress(std::move(table));
+}
+
+uint64_t Peer::take_progress(const std::vector<Bytes> &values, std::vector<uint64_t> *ids, bool pulled) {
   uint64_t live = 0;
   const bool merge = ids != nullptr;
   const int64_t now = wall_ms();
@@ -189,6 +324,12 @@ uint64_t Peer::take_progress(const std::vector<Bytes> &values, std::vector<uint6
     }
     std::unique_lock<std::mutex> lock(mutex_);
     if (!tracker_.merge(*r)) {
+      if (pulled) {
+        // The reader holds a newer copy: the peer is as alive as that says.
+        lock.unlock();
+        if (alive) ids->push_back(r->peer_id);
+        continue;
+      }
       // Refused either way. An older copy that a node may still hold (a
       // put lives kRecordTtlMs; a level this peer reads no more keeps one
       // till then) is no attack: said only in verbose logs. One older than
@@ -211,6 +352,7 @@ uint64_t Peer::take_progress(const std::vector<Bytes> &values, std::vector<uint6
     }
     lock.unlock();
     if (alive) ids->push_back(r->peer_id);
+    raw_records_[r->peer_id] = {r->time_ms, raw};
     if (r->state_port != 0 && !r->state_host.empty()) {
       if (r->flags & ProgressRecord::kLeft) addresses_.erase(r->peer_id);
       else addresses_[r->peer_id] = {r->state_host, r->state_port, wall_ms()};
@@ -225,17 +367,33 @@ void Peer::publish(bool force) {
   // What others decide on goes out at once: an epoch, a flag (loading,
   // unhealthy, serving, leaving), a sync point. Sample counts alone go at
   // most every kSampleRefreshMs: readers extrapolate them at the published
-  // rate meanwhile (tracker.cpp).
+  // rate meanwhile (tracker.cpp). With progress from peers they go only to
+  // this peer's state server that often (its readers get the newest); the
+  // DHT gets them with the next event or kRepublishMs.
   const bool event = r.epoch != last_published_epoch_ || r.flags != last_published_flags_ ||
                      r.sync_epoch != last_published_sync_epoch_;
   const bool samples = r.samples != last_published_samples_ && now - last_publish_ms_ >= kSampleRefreshMs;
+  const bool shared_samples = r.samples != last_shared_samples_ && now - last_share_ms_ >= kSampleRefreshMs;
+  // Readers may ask this peer's server (a swarm about to use peers' tables
+  // asks before it reads no more from the DHT): it always has the newest.
+  const bool to_server = opt_.progress_source != Options::ProgressSource::dht && server_ != nullptr;
+  const bool to_peers = to_server && progress_from_peers_now();
   // The levels a record goes on follow the swarm's estimated size
   // (progress_shards.h); a move to another level is an event too.
   std::vector<int> levels{0};
   if (shards_) levels = shards_->levels_to_write(swarm_estimate_.load());
   const bool moved = levels != written_levels_;
-  if (!force && !event && !samples && !moved && now - last_publish_ms_ < kRepublishMs) return;
+  const bool put = force || event || moved || now - last_publish_ms_ >= kRepublishMs || (samples && !to_peers);
+  const bool share = to_server && (put || shared_samples);
+  if (!put && !share) return;
   const Bytes bytes = encode(run_, r, identity_);
+  if (share) {
+    own_raw_ = bytes;
+    last_share_ms_ = now;
+    last_shared_samples_ = r.samples;
+    share_progress(now);
+  }
+  if (!put) return;
   // Each put waits for the nodes (up to 1 s): on a loaded machine that
   // paces this loop to what the DHT can take. Sent without waiting, 64
   // peers on 2 cores saw each other less, not more (estimates of 18-22
@@ -275,7 +433,9 @@ void Peer::background() {
       const int64_t now = wall_ms();
       // A new epoch of this peer's (a round, a load) reads at once: what it
       // decides next depends on where the others are.
-      if (!by_eta || epoch_.load() != read_epoch || now - last_read_ms >= read_interval_ms()) {
+      const int64_t interval =
+          progress_from_peers_now() ? std::max(read_interval_ms(), kMinPullIntervalMs) : read_interval_ms();
+      if (!by_eta || epoch_.load() != read_epoch || now - last_read_ms >= interval) {
         read_epoch = epoch_.load();
         last_read_ms = now;
         refresh();

@@ -58,8 +58,9 @@ void send_all(int fd, const uint8_t *p, size_t n) {
   }
 }
 
-// Answers each request (wire format of state_transfer.h) with a 4 KiB state
-// of `epoch` whose only chunk carries a wrong CRC.
+// Answers each state request (wire format of state_transfer.h) with a 4 KiB
+// state of `epoch` whose only chunk carries a wrong CRC; other requests (a
+// peer asking for its progress records) are closed unanswered.
 void serve_bad_state(int listener, const std::atomic<int64_t> *epoch, const std::atomic<bool> *stop,
                      std::atomic<int> *served) {
   while (!*stop) {
@@ -74,6 +75,11 @@ void serve_bad_state(int listener, const std::atomic<int64_t> *epoch, const std:
       ssize_t r = ::recv(fd, request + got, sizeof request - got, 0);
       if (r == 0) break;
       if (r > 0) got += size_t(r);
+    }
+    const unsigned flags = got == sizeof request ? unsigned(request[6] | (request[7] << 8)) : ~0u;
+    if (flags & ~unsigned(kStateFlagRange)) {
+      ::close(fd);
+      continue;
     }
     Bytes state(4096, 0x5A);
     const uint32_t good = uint32_t(crc32_z(0, state.data(), state.size()));

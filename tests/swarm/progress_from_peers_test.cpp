@@ -1,0 +1,115 @@
+// SPDX-License-Identifier: Apache-2.0
+// Progress from peers (progress_source = "peers", the default): between DHT
+// reads a peer reads the progress records another peer's state server holds
+// (peer_progress.cpp). Four real processes with progress_source = "peers"
+// train together; most of their reads come from each other, every full peer
+// answers some, and every round still holds target_batch_size samples.
+// Under the default ("auto") four peers read the DHT alone.
+#include <gtest/gtest.h>
+
+#include <regex>
+
+#include "swarm.hpp"
+
+namespace loom::swarm {
+namespace {
+
+constexpr int kPeers = 4;
+constexpr int64_t kTarget = 1024;
+
+struct Reads {
+  long total = -1, dht = -1, tables = -1, failed = -1, answered = -1;
+};
+// The peer's last line on its reads ("read the swarm's progress N times ...").
+Reads reads_of(const std::string& log) {
+  static const std::regex line(
+      R"(read the swarm's progress (\d+) times .*; (\d+) DHT reads \([0-9.]+ a second\), (\d+) of peers' tables )"
+      R"(\((\d+) failed, \d+ bytes\); answered (\d+) progress requests)");
+  Reads r;
+  for (std::sregex_iterator it(log.begin(), log.end(), line), end; it != end; ++it) {
+    r.total = std::stol((*it)[1]);
+    r.dht = std::stol((*it)[2]);
+    r.tables = std::stol((*it)[3]);
+    r.failed = std::stol((*it)[4]);
+    r.answered = std::stol((*it)[5]);
+  }
+  return r;
+}
+
+std::vector<std::string> sets_for(const std::string& source) {
+  return {"trainer.max_steps=30",
+          "trainer.threads=1",
+          "trainer.val_every=0",
+          "trainer.checkpoint_every=0",
+          "trainer.log_every=10",
+          "strategy.name=collab",
+          "strategy.options.target_batch_size=" + std::to_string(kTarget),
+          "strategy.options.listen=127.0.0.1",
+          "strategy.options.verbose=true",
+          "strategy.options.progress_source=" + source,
+          "strategy.options.min_peers=" + std::to_string(kPeers),
+          "strategy.options.run_id=" + unique_run_id("progress-" + source)};
+}
+
+// Runs the swarm to its end; each peer's log.
+std::vector<std::string> run_swarm(const Scratch& scratch, const std::string& source) {
+  auto peers = start_teacher_swarm(scratch, kPeers, sets_for(source));
+  EXPECT_EQ(peers.size(), size_t(kPeers)) << "p0 never listened\n" << peers[0]->tail();
+  std::vector<std::string> logs;
+  const auto deadline = Clock::now() + seconds(150);
+  for (auto& p : peers) {
+    auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
+    EXPECT_EQ(p->wait_exit(std::max(left, milliseconds(1))), 0) << p->tail();
+    logs.push_back(p->log());
+  }
+  return logs;
+}
+
+void expect_full_rounds(const std::vector<std::string>& logs) {
+  size_t rounds = 0;
+  for (size_t i = 0; i < logs.size(); ++i) {
+    for (const auto& r : averaged_rounds(logs[i])) {
+      ++rounds;
+      EXPECT_GE(r.samples, kTarget) << "p" << i << " epoch " << r.epoch << " with " << r.peers << " peers";
+    }
+    EXPECT_EQ(last_finished_epoch(logs[i]), 29) << "p" << i;
+  }
+  EXPECT_GE(rounds, logs.size()) << "too few averaged rounds to judge";
+}
+
+TEST(ProgressFromPeers, FourPeersReadMostProgressFromEachOtherAndAverageFullRounds) {
+  Scratch scratch;
+  const auto logs = run_swarm(scratch, "peers");
+  ASSERT_EQ(logs.size(), size_t(kPeers));
+  for (size_t i = 0; i < logs.size(); ++i) {
+    const Reads r = reads_of(logs[i]);
+    ASSERT_GE(r.total, 0) << "p" << i << " logged no reads line";
+    std::printf("p%zu: %ld reads, %ld from the DHT, %ld of peers' tables (%ld failed), answered %ld\n", i, r.total,
+                r.dht, r.tables, r.failed, r.answered);
+    // A DHT read at most every second here (4 peers), reads by the time to
+    // the target in between: most reads ask a peer.
+    EXPECT_GT(r.tables, r.dht) << "p" << i;
+    EXPECT_LE(r.failed, r.tables / 4 + 2) << "p" << i;  // peers that finish first stop answering
+    EXPECT_GT(r.answered, 0) << "p" << i;
+  }
+  expect_full_rounds(logs);
+}
+
+// progress_source = "auto", the default: below 8 peers every read is a DHT
+// read (a new peer is seen at once, and a small swarm's reads cost little).
+TEST(ProgressFromPeers, BelowEightPeersTheDefaultReadsTheDhtOnly) {
+  Scratch scratch;
+  const auto logs = run_swarm(scratch, "auto");
+  ASSERT_EQ(logs.size(), size_t(kPeers));
+  for (size_t i = 0; i < logs.size(); ++i) {
+    const Reads r = reads_of(logs[i]);
+    ASSERT_GE(r.total, 0) << "p" << i << " logged no reads line";
+    EXPECT_EQ(r.tables, 0) << "p" << i;
+    EXPECT_EQ(r.answered, 0) << "p" << i;
+    EXPECT_EQ(r.dht, r.total) << "p" << i;
+  }
+  expect_full_rounds(logs);
+}
+
+}  // namespace
+}  // namespace loom::swarm
