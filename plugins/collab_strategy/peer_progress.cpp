@@ -352,7 +352,8 @@ uint64_t Peer::take_progress(const std::vector<Bytes> &values, std::vector<uint6
     }
     lock.unlock();
     if (alive) ids->push_back(r->peer_id);
-    raw_records_[r->peer_id] = {r->time_ms, raw};
+    // What this peer's server hands readers (share_progress prunes it).
+    if (opt_.progress_source != Options::ProgressSource::dht) raw_records_[r->peer_id] = {r->time_ms, raw};
     if (r->state_port != 0 && !r->state_host.empty()) {
       if (r->flags & ProgressRecord::kLeft) addresses_.erase(r->peer_id);
       else addresses_[r->peer_id] = {r->state_host, r->state_port, wall_ms()};
