@@ -288,6 +288,7 @@ def run_size(n, args, out, run_no):
         "sent_kb_s": med(rates(before, after, "o_bytes")) / 1000,
         "recv_kb_s": med(rates(before, after, "i_bytes")) / 1000,
         "drops": drops, "drops_per_s": drops / (w1 - w0),
+        "drops_by_peer": [a[1]["RcvbufErrors"] - b[1]["RcvbufErrors"] for b, a in zip(before, after)],
         "progress_reads_per_s": med(per_s(1)), "dht_reads_per_s": med(per_s(3)), "table_reads_per_s": med(per_s(4)),
         "table_kb_s": med(per_s(6)) / 1000 if reads else None,
         "rss_mib": med(rss), "rss_mib_max": max(rss, default=None), "epochs_min": min(last, default=None),
@@ -377,6 +378,8 @@ def main():
             print(f"  progress reads per peer per second (medians, whole run): {r['progress_reads_per_s']:.2f}, "
                   f"{r['dht_reads_per_s']:.2f} of them DHT reads, {r['table_reads_per_s']:.2f} peers' tables over TCP "
                   f"({r['table_kb_s']:.1f} kB/s received)", flush=True)
+        if r["drops"]:
+            print(f"  receive-buffer drops by peer: {r['drops_by_peer']}")
         if r["never_averaged"]:
             print(f"  peers that never averaged: {r['never_averaged']}")
         if r["dissect"]:

@@ -4,12 +4,16 @@
 #include "dht.h"
 
 #include <opendht/dhtrunner.h>
+#include <dirent.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <future>
 #include <mutex>
@@ -159,6 +163,44 @@ TEST_F(Swarm, DistinctIdsUnderOneKeyAreAllReturned) {
 // More nodes than OpenDHT stores a key on (8): a node that holds none of the
 // key's values reads them all (400 bytes each, 1.6 KB together) from the
 // others, and again.
+// The receive buffer of this process's UDP socket bound to port (what the
+// kernel reports: twice what was asked), or -1.
+int udp_receive_buffer(uint16_t port) {
+  int found = -1;
+  DIR *dir = ::opendir("/proc/self/fd");
+  if (dir == nullptr) return -1;
+  while (dirent *e = ::readdir(dir)) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    const int fd = std::atoi(e->d_name);
+    int type = 0, size = 0;
+    socklen_t len = sizeof type, slen = sizeof size;
+    sockaddr_in a{};
+    socklen_t alen = sizeof a;
+    if (::getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) == 0 && type == SOCK_DGRAM &&
+        ::getsockname(fd, reinterpret_cast<sockaddr *>(&a), &alen) == 0 && a.sin_family == AF_INET &&
+        ntohs(a.sin_port) == port && ::getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, &slen) == 0)
+      found = size;
+  }
+  ::closedir(dir);
+  return found;
+}
+
+// A read of a key brings 8 (N + 1) replies at once: the node's socket gets
+// the largest receive buffer the kernel allows, up to 4 MiB, not the
+// default (208 KiB here), which lost replies with 16 peers on 2 cores.
+TEST(SwarmDht, TheNodesSocketHasALargeReceiveBuffer) {
+  FILE *f = std::fopen("/proc/sys/net/core/rmem_max", "r");
+  ASSERT_NE(f, nullptr);
+  long rmem_max = 0;
+  ASSERT_EQ(std::fscanf(f, "%ld", &rmem_max), 1);
+  std::fclose(f);
+  auto n = node();
+  const int size = udp_receive_buffer(n->port());
+  ASSERT_GT(size, 0) << "no UDP socket bound to port " << n->port();
+  // Linux doubles the value asked (for its bookkeeping) and caps the ask at rmem_max.
+  EXPECT_GE(long(size), 2 * std::min<long>(rmem_max, 4 << 20)) << "rmem_max " << rmem_max;
+}
+
 TEST(SwarmDht, ANodeThatStoresNothingReadsEveryValueFromTheOthers) {
   auto nodes = connected_nodes(14);
   if (::testing::Test::HasFailure()) return;
