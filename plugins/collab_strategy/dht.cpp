@@ -25,11 +25,10 @@
 
 #include "dht_value.h"
 #include "seal.h"
+#include "udp_buffer.h"
 
 #include <arpa/inet.h>
-#include <dirent.h>
 #include <netinet/in.h>
-#include <sys/socket.h>
 #include <opendht/dhtrunner.h>
 // OpenDHT has no version macro; its headers tell the two APIs apart. 3.x
 // (Debian 13 takes it from sid) logs formatted lines through one
@@ -56,7 +55,6 @@
 #include <condition_variable>
 #include <cstdarg>
 #include <cstdio>
-#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <stdexcept>
@@ -76,30 +74,6 @@ using namespace swarm_value;
 // lost 0 to 17 datagrams a second while OpenDHT's receive thread waited
 // for a core, 4 MiB none (bench/swarm_scale.py, README).
 constexpr int kDhtReceiveBuffer = 4 << 20;
-
-// OpenDHT's UdpSocket keeps its descriptor to itself: finds this process's
-// UDP socket bound to `port` and raises its receive buffer. False when none.
-bool raise_receive_buffer(uint16_t port) {
-  DIR *dir = ::opendir("/proc/self/fd");
-  if (dir == nullptr) return false;
-  bool found = false;
-  while (dirent *e = ::readdir(dir)) {
-    const int fd = std::atoi(e->d_name);
-    if (e->d_name[0] < '0' || e->d_name[0] > '9' || fd == ::dirfd(dir)) continue;
-    int type = 0;
-    socklen_t len = sizeof type;
-    sockaddr_storage addr{};
-    socklen_t alen = sizeof addr;
-    if (::getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0 || type != SOCK_DGRAM ||
-        ::getsockname(fd, reinterpret_cast<sockaddr *>(&addr), &alen) != 0 || addr.ss_family != AF_INET ||
-        ntohs(reinterpret_cast<const sockaddr_in *>(&addr)->sin_port) != port)
-      continue;
-    const int want = kDhtReceiveBuffer;
-    found = ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &want, sizeof want) == 0 || found;
-  }
-  ::closedir(dir);
-  return found;
-}
 
 // A network id of our own, so a Loom node never merges with the public
 // OpenDHT network (or another application's) even if bootstrapped into it.
@@ -307,7 +281,7 @@ SwarmDht::SwarmDht(DhtConfig config) : impl_(new Impl) {
     impl_->runner.bootstrap(host, std::to_string(p));
   }
   impl_->has_bootstrap = !peers.empty();
-  if (!raise_receive_buffer(impl_->port))
+  if (!raise_udp_receive_buffer(impl_->port, kDhtReceiveBuffer))
     impl_->debug("could not raise the receive buffer of the DHT's UDP socket (port " + std::to_string(impl_->port) +
                  ")");
   impl_->debug("DHT node listening on UDP " + config.listen_host + ":" + std::to_string(impl_->port));
