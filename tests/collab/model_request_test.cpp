@@ -70,16 +70,8 @@ TEST(ModelRequest, UnknownFlagsAreRefusedNamingThem) {
   LogSink log;
   StateServer server("127.0.0.1", 0, kRun, log.fn());
   server.publish(1, pattern(10, 1));
-  Bytes req = request_bytes(kRun, 0);
-  req[6] = 64;  // flags: a bit the server does not know
-  for (int i = 0; i < 4; ++i) req[24 + i] = uint8_t(crc_of(req.data(), 24) >> (8 * i));
-  const int fd = connect_to(server.port());
-  ASSERT_GE(fd, 0);
-  ASSERT_TRUE(send_bytes(fd, req));
-  uint8_t reply[kStateReplySize];
-  ASSERT_TRUE(recv_bytes(fd, reply, sizeof reply));
-  ::close(fd);
-  EXPECT_EQ(reply[6] | (reply[7] << 8), int(StateStatus::bad_request));
+  const Bytes req = request_bytes(kRun, 0, 64);  // flags: a bit the server does not know
+  EXPECT_EQ(status_of_reply(server.port(), req), int(StateStatus::bad_request));
   EXPECT_TRUE(log.has(Level::warn, {"request flags 64", "knows 0 (state), 1 (model), 4 (relay), 8 (dial back), 16 (a range of chunks, at least one), 32 (progress records; one of these five at most) and 2 (keyed)"})) << log.text();
 }
 

@@ -153,16 +153,8 @@ TEST(ProgressRequest, AKeyThatDoesNotExistIsRefusedNamingTheValidOnes) {
   LogSink log;
   StateServer server("127.0.0.1", 0, kRun, log.fn());
   // Level 3 has shards 0 to 7: shard 9 is none of them.
-  Bytes req = request_bytes(kRun, int64_t((uint64_t(3) << 32) | 9));
-  req[6] = uint8_t(kStateFlagProgress);
-  for (int i = 0; i < 4; ++i) req[24 + i] = uint8_t(crc_of(req.data(), 24) >> (8 * i));
-  const int fd = connect_to(server.port());
-  ASSERT_GE(fd, 0);
-  ASSERT_TRUE(send_bytes(fd, req));
-  uint8_t reply[kStateReplySize];
-  ASSERT_TRUE(recv_bytes(fd, reply, sizeof reply));
-  ::close(fd);
-  EXPECT_EQ(reply[6] | (reply[7] << 8), int(StateStatus::bad_request));
+  const Bytes req = request_bytes(kRun, int64_t((uint64_t(3) << 32) | 9), kStateFlagProgress);
+  EXPECT_EQ(status_of_reply(server.port(), req), int(StateStatus::bad_request));
   EXPECT_TRUE(log.has(Level::warn, {"progress records of level 3, shard 9", "levels are 0 to 12"})) << log.text();
   std::string why;
   EXPECT_FALSE(fetch_progress("127.0.0.1", server.port(), kRun, 3, 9, milliseconds(2000), &why));

@@ -186,15 +186,26 @@ inline void le(Bytes &b, uint64_t v, int n) {
 }
 inline uint32_t crc_of(const uint8_t *p, size_t n) { return uint32_t(crc32_z(0, p, n)); }
 
-inline Bytes request_bytes(uint64_t run, int64_t min_epoch) {
+inline Bytes request_bytes(uint64_t run, int64_t min_epoch, uint16_t flags = 0) {
   Bytes b;
   le(b, kStateRequestMagic, 4);
   le(b, kStateWireVersion, 2);
-  le(b, 0, 2);
+  le(b, flags, 2);
   le(b, run, 8);
   le(b, uint64_t(min_epoch), 8);
   le(b, crc_of(b.data(), b.size()), 4);
   return b;
+}
+
+// Sends req to a server on loopback and returns the status of its plain
+// 36-byte reply, or -1 when none came.
+inline int status_of_reply(uint16_t port, const Bytes &req) {
+  const int fd = connect_to(port);
+  if (fd < 0) return -1;
+  uint8_t reply[kStateReplySize];
+  const bool got = send_bytes(fd, req) && recv_bytes(fd, reply, sizeof reply);
+  ::close(fd);
+  return got ? reply[6] | (reply[7] << 8) : -1;
 }
 
 struct Reply {
