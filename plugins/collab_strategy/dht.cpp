@@ -69,10 +69,10 @@ using namespace swarm_value;
 // The receive buffer asked for the node's UDP socket (the kernel caps it at
 // net.core.rmem_max: 4 MiB on these machines, 208 KiB by Linux's default,
 // which is also the default buffer). A read of a key with N values brings
-// 8 (N + 1) replies at once, 136 at 16 peers, each charged about 2 kB of
-// buffer (the packet's whole allocation): with 16 peers on 2 cores, 208 KiB
-// lost 0 to 17 datagrams a second while OpenDHT's receive thread waited
-// for a core, 4 MiB none (bench/swarm_scale.py, README).
+// 8 (N + 1) replies at once, 136 at 16 peers, and the kernel charges each
+// datagram its whole allocation, not its bytes: with 16 peers on 2 cores,
+// 208 KiB lost 0 to 17 datagrams a second, 4 MiB none in two runs
+// (bench/swarm_scale.py, README).
 constexpr int kDhtReceiveBuffer = 4 << 20;
 
 // A network id of our own, so a Loom node never merges with the public

@@ -439,16 +439,16 @@ class Peer {
   uint64_t take_progress(const std::vector<Bytes> &values, std::vector<uint64_t> *ids, bool pulled = false);
   // Progress from peers (progress_source = "peers"; background thread only).
   // raw_records_: each peer's latest merged record as it came (its time, its
-  // bytes), what this peer's state server hands readers with its own.
+  // bytes), what this peer's state server hands readers after its own.
   std::map<uint64_t, std::pair<int64_t, Bytes>> raw_records_;
-  Bytes own_raw_;
   int64_t last_share_ms_ = 0;
   uint64_t last_shared_samples_ = 0;
   std::map<std::string, int64_t> last_dht_read_ms_;  // per progress key
-  std::map<std::string, int64_t> pull_failed_;       // "host:port" -> not asked before this time
+  std::map<uint64_t, int64_t> pull_failed_;          // peer id -> not asked before this time
   uint64_t dht_reads_ = 0, pulls_ = 0, pull_failures_ = 0, pull_bytes_ = 0;
   uint64_t pull_seed_ = 0;
-  // Hands the state server the records it gives readers (own first).
+  // Hands the state server the others' records it gives readers (its own
+  // goes from publish()).
   void share_progress(int64_t now_ms);
   // The records a live full peer holds of key (level, shard), asked of a
   // random one that writes there; nullopt when none is known or it failed.

@@ -33,10 +33,9 @@ constexpr int64_t kMinDhtReadMs = 1000;
 constexpr int64_t kMaxDhtReadMs = 30000;
 constexpr std::chrono::milliseconds kPullTimeout{500};
 // Reads that ask peers come at most this often (besides the read at each
-// epoch change): they cost so little that reads by the time to the target
-// alone came 11.6 a second per peer at 16 peers, 50 kB/s, and took the
-// CPU the DHT's socket needed (receive-buffer drops, which reads every
-// 10 ms to 1 s from the DHT did not have).
+// epoch change): they cost so little that, spaced by the time to the target
+// alone (10 ms to 1 s), they came 11.4 a second per peer at 16 peers, 50 kB/s
+// (bench/swarm_scale.py), where the estimate gains little past a few a second.
 constexpr int64_t kMinPullIntervalMs = 200;
 constexpr int64_t kPullBackoffMs = 10000;  // a peer whose table could not be read is not asked again this long
 
@@ -217,9 +216,13 @@ int64_t Peer::dht_read_interval_ms() const {
 }
 
 std::optional<std::vector<Bytes>> Peer::pull_progress(int level, uint32_t shard) {
-  if (!dht_) return std::nullopt;
   const int64_t now = wall_ms();
-  std::vector<std::pair<std::string, uint16_t>> candidates;
+  struct Candidate {
+    uint64_t id;
+    std::string host;
+    uint16_t port;
+  };
+  std::vector<Candidate> candidates;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     for (const auto &r : tracker_.live_records(now)) {
@@ -229,18 +232,14 @@ std::optional<std::vector<Bytes>> Peer::pull_progress(int level, uint32_t shard)
           (r.flags & (ProgressRecord::kClient | ProgressRecord::kLeft | ProgressRecord::kAway)) ||
           shard_of(r.peer_id, level) != shard)
         continue;
-      auto failed = pull_failed_.find(r.state_host + ":" + std::to_string(r.state_port));
+      auto failed = pull_failed_.find(r.peer_id);
       if (failed != pull_failed_.end() && now < failed->second) continue;
-      candidates.emplace_back(r.state_host, r.state_port);
+      candidates.push_back({r.peer_id, r.state_host, r.state_port});
     }
   }
   if (candidates.empty()) return std::nullopt;
-  // splitmix64 of a counter and this peer's id: each peer its own sequence.
-  uint64_t z = (pull_seed_++ + id_) * 0x9e3779b97f4a7c15ull;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  z ^= z >> 31;
-  const auto &[host, port] = candidates[z % candidates.size()];
+  // A counter mixed with this peer's id: each peer its own sequence.
+  const auto &[peer, host, port] = candidates[mix64(id_ + 0x9e3779b97f4a7c15ull * ++pull_seed_) % candidates.size()];
   std::string why;
   uint64_t bytes = 0;
   ++pulls_;
@@ -251,7 +250,7 @@ std::optional<std::vector<Bytes>> Peer::pull_progress(int level, uint32_t shard)
     // reach, would cost every read a timeout and a DHT read after it.
     for (auto it = pull_failed_.begin(); it != pull_failed_.end();)
       it = it->second <= now ? pull_failed_.erase(it) : std::next(it);
-    pull_failed_[host + ":" + std::to_string(port)] = now + kPullBackoffMs;
+    pull_failed_[peer] = now + kPullBackoffMs;
     log_limited(opt_.verbose ? Level::info : Level::debug, "progress pull",
                 "could not read the progress records peer " + host + ":" + std::to_string(port) + " holds (" + why +
                     "); read the DHT instead");
@@ -263,9 +262,7 @@ std::optional<std::vector<Bytes>> Peer::pull_progress(int level, uint32_t shard)
 
 void Peer::share_progress(int64_t now_ms) {
   if (!server_) return;
-  std::vector<std::pair<uint64_t, Bytes>> table;
-  table.reserve(raw_records_.size() + 1);
-  if (!own_raw_.empty()) table.emplace_back(id_, own_raw_);
+  std::vector<const decltype(raw_records_)::value_type *> live;
   for (auto it = raw_records_.begin(); it != raw_records_.end();) {
     const int64_t age = now_ms - it->second.first;
     if (age > kRecordTtlMs) {
@@ -274,13 +271,14 @@ void Peer::share_progress(int64_t now_ms) {
     }
     // Live ones only (goodbyes too, so that they spread): an older one is
     // a dead peer whatever its record says.
-    if (age <= kRecordLiveMs) table.emplace_back(it->first, it->second.second);
+    if (age <= kRecordLiveMs) live.push_back(&*it);
     ++it;
   }
   // Newest first: a table cut at kMaxProgressBytes keeps the freshest.
-  std::stable_sort(table.begin() + (own_raw_.empty() ? 0 : 1), table.end(), [&](const auto &a, const auto &b) {
-    return raw_records_[a.first].first > raw_records_[b.first].first;
-  });
+  std::sort(live.begin(), live.end(), [](const auto *a, const auto *b) { return a->second.first > b->second.first; });
+  std::vector<std::pair<uint64_t, Bytes>> table;
+  table.reserve(live.size());
+  for (const auto *e : live) table.emplace_back(e->first, e->second.second);
   server_->publish_progress(std::move(table));
 }
 
@@ -375,8 +373,9 @@ void Peer::publish(bool force) {
                      r.sync_epoch != last_published_sync_epoch_;
   const bool samples = r.samples != last_published_samples_ && now - last_publish_ms_ >= kSampleRefreshMs;
   const bool shared_samples = r.samples != last_shared_samples_ && now - last_share_ms_ >= kSampleRefreshMs;
-  // Readers may ask this peer's server (a swarm about to use peers' tables
-  // asks before it reads no more from the DHT): it always has the newest.
+  // The server gets the newest record whenever others may ask it (also
+  // under "auto" in a small swarm: its first reads from peers, once it has
+  // grown, find it there), the DHT only every kRepublishMs while others do.
   const bool to_server = opt_.progress_source != Options::ProgressSource::dht && server_ != nullptr;
   const bool to_peers = to_server && progress_from_peers_now();
   // The levels a record goes on follow the swarm's estimated size
@@ -388,11 +387,10 @@ void Peer::publish(bool force) {
   const bool share = to_server && (put || shared_samples);
   if (!put && !share) return;
   const Bytes bytes = encode(run_, r, identity_);
-  if (share) {
-    own_raw_ = bytes;
+  if (share) {  // the others' records go with reads (share_progress)
+    server_->publish_own_progress(id_, bytes);
     last_share_ms_ = now;
     last_shared_samples_ = r.samples;
-    share_progress(now);
   }
   if (!put) return;
   // Each put waits for the nodes (up to 1 s): on a loaded machine that

@@ -61,6 +61,11 @@ bool decode_progress_table(const uint8_t *p, size_t n, std::vector<Bytes> *out, 
   return true;
 }
 
+void StateServer::publish_own_progress(uint64_t peer_id, Bytes record) {
+  std::lock_guard<std::mutex> g(impl_->m);
+  impl_->own_progress = {peer_id, std::move(record)};
+}
+
 void StateServer::publish_progress(std::vector<std::pair<uint64_t, Bytes>> records) {
   std::lock_guard<std::mutex> g(impl_->m);
   impl_->progress = std::move(records);
@@ -78,6 +83,8 @@ std::shared_ptr<server_detail::Snapshot> StateServer::Impl::progress_snapshot(in
     // of its key would bring, not the whole swarm's.
     std::lock_guard<std::mutex> g(m);
     std::vector<const Bytes *> mine;
+    if (!own_progress.second.empty() && shard_of(own_progress.first, level) == shard)
+      mine.push_back(&own_progress.second);
     for (const auto &[id, bytes] : progress)
       if (shard_of(id, level) == shard) mine.push_back(&bytes);
     snap->bytes = encode_progress_table(mine);

@@ -101,7 +101,8 @@ struct StateServer::Impl {
   std::shared_ptr<Snapshot> snapshot;   // guarded by m
   Bytes spare;                          // storage prepare() faulted in, for publish_copy; guarded by m
   std::shared_ptr<Snapshot> model;      // what model requests get (null: not_ready); guarded by m
-  std::vector<std::pair<uint64_t, Bytes>> progress;  // what progress requests get; guarded by m
+  std::pair<uint64_t, Bytes> own_progress;           // what progress requests get first; guarded by m
+  std::vector<std::pair<uint64_t, Bytes>> progress;  // then these; guarded by m
   std::atomic<int> progress_serving{0};
   std::atomic<uint64_t> progress_served{0};
   std::atomic<uint64_t> generation{0};  // bumped by publish(); guarded by m for the summer's wait

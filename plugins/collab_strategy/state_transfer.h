@@ -222,10 +222,12 @@ class StateServer {
   // Client-mode peers connected now.
   int relaying() const;
 
-  // What progress requests receive: the records (peer id, encoded bytes)
-  // this peer would hand a reader, each request getting those of the key
-  // it names (progress_shards.h's shard_of), newest first up to
-  // kMaxProgressBytes. Empty: they get an empty table.
+  // What progress requests receive: this peer's own record (set apart,
+  // since it changes with every sample refresh while the others change
+  // with reads), then the others' records (peer id, encoded bytes), newest
+  // first, each request getting those of the key it names (progress_shards.h's
+  // shard_of) up to kMaxProgressBytes. Nothing published: an empty table.
+  void publish_own_progress(uint64_t peer_id, Bytes record);
   void publish_progress(std::vector<std::pair<uint64_t, Bytes>> records);
   // Progress requests answered so far.
   uint64_t progress_served() const;

@@ -4,8 +4,6 @@
 #include "dht.h"
 
 #include <opendht/dhtrunner.h>
-#include <dirent.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
 
 #include <gtest/gtest.h>
@@ -13,7 +11,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <memory>
 #include <future>
 #include <mutex>
@@ -24,6 +21,7 @@
 #include <vector>
 
 #include "seal.h"
+#include "udp_buffer.h"
 
 namespace loom_collab {
 namespace {
@@ -167,21 +165,11 @@ TEST_F(Swarm, DistinctIdsUnderOneKeyAreAllReturned) {
 // kernel reports: twice what was asked), or -1.
 int udp_receive_buffer(uint16_t port) {
   int found = -1;
-  DIR *dir = ::opendir("/proc/self/fd");
-  if (dir == nullptr) return -1;
-  while (dirent *e = ::readdir(dir)) {
-    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
-    const int fd = std::atoi(e->d_name);
-    int type = 0, size = 0;
-    socklen_t len = sizeof type, slen = sizeof size;
-    sockaddr_in a{};
-    socklen_t alen = sizeof a;
-    if (::getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) == 0 && type == SOCK_DGRAM &&
-        ::getsockname(fd, reinterpret_cast<sockaddr *>(&a), &alen) == 0 && a.sin_family == AF_INET &&
-        ntohs(a.sin_port) == port && ::getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, &slen) == 0)
-      found = size;
+  for (int fd : udp_sockets_bound_to(port)) {
+    int size = 0;
+    socklen_t len = sizeof size;
+    if (::getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, &len) == 0) found = size;
   }
-  ::closedir(dir);
   return found;
 }
 
