@@ -115,6 +115,33 @@ TEST(ProgressRequest, AnEmptyTableUntilPublishedThenTheRecordsOfTheKeyAsked) {
   EXPECT_EQ(server.active(), 0);
 }
 
+TEST(ProgressRequest, TheServersOwnRecordComesFirstAndOnlyUnderItsKey) {
+  LogSink log;
+  StateServer server("127.0.0.1", 0, kRun, log.fn());
+  std::vector<uint64_t> ids;
+  for (uint64_t i = 1; i <= 12; ++i) ids.push_back(i * 0x9e3779b97f4a7c15ull);
+  const uint64_t own = 0x5eed;
+  server.publish_progress(table_of(ids));
+  server.publish_own_progress(own, record_of(own));
+  std::string why;
+  auto all = fetch_progress("127.0.0.1", server.port(), kRun, 0, 0, milliseconds(2000), &why);
+  ASSERT_TRUE(all) << why;
+  ASSERT_EQ(all->size(), ids.size() + 1);
+  EXPECT_EQ(all->front(), record_of(own));
+  // A newer own record replaces it; the others stay.
+  server.publish_own_progress(own, record_of(own, 40));
+  all = fetch_progress("127.0.0.1", server.port(), kRun, 0, 0, milliseconds(2000), &why);
+  ASSERT_TRUE(all) << why;
+  ASSERT_EQ(all->size(), ids.size() + 1);
+  EXPECT_EQ(all->front(), record_of(own, 40));
+  for (uint32_t shard = 0; shard < 4; ++shard) {
+    auto part = fetch_progress("127.0.0.1", server.port(), kRun, 2, shard, milliseconds(2000), &why);
+    ASSERT_TRUE(part) << why;
+    const bool mine = shard_of(own, 2) == shard;
+    EXPECT_EQ(!part->empty() && part->front() == record_of(own, 40), mine) << "shard " << shard;
+  }
+}
+
 TEST(ProgressRequest, AKeyedSwarmServesKeyHoldersOnly) {
   LogSink log;
   StateServer server("127.0.0.1", 0, kRun, log.fn(), ServeLimits(), key_of(7));
