@@ -23,6 +23,7 @@
 // assumed within a few seconds of each other, as hivemind does.
 #include "dht.h"
 
+#include "dht_impl.h"
 #include "dht_value.h"
 #include "seal.h"
 #include "udp_buffer.h"
@@ -65,6 +66,7 @@ namespace {
 
 using namespace std::chrono;
 using namespace swarm_value;
+using namespace dht_detail;
 
 // The receive buffer asked for the node's UDP socket (the kernel caps it at
 // net.core.rmem_max: 4 MiB on these machines, 208 KiB by Linux's default,
@@ -78,7 +80,6 @@ constexpr int kDhtReceiveBuffer = 4 << 20;
 // A network id of our own, so a Loom node never merges with the public
 // OpenDHT network (or another application's) even if bootstrapped into it.
 constexpr dht::NetId kNetwork = 0x4c4f4f4d;  // "LOOM"
-constexpr int64_t kUnopenedLogEveryMs = 60 * 1000;
 
 }  // namespace
 
@@ -133,100 +134,12 @@ dht::SockAddr address_of(const dht::NodeExport &n) {
 #endif
 }
 
-// A one-shot result that a callback on OpenDHT's thread may deliver after the
-// waiter gave up: shared, so a late callback touches live memory.
-struct Waiter {
-  std::mutex mu;
-  std::condition_variable cv;
-  bool done = false;
-  bool ok = false;
-  void finish(bool result) {
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      if (done) return;
-      done = true;
-      ok = result;
-    }
-    cv.notify_all();
-  }
-  bool finished() {
-    std::lock_guard<std::mutex> lock(mu);
-    return done;
-  }
-  // True when finished before the deadline; *result is the reported outcome.
-  bool wait(milliseconds timeout, bool *result) {
-    std::unique_lock<std::mutex> lock(mu);
-    const bool finished = cv.wait_for(lock, timeout, [this] { return done; });
-    *result = ok;
-    return finished;
-  }
-};
-
-// What one get has found so far: the newest record of each value id.
-struct Found {
-  std::mutex mu;
-  bool stop = false;
-  uint64_t unopened = 0;  // values of the other kind, or that the key does not open
-  std::map<dht::Value::Id, std::pair<uint64_t, Bytes>> newest;  // id -> (stamp, record)
-};
-
 // A get OpenDHT has not ended after this long is left to end alone (its
 // search normally ends within a few seconds of retries), and the next call
 // starts another.
 constexpr auto kAbandonGet = seconds(5);
 
 }  // namespace
-
-// A get under way (SwarmDht::get runs at most one per key).
-struct SwarmDht::Flight {
-  std::shared_ptr<Found> found;
-  std::shared_ptr<Waiter> waiter;
-  steady_clock::time_point started;
-};
-
-struct SwarmDht::Impl {
-  LogFn log;
-  dht::DhtRunner runner;
-  uint16_t port = 0;
-  bool has_bootstrap = false;
-  // Puts made while the node knows no good peer, sent once it does (see put).
-  struct Pending {
-    Bytes value;
-    steady_clock::time_point expires;
-  };
-  std::mutex pending_mu;
-  std::map<std::pair<std::string, uint64_t>, Pending> pending;
-  std::unique_ptr<Sealer> sealer;  // with a swarm key
-  std::mutex flights_mu;
-  std::map<std::string, Flight> flights;  // gets under way, by key
-  std::atomic<uint64_t> gets_started{0};
-  std::mutex unopened_mu;
-  uint64_t unopened = 0;  // values dropped since the last report
-  int64_t unopened_logged_ms = 0;
-
-  dht::InfoHash where(const std::string &key) const {
-    if (!sealer) return dht::InfoHash::get(key);
-    const auto at = sealer->location(key);
-    return dht::InfoHash(at.data(), at.size());
-  }
-  // Values this swarm's key does not open: said at most once a minute.
-  void count_unopened(const std::string &key, uint64_t n) {
-    std::lock_guard<std::mutex> lock(unopened_mu);
-    unopened += n;
-    const int64_t now = now_ms();
-    if (unopened == 0 || now - unopened_logged_ms < kUnopenedLogEveryMs) return;
-    if (log)
-      log(Level::warn, "dropped " + std::to_string(unopened) + " DHT value(s) (the latest under " + key +
-                           ") that this swarm's key does not open: a peer with another key or none, or an altered "
-                           "value");
-    unopened = 0;
-    unopened_logged_ms = now;
-  }
-
-  void debug(const std::string &m) const {
-    if (log) log(Level::debug, m);
-  }
-};
 
 SwarmDht::SwarmDht(DhtConfig config) : impl_(new Impl) {
   impl_->log = config.log;
@@ -437,6 +350,25 @@ uint64_t SwarmDht::gets_started() const { return impl_->gets_started.load(); }
 // read shared, it went over in a full-suite run and in 1 of 2 runs beside
 // netns.stripes, fresh in neither (1 full-suite run, 2 beside it). The traffic this saves was not shown either: at 32 peers on
 // 2 cores, runs swung as much as the change (523-888 datagrams a second).
+namespace dht_detail {
+
+Opened open_value(const dht::Value &v, const Sealer *sealer, const dht::InfoHash &at, int64_t now, uint64_t newer_than,
+                  Envelope *e, Bytes *record) {
+  if (!parse_envelope(v, e) || e->expiry_ms <= now) return Opened::skip;
+  if (newer_than != 0 && e->stamp <= newer_than) return Opened::skip;
+  if (e->sealed != (sealer != nullptr)) return Opened::unopened;
+  if (!sealer) {
+    record->assign(v.data.begin() + kEnvelope, v.data.end());
+    return Opened::ok;
+  }
+  const auto ad = associated(v.data.data(), at);
+  return sealer->open(v.data.data() + kEnvelope, v.data.size() - kEnvelope, ad.data(), ad.size(), record)
+             ? Opened::ok
+             : Opened::unopened;
+}
+
+}  // namespace dht_detail
+
 // Sends a get for key into the network; its values arrive in f.found.
 //
 // What a get costs: OpenDHT (2.4 to 3.7) asks each of the ~8 nodes that
@@ -461,26 +393,15 @@ void SwarmDht::start_get(Impl *impl, const std::string &key, const Flight &f) {
         std::lock_guard<std::mutex> lock(found->mu);
         if (found->stop) return false;  // answered (fresh), or replaced by a newer get: end the search
         for (const auto &v : values) {
-          Envelope e;
-          if (!v || !parse_envelope(*v, &e) || e.expiry_ms <= now) continue;
+          if (!v) continue;
           auto it = found->newest.find(v->id);
-          if (it != found->newest.end() && it->second.first >= e.stamp) continue;
+          Envelope e;
           Bytes record;
-          if (e.sealed != (sealer != nullptr)) {
-            ++found->unopened;
-            continue;
+          switch (open_value(*v, sealer, at, now, it == found->newest.end() ? 0 : it->second.first, &e, &record)) {
+            case Opened::skip: break;
+            case Opened::unopened: ++found->unopened; break;
+            case Opened::ok: found->newest[v->id] = {e.stamp, std::move(record)}; break;
           }
-          if (sealer) {
-            const auto ad = associated(v->data.data(), at);
-            if (!sealer->open(v->data.data() + kEnvelope, v->data.size() - kEnvelope, ad.data(), ad.size(),
-                              &record)) {
-              ++found->unopened;
-              continue;
-            }
-          } else {
-            record.assign(v->data.begin() + kEnvelope, v->data.end());
-          }
-          found->newest[v->id] = {e.stamp, std::move(record)};
         }
         return true;
       },

@@ -85,6 +85,54 @@ class SwarmDht {
   // get would, within one timeout: a read of several keys costs the time of
   // the slowest, not the sum.
   std::vector<std::vector<Bytes>> get_many(const std::vector<std::string> &keys, std::chrono::milliseconds timeout);
+  // A standing read of key (OpenDHT's listen): the nodes that store it send
+  // this node the values they hold when the watch begins, then each value
+  // put under it after, so reading a watch sends nothing. A poll of a key
+  // with N values costs 16 (N + 1) datagrams each time (start_get); a watch
+  // costs a listen to 4 nodes (OpenDHT's LISTEN_NODES) and their pushes.
+  //
+  // A watch delivers each value id once: OpenDHT's listen keeps the first
+  // value of an id and takes a later put of it for a refresh. So a value
+  // that is replaced while watched (same id, newer put) is not seen; the
+  // round keys (records.h) are reused seldom enough that a peer's record of
+  // an earlier round has expired before its next one replaces it.
+  //
+  // Pushes are UDP and unacknowledged: a caller that must not miss a value
+  // reads with get() too, now and then (matchmaking does before it closes
+  // a group). While the node knows no peer the watch waits (see put) and
+  // starts at the first read after one appears. The watch stops listening
+  // when destroyed; it must not outlive this SwarmDht.
+  class Watch {
+   public:
+    ~Watch();
+    Watch(const Watch &) = delete;
+    Watch &operator=(const Watch &) = delete;
+    // The newest live record of each value id pushed so far.
+    std::vector<Bytes> values();
+    // Grows with each pushed record that changed values().
+    uint64_t version();
+    // Waits until version() > seen, at most timeout; returns version().
+    uint64_t wait(uint64_t seen, std::chrono::milliseconds timeout);
+
+   private:
+    friend class SwarmDht;
+    struct State;
+    Watch(SwarmDht *dht, std::string key);
+    void start_if_connected();
+    SwarmDht *dht_;
+    std::string key_;
+    std::shared_ptr<State> state_;
+  };
+  std::unique_ptr<Watch> watch(const std::string &key);
+  // Watches this node has started listening with: for tests and diagnostics.
+  uint64_t watches_started() const;
+  // Requests this node has sent since it started, by kind (OpenDHT's
+  // counts): for tests and diagnostics.
+  struct Requests {
+    uint64_t ping = 0, find = 0, get = 0, listen = 0, put = 0;
+  };
+  Requests requests_sent();
+
   // Gets this node has sent into the network (calls that waited for one
   // already under way not counted): for tests and diagnostics.
   uint64_t gets_started() const;

@@ -1,0 +1,129 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+// SwarmDht's insides, shared by dht.cpp (puts and gets) and dht_watch.cpp
+// (standing reads). Internal: OpenDHT types never leave these files.
+#ifndef LOOM_COLLAB_DHT_IMPL_H
+#define LOOM_COLLAB_DHT_IMPL_H
+
+#include <opendht/dhtrunner.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "dht.h"
+#include "dht_value.h"
+#include "seal.h"
+
+namespace loom_collab {
+namespace dht_detail {
+
+constexpr int64_t kUnopenedLogEveryMs = 60 * 1000;
+
+// A one-shot result that a callback on OpenDHT's thread may deliver after the
+// waiter gave up: shared, so a late callback touches live memory.
+struct Waiter {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  bool ok = false;
+  void finish(bool result) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (done) return;
+      done = true;
+      ok = result;
+    }
+    cv.notify_all();
+  }
+  bool finished() {
+    std::lock_guard<std::mutex> lock(mu);
+    return done;
+  }
+  // True when finished before the deadline; *result is the reported outcome.
+  bool wait(std::chrono::milliseconds timeout, bool *result) {
+    std::unique_lock<std::mutex> lock(mu);
+    const bool finished = cv.wait_for(lock, timeout, [this] { return done; });
+    *result = ok;
+    return finished;
+  }
+};
+
+// What one get has found so far: the newest record of each value id.
+struct Found {
+  std::mutex mu;
+  bool stop = false;
+  uint64_t unopened = 0;  // values of the other kind, or that the key does not open
+  std::map<dht::Value::Id, std::pair<uint64_t, Bytes>> newest;  // id -> (stamp, record)
+};
+
+enum class Opened { skip, unopened, ok };
+// One value as a get or a watch takes it: skip (another type, expired, or
+// not newer than the stamp `newer_than` already held), unopened (sealed
+// with another key, sealed where the swarm has none, or altered), or ok
+// with *record and *e filled.
+Opened open_value(const dht::Value &v, const Sealer *sealer, const dht::InfoHash &at, int64_t now, uint64_t newer_than,
+                  swarm_value::Envelope *e, Bytes *record);
+
+}  // namespace dht_detail
+
+// A get under way (SwarmDht::get runs at most one per key).
+struct SwarmDht::Flight {
+  std::shared_ptr<dht_detail::Found> found;
+  std::shared_ptr<dht_detail::Waiter> waiter;
+  std::chrono::steady_clock::time_point started;
+};
+
+struct SwarmDht::Impl {
+  LogFn log;
+  dht::DhtRunner runner;
+  uint16_t port = 0;
+  bool has_bootstrap = false;
+  // Puts made while the node knows no good peer, sent once it does (see put).
+  struct Pending {
+    Bytes value;
+    std::chrono::steady_clock::time_point expires;
+  };
+  std::mutex pending_mu;
+  std::map<std::pair<std::string, uint64_t>, Pending> pending;
+  std::unique_ptr<Sealer> sealer;  // with a swarm key
+  std::mutex flights_mu;
+  std::map<std::string, Flight> flights;  // gets under way, by key
+  std::atomic<uint64_t> gets_started{0};
+  std::atomic<uint64_t> watches_started{0};
+  std::mutex requests_mu;
+  Requests requests;  // OpenDHT resets its counts at each read: summed here
+  std::mutex unopened_mu;
+  uint64_t unopened = 0;  // values dropped since the last report
+  int64_t unopened_logged_ms = 0;
+
+  dht::InfoHash where(const std::string &key) const {
+    if (!sealer) return dht::InfoHash::get(key);
+    const auto at = sealer->location(key);
+    return dht::InfoHash(at.data(), at.size());
+  }
+  // Values this swarm's key does not open: said at most once a minute.
+  void count_unopened(const std::string &key, uint64_t n) {
+    std::lock_guard<std::mutex> lock(unopened_mu);
+    unopened += n;
+    const int64_t now = swarm_value::now_ms();
+    if (unopened == 0 || now - unopened_logged_ms < dht_detail::kUnopenedLogEveryMs) return;
+    if (log)
+      log(Level::warn, "dropped " + std::to_string(unopened) + " DHT value(s) (the latest under " + key +
+                           ") that this swarm's key does not open: a peer with another key or none, or an altered "
+                           "value");
+    unopened = 0;
+    unopened_logged_ms = now;
+  }
+
+  void debug(const std::string &m) const {
+    if (log) log(Level::debug, m);
+  }
+};
+
+}  // namespace loom_collab
+
+#endif
