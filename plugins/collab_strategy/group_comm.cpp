@@ -205,8 +205,8 @@ loom_status GroupComm::oob_allgather(void *user, const void *send, size_t len, v
   }
 }
 
-// Publishes this member's part under the group's hash and polls until every
-// member's part is there. Parts of another group hash, size or length are
+// Publishes this member's part under the group's hash and watches until
+// every member's part is there. Parts of another group hash, size or length are
 // ignored (they belong to members that disagree about the group).
 loom_status GroupComm::exchange(const void *send, size_t len, void *recv, int64_t timeout_ms) {
   if (len > kMaxOobPayload) {
@@ -222,27 +222,22 @@ loom_status GroupComm::exchange(const void *send, size_t len, void *recv, int64_
   mine.payload.assign(static_cast<const uint8_t *>(send), static_cast<const uint8_t *>(send) + len);
   const Bytes value = encode(run_, mine, *identity_);
   const std::string key = oob_key(run_id_, epoch_, attempt_);
+  const uint64_t value_id = round_value_id(me_, epoch_, attempt_);
+  const auto ttl = std::chrono::seconds(timeout_ms / 1000 + 5);
   std::vector<bool> have(static_cast<size_t>(size_), false);
   bool published = false;
   Clock::time_point last_put{};
-  std::chrono::milliseconds search_wait(60);
+  // The members' parts come through a watch of the key (dht.h); a get
+  // only when it brought nothing new for a while, that wait doubling from
+  // 250 ms up to a second, so that a part whose push was lost still counts.
+  auto watch = dht_->watch(key);
+  uint64_t seen = 0;
+  std::chrono::milliseconds quiet(250);
+  Clock::time_point last_news = Clock::now();
   auto *out = static_cast<uint8_t *>(recv);
-  for (;;) {
-    // Short waits first: the live nodes store and answer within a
-    // millisecond on a LAN, while a node that died (a peer killed a moment
-    // ago, still in the routing table) holds a put's confirmation and a
-    // search's end until it times out: 800 ms per communicator after each
-    // kill with fixed waits of 500 and 300 ms. A search that brings nothing
-    // new doubles the next one's wait (up to a second), so peers farther
-    // away than the first wait are still found; an unconfirmed put goes on
-    // in the background and is repeated at most once a second.
-    if (!published && Clock::now() - last_put >= std::chrono::seconds(1)) {
-      last_put = Clock::now();
-      published = dht_->put(key, me_, value, std::chrono::seconds(60),
-                            std::chrono::milliseconds(std::min<int64_t>(50, timeout_ms)));
-    }
+  auto take = [&](const std::vector<Bytes> &raws) {
     bool news = false;
-    for (const auto &raw : dht_->get(key, search_wait)) {
+    for (const auto &raw : raws) {
       std::string reason;
       auto r = decode_oob(run_, raw.data(), raw.size(), &reason);
       if (!r || r->group_hash != group_hash_ || r->size != uint32_t(size_) || r->payload.size() != len) continue;
@@ -255,7 +250,29 @@ loom_status GroupComm::exchange(const void *send, size_t len, void *recv, int64_
         news = true;
       }
     }
-    if (!news) search_wait = std::min(search_wait * 2, std::chrono::milliseconds(1000));
+    return news;
+  };
+  for (;;) {
+    // Short waits first: the live nodes store and answer within a
+    // millisecond on a LAN, while a node that died (a peer killed a moment
+    // ago, still in the routing table) holds a put's confirmation until it
+    // times out. An unconfirmed put goes on in the background and is
+    // repeated at most once a second.
+    if (!published && Clock::now() - last_put >= std::chrono::seconds(1)) {
+      last_put = Clock::now();
+      published = dht_->put(key, value_id, value, ttl, std::chrono::milliseconds(std::min<int64_t>(50, timeout_ms)));
+    }
+    bool news = false;
+    const uint64_t version = watch->version();
+    if (version != seen) {
+      seen = version;
+      news = take(watch->values());
+    } else if (Clock::now() - last_news >= quiet) {
+      news = take(dht_->get(key, std::chrono::milliseconds(200)));
+      if (!news) quiet = std::min(quiet * 2, std::chrono::milliseconds(1000));
+      last_news = Clock::now();
+    }
+    if (news) last_news = Clock::now();
     if (std::all_of(have.begin(), have.end(), [](bool b) { return b; })) return LOOM_OK;
     if (cancel_ && cancel_->load()) {
       oob_error_ = "the round was abandoned while its members exchanged addresses";
@@ -268,7 +285,7 @@ loom_status GroupComm::exchange(const void *send, size_t len, void *recv, int64_
                    (published ? "" : " (and no node confirmed storing this peer's own part)");
       return LOOM_ERR_TIMEOUT;
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    watch->wait(seen, std::chrono::milliseconds(5));
   }
 }
 

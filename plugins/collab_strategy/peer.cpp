@@ -356,6 +356,18 @@ loom_status Peer::teardown() {
                   static_cast<unsigned long long>(pull_bytes_),
                   static_cast<unsigned long long>(server_ ? server_->progress_served() : 0));
     detail(line);
+    if (dht_) {
+      // What the node asked of others, by kind (datagrams it sent are more:
+      // each get of N values pages through N + 1 requests per node).
+      const SwarmDht::Requests q = dht_->requests_sent();
+      std::snprintf(line, sizeof line,
+                    "DHT requests sent in %.0f s: %llu gets, %llu listens, %llu puts, %llu finds, %llu pings; %llu "
+                    "watches begun",
+                    secs, static_cast<unsigned long long>(q.get), static_cast<unsigned long long>(q.listen),
+                    static_cast<unsigned long long>(q.put), static_cast<unsigned long long>(q.find),
+                    static_cast<unsigned long long>(q.ping), static_cast<unsigned long long>(dht_->watches_started()));
+      detail(line);
+    }
   }
   log(Level::info, "handed the collective " + std::to_string(GroupComm::payload_bytes()) +
                        " payload bytes in rounds and state averaging (what this peer's calls asked it to move)");

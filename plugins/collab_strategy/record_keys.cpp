@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // The swarm's DHT keys (records.h): namespaced by run id, rounds by run id
 // and fingerprint, round keys reused over kRoundBuckets buckets.
+#include <algorithm>
 #include <cinttypes>
+#include <cmath>
 #include <cstdio>
 
 #include "records.h"
@@ -29,6 +31,16 @@ uint32_t round_bucket(int64_t epoch, uint32_t attempt) {
   // A retry (attempt + 1) lands 13 buckets away from its epoch's first try,
   // so a retry never shares a key with the round it replaces.
   return static_cast<uint32_t>((static_cast<uint64_t>(epoch) + 13ull * attempt) % kRoundBuckets);
+}
+
+uint64_t round_value_id(uint64_t peer, int64_t epoch, uint32_t attempt) {
+  const uint64_t id = mix64(peer ^ mix64(static_cast<uint64_t>(epoch) * 0x100000001b3ull + attempt));
+  return id == 0 ? 1 : id;
+}
+
+std::chrono::seconds round_record_ttl(double averaging_timeout) {
+  const double s = std::ceil(std::max(0.0, averaging_timeout)) + 5;
+  return std::chrono::seconds(static_cast<int64_t>(std::min(600.0, std::max(10.0, s))));
 }
 
 std::string join_key(const std::string &run_id, int64_t epoch, uint32_t attempt) {

@@ -9,6 +9,7 @@
 #ifndef LOOM_COLLAB_RECORDS_H
 #define LOOM_COLLAB_RECORDS_H
 
+#include <chrono>
 #include <cstdint>
 #include <limits>
 #include <optional>
@@ -178,13 +179,27 @@ std::optional<FingerprintRecord> decode_fingerprint(uint64_t run, const uint8_t 
 // rather than a key per round: OpenDHT keeps every search it ran for 62
 // minutes, one per key, about 1.1 KB each, so a key per round grew every
 // peer's memory with the epoch rate (2.7 searches an epoch) for an hour
-// (measured; flat with the buckets over a 30-minute soak). Not measured: a
-// search in use may also stay synced past a node's death, where a new key's
-// first put waits about a second for the dead node.
-// Each peer puts under its own peer id, so a key holds at most one value per
-// peer (its newest); records carry their epoch and attempt (oob records the
-// group hash), so a get tells this round's from one kRoundBuckets rounds ago.
-constexpr uint32_t kRoundBuckets = 32;
+// (measured with 32 buckets: flat over a 30-minute soak). With 256, a peer
+// holds at most 768 round searches, about 0.9 MB. Not measured: a search in
+// use may also stay synced past a node's death, where a new key's first put
+// waits about a second for the dead node.
+//
+// Each peer puts a round's records under round_value_id, a value id of its
+// own for that round: peers watch round keys (dht.h), and a watch never
+// sees a value whose id it has seen before with other contents (OpenDHT
+// takes it for a refresh), so a record of this round must not reuse the id
+// of one from kRoundBuckets rounds ago. A key then holds each peer's
+// records of the rounds within their ttl (round_record_ttl); records carry
+// their epoch and attempt (oob records the group hash), so readers tell
+// this round's from older ones.
+constexpr uint32_t kRoundBuckets = 256;
+uint64_t round_value_id(uint64_t peer, int64_t epoch, uint32_t attempt);
+// How long a round's records live: a round lasts at most averaging_timeout
+// (a leader under local_steps reads joins up to its deadline), and 5 s
+// more cover late readers and clocks; 10 s at least, 10 minutes at most.
+// Shorter than the 60 s they had, so that fast rounds leave fewer old
+// records under each key (each watch begins with all of them).
+std::chrono::seconds round_record_ttl(double averaging_timeout);
 uint32_t round_bucket(int64_t epoch, uint32_t attempt);
 std::string progress_key(const std::string &run_id);
 std::string join_key(const std::string &run_id, int64_t epoch, uint32_t attempt);

@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // The training thread's side of a peer: counting samples towards the
-// swarm's target, matchmaking, averaging gradients (weighted by samples)
+// swarm's target, forming groups ahead (the prematch thread; matchmaking
+// itself is in matchmaking.cpp), averaging gradients (weighted by samples)
 // and parameters, and catching up when the swarm moved on.
 #include <algorithm>
 #include <cmath>
-#include <set>
 #include <thread>
 
 #include "group_split.h"
@@ -13,7 +13,6 @@
 namespace loom_collab {
 namespace {
 
-constexpr auto kPoll = std::chrono::milliseconds(10);
 // The share of target_batch_size the swarm's estimate must reach before a
 // peer starts a round without a group formed ahead. Below the target on
 // purpose: the estimate comes from records that lag (it runs behind on busy
@@ -21,9 +20,6 @@ constexpr auto kPoll = std::chrono::milliseconds(10);
 // while one that starts late overshoots it by whatever the members
 // accumulated meanwhile.
 constexpr double kEnterFraction = 0.75;
-// How many epochs a peer's record may lag behind its progress and still
-// keep a matchmaking leader from closing alone early (matchmake).
-constexpr int64_t kLagEpochs = 8;
 
 }  // namespace
 
@@ -361,172 +357,6 @@ loom_status Peer::after_optimizer_step(std::string *why) {
   window_started_ = true;
   if (!delayed) epoch_start_ms_ = wall_ms();
   return LOOM_OK;
-}
-
-std::optional<GroupRecord> Peer::matchmake(int64_t epoch, uint32_t attempt, Clock::time_point round_deadline,
-                                           const std::atomic<bool> *cancel) {
-  const bool background = cancel != nullptr;
-  auto cancelled = [cancel] { return cancel && cancel->load(); };
-  const auto start = Clock::now();
-  const auto window = std::chrono::milliseconds(int64_t(opt_.matchmaking_time * 1000));
-  const auto close_at = std::min(start + window, round_deadline);
-  JoinRecord join{id_, epoch, attempt, wall_ms()};
-  const std::string jkey = join_key(round_space_, epoch, attempt), gkey = group_key(round_space_, epoch, attempt);
-  const Bytes join_bytes = encode(run_, join, identity_);
-  bool joined = false;
-  std::set<uint64_t> joiners{id_};
-  // With target_group_size, the leader's record lists every peer that joined
-  // and each member averages with its own part of it (group_split.h).
-  auto mine = [&](const GroupRecord &whole) { return part_of(whole, id_, uint32_t(opt_.target_group_size)); };
-
-  // What this matchmaking read, for the log: join-key gets and the values
-  // they brought, group-key gets.
-  uint64_t join_reads = 0, join_values = 0, group_reads = 0;
-  auto said = [&](const std::string &as) {
-    detail("matchmaking at epoch " + std::to_string(epoch) + " attempt " + std::to_string(attempt) + ": " + as +
-           ", read the join key " + std::to_string(join_reads) + " times (" + std::to_string(join_values) +
-           " values) and the group key " + std::to_string(group_reads) + " times");
-  };
-
-  // The group record this peer closes as leader, over `from`'s members
-  // (in order); published when it lists another peer. true: published.
-  auto close_group = [&](std::set<uint64_t>::const_iterator from, GroupRecord *g) {
-    g->fingerprint = fingerprint_;
-    g->leader = id_;  // it signs the record; a leader need not be a member
-    g->epoch = epoch;
-    g->attempt = attempt;
-    g->members.assign(from, joiners.cend());
-    const bool others = std::any_of(g->members.begin(), g->members.end(), [&](uint64_t m) { return m != id_; });
-    return others &&
-           dht_->put(gkey, id_, encode(run_, *g, identity_), std::chrono::seconds(60), std::chrono::milliseconds(500));
-  };
-  // Leaving as the would-be leader (it joined, and no smaller id did): the
-  // peers that joined behind it wait for its group record. They get their
-  // group without this peer, so that they average now instead of waiting
-  // out a follower's window (under local_steps, the round's deadline) and
-  // meeting again at the next attempt.
-  auto hand_over_group = [&] {
-    if (!joined || joiners.size() < 2 || *joiners.begin() != id_) return;
-    GroupRecord g;
-    said(close_group(std::next(joiners.cbegin()), &g)
-             ? "leaving: its group of the " + std::to_string(g.members.size()) + " others is published without it"
-             : "leaving: its group of the others could not be published; they will meet again");
-  };
-
-  // The group record with the smallest leader that lists this peer.
-  auto find_group = [&](bool *excluded) -> std::optional<GroupRecord> {
-    std::optional<GroupRecord> best;
-    ++group_reads;
-    for (const auto &raw : dht_->get(gkey, std::chrono::milliseconds(200))) {
-      std::string reason;
-      auto g = decode_group(run_, raw.data(), raw.size(), &reason);
-      if (!g || g->epoch != epoch || g->attempt != attempt || g->fingerprint != fingerprint_) continue;
-      if (!std::binary_search(g->members.begin(), g->members.end(), id_)) {
-        if (excluded && g->leader < id_) *excluded = true;
-        continue;
-      }
-      if (!best || g->leader < best->leader) best = g;
-    }
-    return best;
-  };
-
-  while (true) {
-    if (cancelled()) return std::nullopt;
-    if (stopping()) {
-      hand_over_group();
-      return std::nullopt;
-    }
-    // The parameters stand still while the training thread waits here: a
-    // good moment to snapshot for a joiner (never from the prematch thread).
-    if (!background) serve_if_wanted();
-    if (!joined) joined = dht_->put(jkey, id_, join_bytes, std::chrono::seconds(60), std::chrono::milliseconds(300));
-    ++join_reads;
-    for (const auto &raw : dht_->get(jkey, std::chrono::milliseconds(200))) {
-      ++join_values;
-      std::string reason;
-      auto j = decode_join(run_, raw.data(), raw.size(), &reason);
-      if (j && j->epoch == epoch && j->attempt == attempt) joiners.insert(j->peer_id);
-    }
-    // Joined, and a smaller id joined too: this peer is no leader, and
-    // only a leader needs the joins. From here it reads the group key
-    // alone (one record), so that a round's reads grow with its group at
-    // the leader only, not at every member (every member polling every
-    // join every 10 ms made a group of N cost N^2 values a poll).
-    if (joined && *joiners.begin() != id_) break;
-    // Close early once every peer training at this epoch, or a few behind
-    // it, has joined. A record lags its peer by up to a refresh, and reads
-    // are spaced by the ETA to the target, so after fast rounds a peer at
-    // this epoch can still show one 2 or more behind: trusting that, a
-    // leader closed with 2 of 8 peers and the other 6 went on without them
-    // (their round brought 6 targets). One truly behind loads the state
-    // (its record says so) and is not waited for; a stalled one costs the
-    // matchmaking window.
-    const SwarmView now_view = view();
-    const std::vector<uint64_t> expected = now_view.training_near(epoch, kLagEpochs);
-    bool all = std::all_of(expected.begin(), expected.end(), [&](uint64_t p) { return joiners.count(p) > 0; });
-    // Never close alone early while another peer trains: its record may
-    // lag by more than an epoch (fast epochs, reads spaced by the ETA), and
-    // two peers that each closed alone stepped alone at every epoch after,
-    // in lockstep, each seeing the other behind: a split swarm for good.
-    if (all && joiners.size() == 1 && now_view.others_train_near(epoch, kLagEpochs)) all = false;
-    // Under sampled progress the view holds a sample of the swarm's records
-    // (its size, an estimate of the whole): "every peer seen has joined" is
-    // then no proof that every peer has. Close early only once as many
-    // joined as the swarm is estimated to hold.
-    if (all && now_view.sampled && joiners.size() < now_view.peers) all = false;
-    if (all) break;
-    if (Clock::now() >= close_at) {
-      // Under local_steps every peer ends its epoch after as many local
-      // steps: one still stepping at this epoch will come, so the group
-      // waits for it (up to the round's deadline) rather than leave it to
-      // step alone and load the state after (a whole state over a slow link).
-      const bool stragglers = opt_.local_updates && opt_.local_steps > 0 &&
-                              std::any_of(expected.begin(), expected.end(), [&](uint64_t p) { return !joiners.count(p); });
-      if (!stragglers || Clock::now() >= round_deadline - window) break;
-    }
-    std::this_thread::sleep_for(kPoll);
-  }
-  const uint64_t leader = *joiners.begin();
-  if (leader == id_) {
-    said("the leader of " + std::to_string(joiners.size()) + " joiners");
-    GroupRecord g;
-    close_group(joiners.cbegin(), &g);  // alone, nothing is published
-    return mine(g);
-  }
-  // A follower waits for its leader's record: the leader closes within its
-  // window, which began before this peer saw its join; one more second
-  // for the record to arrive.
-  // (Under local_steps the leader may wait for stragglers up to the round's
-  // deadline.)
-  const auto wait_until = opt_.local_updates && opt_.local_steps > 0
-                              ? round_deadline
-                              : std::min(Clock::now() + window + std::chrono::seconds(1), round_deadline);
-  while (Clock::now() < wait_until && !cancelled() && !stopping()) {
-    if (!background) serve_if_wanted();
-    bool excluded = false;
-    if (auto g = find_group(&excluded)) {
-      said("a follower");
-      return mine(*g);
-    }
-    if (excluded) break;
-    std::this_thread::sleep_for(kPoll);
-  }
-  said("a follower that no group listed");
-  detail("no group at epoch " + std::to_string(epoch) + " attempt " + std::to_string(attempt) + " included this peer");
-  return std::nullopt;
-}
-
-uint32_t Peer::first_open_attempt(int64_t epoch, uint32_t from) {
-  for (uint32_t attempt = from; attempt < from + 16; ++attempt) {
-    bool closed = false;
-    for (const auto &raw : dht_->get(group_key(round_space_, epoch, attempt), std::chrono::milliseconds(100))) {
-      std::string reason;
-      auto g = decode_group(run_, raw.data(), raw.size(), &reason);
-      if (g && g->epoch == epoch && g->attempt == attempt && g->fingerprint == fingerprint_) closed = true;
-    }
-    if (!closed) return attempt;
-  }
-  return from + 16;
 }
 
 void Peer::maybe_prematch(const SwarmView &v) {
