@@ -61,15 +61,21 @@ NFT = """table inet loomscale {
   chain o { type filter hook output priority -300; meta l4proto udp counter; }
 }"""
 PROBE = "cat /proc/net/snmp; nft list table inet loomscale"
-AVG = re.compile(r"epoch (\d+): averaged gradients of (\d+) samples with (\d+) peers \(epoch \d+, attempt (\d+)\) "
-                 r"\(matchmaking ([0-9.]+) ms")
-BROUGHT = re.compile(r"epoch (\d+): \d+ peers \(epoch \d+, attempt \d+\) brought (\d+) of \d+ samples; this peer adds")
+# A group's round; with target_group_size, one part of the round's whole
+# ("a bounded group of the N that met"), whose target is its share of it.
+AVG = re.compile(r"epoch (\d+): averaged gradients of (\d+) samples with (\d+) peers \(epoch \d+, attempt (\d+)"
+                 r"(?:, a bounded group of the (\d+) that met)?\) \(matchmaking ([0-9.]+) ms")
+BROUGHT = re.compile(r"epoch (\d+): \d+ peers \(epoch \d+, attempt \d+[^)]*\) brought (\d+) of (\d+) samples; this peer adds")
 ROUND = re.compile(r"epoch (\d+): round ([0-9.]+) ms from the group's meeting")
 # A peer's last line on its progress reads (at exit): DHT reads and reads of
 # peers' tables over TCP (progress_source = "peers"), which /proc/net/snmp's
 # Udp: line does not see.
 READS = re.compile(r"read the swarm's progress (\d+) times in (\d+) s .*; (\d+) DHT reads \([0-9.]+ a second\), "
                    r"(\d+) of peers' tables \((\d+) failed, (\d+) bytes\)")
+# A peer's DHT requests at exit, by kind (OpenDHT's counts; each get of N
+# values pages through N + 1 requests per node) and the watches it began.
+REQUESTS = re.compile(r"DHT requests sent in (\d+) s: (\d+) gets, (\d+) listens, (\d+) puts, (\d+) finds, (\d+) pings; "
+                      r"(\d+) watches begun")
 # Counts the DHT's queries by OpenDHT method and key on one host (--dissect):
 # msgpack's "q": "<method>" and "h": <20-byte hash>; replies carry neither.
 SNIFF = r"""
@@ -247,28 +253,35 @@ def run_size(n, args, out, run_no):
             p.thread.join(timeout=10)
         dissected = json.loads(sniff.communicate(timeout=60)[0] or "{}") if sniff else None
     # Rounds in the window, one per group (all its members log the same line).
-    groups, mm, rounds, shares, epoch_s = {}, [], [], [], []
+    # A part's samples count as its share of the whole (samples x met /
+    # members), and each member's line as 1/members of the swarm's samples.
+    groups, mm, rounds, shares, epoch_s, swarm_samples = {}, [], [], [], [], 0.0
     for p in peers:
         for t, m in p.grep(AVG, w0, w1):
-            groups[int(m[1]), int(m[4]), int(m[2]), int(m[3])] = (int(m[2]), int(m[3]))
-            mm.append(float(m[5]))
+            s_, k_, of_ = int(m[2]), int(m[3]), int(m[5] or 0)
+            groups[int(m[1]), int(m[4]), s_, k_, of_] = (s_, k_, of_)
+            swarm_samples += s_ / k_
+            mm.append(float(m[6]))
         rounds += [float(m[2]) for _, m in p.grep(ROUND, w0, w1)]
         # An epoch lasts from one round line (its end) to the next; the
         # barrier is that epoch's matchmaking wait.
         ends = {int(m[1]): t for t, m in p.grep(ROUND)}
-        waits = {int(m[1]): float(m[5]) for t, m in p.grep(AVG, w0, w1)}
+        waits = {int(m[1]): float(m[6]) for t, m in p.grep(AVG, w0, w1)}
         for e, w in waits.items():
             if e in ends and e - 1 in ends and ends[e] <= w1:
                 epoch_s.append(ends[e] - ends[e - 1])
                 shares.append(w / 1000 / epoch_s[-1])
-    first_meet = {}  # epoch -> samples the group held when it first met (then topped up)
+    first_meet = {}  # epoch -> share of its target a group held when it first met (then topped up)
     for p in peers:
         for t, m in p.grep(BROUGHT, w0, w1):
-            first_meet[int(m[1])] = min(first_meet.get(int(m[1]), target), int(m[2]))
+            first_meet[int(m[1])] = min(first_meet.get(int(m[1]), 1.0), int(m[2]) / max(1, int(m[3])))
     reads = [m for p in peers for _, m in p.grep(READS)[-1:]]
     per_s = lambda k: [int(m[k]) / max(1, int(m[2])) for m in reads]  # over each peer's whole run
-    samples = [s for s, _ in groups.values()]
-    in_range = [target <= s <= target + k * BATCH for s, k in groups.values()]
+    requests = [m for p in peers for _, m in p.grep(REQUESTS)[-1:]]
+    req_s = lambda k: med([int(m[k]) / max(1, int(m[1])) for m in requests]) if requests else None
+    samples = [s * of // k if of else s for s, k, of in groups.values()]
+    part = lambda k, of: -(-target * k // of) if of else target  # group_split.h's part_target
+    in_range = [part(k, of) <= s <= part(k, of) + k * BATCH for s, k, of in groups.values()]
     last = [int(m[1]) for p in peers for _, m in p.grep(re.compile(r"training stops at step (\d+)"))]
     rss = [float(m[1]) for p in peers for _, m in p.grep(re.compile(r"peak memory: ([0-9.]+) MiB"))]
     sent, recv = rates(before, after, "OutDatagrams"), rates(before, after, "InDatagrams")
@@ -278,11 +291,11 @@ def run_size(n, args, out, run_no):
         "peers": n, "target": target, "window_s": w1 - w0, "first_avg_s": first_avg,
         "all_averaged_s": max((p.grep(AVG)[0][0] for p in peers if p.grep(AVG)), default=None),
         "never_averaged": [p.i for p in peers if not p.grep(AVG)],
-        "rounds": len(groups), "swarm_samples_per_s": sum(samples) / (w1 - w0), "samples_median": med(samples),
+        "rounds": len(groups), "swarm_samples_per_s": swarm_samples / (w1 - w0), "samples_median": med(samples),
         "samples_min": min(samples, default=None),
         "samples_max": max(samples, default=None), "rounds_in_range": sum(in_range),
-        "first_meeting_share": med([s / target for s in first_meet.values()]),
-        "topped_up_epochs": len(first_meet), "group_sizes": dict(collections.Counter(k for _, k in groups.values())),
+        "first_meeting_share": med(list(first_meet.values())),
+        "topped_up_epochs": len(first_meet), "group_sizes": dict(collections.Counter(k for _, k, _ in groups.values())),
         "matchmaking_ms": med(mm), "round_ms": med(rounds), "epoch_s": med(epoch_s), "barrier_share": med(shares),
         "sent_per_s": med(sent), "sent_per_s_max": max(sent), "recv_per_s": med(recv), "recv_per_s_max": max(recv),
         "sent_kb_s": med(rates(before, after, "o_bytes")) / 1000,
@@ -291,6 +304,7 @@ def run_size(n, args, out, run_no):
         "drops_by_peer": [a[1]["RcvbufErrors"] - b[1]["RcvbufErrors"] for b, a in zip(before, after)],
         "progress_reads_per_s": med(per_s(1)), "dht_reads_per_s": med(per_s(3)), "table_reads_per_s": med(per_s(4)),
         "table_kb_s": med(per_s(6)) / 1000 if reads else None,
+        "requests_per_s": {k: req_s(i) for i, k in enumerate(["gets", "listens", "puts", "finds", "pings", "watches"], 2)},
         "rss_mib": med(rss), "rss_mib_max": max(rss, default=None), "epochs_min": min(last, default=None),
         "epochs_max": max(last, default=None), "shutdown_datagrams": shutdown, "shutdown_s": shutdown_s,
         "dissect_host": hs[-1].name if dissected else None, "dissect_s": args.seconds, "dissect": dissected,
@@ -319,7 +333,7 @@ def verdicts(r):
     """Issue 16's targets at 64 peers, judged at this size."""
     ok = lambda b: "PASS" if b else "FAIL"  # noqa: E731
     return [
-        f"samples per round in [target, target + {BATCH} x members]: "
+        f"samples per round in [target, target + {BATCH} x members] (a bounded group: its share of them): "
         f"{ok(r['rounds'] and r['rounds_in_range'] == r['rounds'])} ({r['rounds_in_range']}/{r['rounds']} rounds)",
         f"DHT datagrams <= 200 per peer per second, sent and received, worst peer: "
         f"{ok(max(r['sent_per_s_max'], r['recv_per_s_max']) <= 200)} "
@@ -378,6 +392,11 @@ def main():
             print(f"  progress reads per peer per second (medians, whole run): {r['progress_reads_per_s']:.2f}, "
                   f"{r['dht_reads_per_s']:.2f} of them DHT reads, {r['table_reads_per_s']:.2f} peers' tables over TCP "
                   f"({r['table_kb_s']:.1f} kB/s received)", flush=True)
+        if r["requests_per_s"]["gets"] is not None:
+            q = r["requests_per_s"]
+            print("  DHT requests sent per peer per second (medians, whole run): " +
+                  ", ".join(f"{q[k]:.1f} {k}" for k in ["gets", "listens", "puts", "finds", "pings"]) +
+                  f"; {q['watches']:.2f} watches begun", flush=True)
         if r["drops"]:
             print(f"  receive-buffer drops by peer: {r['drops_by_peer']}")
         if r["never_averaged"]:
