@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
@@ -109,6 +110,10 @@ class SwarmDht {
     Watch &operator=(const Watch &) = delete;
     // The newest live record of each value id pushed so far.
     std::vector<Bytes> values();
+    // Those of them pushed after version() was `after`: a reader that keeps
+    // what it read decodes each record once (a leader of N joins would
+    // otherwise check N signatures at each of N pushes).
+    std::vector<Bytes> values_since(uint64_t after);
     // Grows with each pushed record that changed values().
     uint64_t version();
     // Waits until version() > seen, at most timeout; returns version().
@@ -121,6 +126,7 @@ class SwarmDht {
     void start_if_connected();
     SwarmDht *dht_;
     std::string key_;
+    std::mutex start_mu_;  // one start at a time (any thread may read a watch)
     std::shared_ptr<State> state_;
   };
   std::unique_ptr<Watch> watch(const std::string &key);

@@ -20,7 +20,12 @@ struct SwarmDht::Watch::State {
   bool cancelled = false;
   uint64_t version = 0;
   uint64_t unopened = 0;
-  std::map<dht::Value::Id, std::pair<Envelope, Bytes>> newest;
+  struct Held {
+    Envelope envelope;
+    Bytes record;
+    uint64_t version = 0;  // the version it came with
+  };
+  std::map<dht::Value::Id, Held> newest;
   dht::InfoHash at;
   std::shared_future<size_t> token;
 };
@@ -45,6 +50,7 @@ SwarmDht::Watch::~Watch() {
 // A listen started while the node knows no peer would start a search that
 // never recovers in OpenDHT 2.4 (dht.cpp's put says why): wait for one.
 void SwarmDht::Watch::start_if_connected() {
+  std::lock_guard<std::mutex> starting(start_mu_);
   {
     std::lock_guard<std::mutex> lock(state_->mu);
     if (state_->started) return;
@@ -71,11 +77,12 @@ void SwarmDht::Watch::start_if_connected() {
             auto it = s->newest.find(v->id);
             Envelope e;
             Bytes record;
-            switch (open_value(*v, sealer, at, now, it == s->newest.end() ? 0 : it->second.first.stamp, &e, &record)) {
+            switch (open_value(*v, sealer, at, now, it == s->newest.end() ? 0 : it->second.envelope.stamp, &e,
+                               &record)) {
               case Opened::skip: break;
               case Opened::unopened: ++s->unopened; break;
               case Opened::ok:
-                s->newest[v->id] = {e, std::move(record)};
+                s->newest[v->id] = {e, std::move(record), s->version + 1};
                 changed = true;
                 break;
             }
@@ -91,16 +98,17 @@ void SwarmDht::Watch::start_if_connected() {
   state_->started = true;
 }
 
-std::vector<Bytes> SwarmDht::Watch::values() {
+std::vector<Bytes> SwarmDht::Watch::values() { return values_since(0); }
+
+std::vector<Bytes> SwarmDht::Watch::values_since(uint64_t after) {
   start_if_connected();
   const int64_t now = now_ms();
   std::vector<Bytes> out;
   uint64_t unopened = 0;
   {
     std::lock_guard<std::mutex> lock(state_->mu);
-    out.reserve(state_->newest.size());
     for (const auto &entry : state_->newest)
-      if (entry.second.first.expiry_ms > now) out.push_back(entry.second.second);
+      if (entry.second.version > after && entry.second.envelope.expiry_ms > now) out.push_back(entry.second.record);
     std::swap(unopened, state_->unopened);
   }
   if (unopened) dht_->impl_->count_unopened(key_, unopened);

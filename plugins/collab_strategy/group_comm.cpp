@@ -265,8 +265,8 @@ loom_status GroupComm::exchange(const void *send, size_t len, void *recv, int64_
     bool news = false;
     const uint64_t version = watch->version();
     if (version != seen) {
+      news = take(watch->values_since(seen));
       seen = version;
-      news = take(watch->values());
     } else if (Clock::now() - last_news >= quiet) {
       news = take(dht_->get(key, std::chrono::milliseconds(200)));
       if (!news) quiet = std::min(quiet * 2, std::chrono::milliseconds(1000));

@@ -128,9 +128,9 @@ std::optional<GroupRecord> Peer::matchmake(int64_t epoch, uint32_t attempt, Cloc
     // taken for dead (pushes that cannot arrive): the key is then polled.
     const uint64_t version = joins->version();
     if (version != joins_seen) {
-      joins_seen = version;
       ++join_reads;
-      take_joins(joins->values());
+      take_joins(joins->values_since(joins_seen));
+      joins_seen = version;
     } else if (version == 0 && joined && Clock::now() - joined_at >= kWatchSilence) {
       ++join_gets;
       take_joins(dht_->get(jkey, std::chrono::milliseconds(200)));
@@ -210,9 +210,9 @@ std::optional<GroupRecord> Peer::matchmake(int64_t epoch, uint32_t attempt, Cloc
     std::optional<GroupRecord> g;
     const uint64_t version = groups->version();
     if (version != groups_seen) {
-      groups_seen = version;
       ++group_reads;
-      g = find_group(groups->values(), &excluded);
+      g = find_group(groups->values_since(groups_seen), &excluded);
+      groups_seen = version;
     } else if (Clock::now() >= next_get) {
       ++group_gets;
       g = find_group(dht_->get(gkey, std::chrono::milliseconds(200)), &excluded);

@@ -79,6 +79,9 @@ TEST(DhtWatch, SeesTheValuesThereWhenItBeginsAndEachOnePutAfter) {
   const auto pushed = until_holds(*w, {"after", "before"});
   ASSERT_TRUE(pushed);
   EXPECT_GT(w->version(), v0);
+  // What came after v0 alone, for readers that keep what they read.
+  EXPECT_EQ(texts(w->values_since(v0)), std::vector<std::string>{"after"});
+  EXPECT_TRUE(w->values_since(w->version()).empty());
   // Another key's values never show.
   ASSERT_TRUE(nodes[3]->put("k/other", 3, bytes("elsewhere"), seconds(60), kOp));
   std::this_thread::sleep_for(milliseconds(200));
