@@ -149,15 +149,21 @@ loom_status Peer::after_backward(uint64_t local_samples, loom_step_decision *dec
   // others catch up or the group forms: what members bring beyond the target
   // cannot be taken back, what they lack is topped up.
   if (v.peers > 1 && !alone_until_target_) {
-    // Rates count once every training peer has one; a first window's rate
-    // is noise, so no share exceeds two equal ones.
+    // Rates count once every training peer has one. No share exceeds an
+    // equal part of the whole target, so that the shares never sum past it
+    // and a round ends at most a batch per member over: this peer's rate is
+    // live and the others' come from records, which lag while rates climb
+    // in the first epochs, so every share swells at once. (With a cap of
+    // two equal shares, 8 peers' early rounds reached 2,688 to 2,944 of a
+    // 2,048 target in 5 of about 29 runs, tests/swarm/samples_per_round_test.cpp.)
     const double my_rate = rate_.load();
     const bool rated = v.all_rated && v.training_rate > 0;
     // Below the share, like the estimate's threshold: a round short of the
     // target tops up exactly, one past it cannot give samples back.
     const double equal = kEnterFraction * double(opt_.target_batch_size) / double(v.peers);
     const double share =
-        rated ? std::min(2 * equal, kEnterFraction * double(opt_.target_batch_size) * my_rate / v.training_rate)
+        rated ? std::min(equal / kEnterFraction,
+                         kEnterFraction * double(opt_.target_batch_size) * my_rate / v.training_rate)
               : equal;
     if (double(samples_.load()) >= share) return close_window(decision);
   }
