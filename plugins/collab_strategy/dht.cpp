@@ -352,19 +352,23 @@ uint64_t SwarmDht::gets_started() const { return impl_->gets_started.load(); }
 // 2 cores, runs swung as much as the change (523-888 datagrams a second).
 namespace dht_detail {
 
-Opened open_value(const dht::Value &v, const Sealer *sealer, const dht::InfoHash &at, int64_t now, uint64_t newer_than,
-                  Envelope *e, Bytes *record) {
-  if (!parse_envelope(v, e) || e->expiry_ms <= now) return Opened::skip;
-  if (newer_than != 0 && e->stamp <= newer_than) return Opened::skip;
-  if (e->sealed != (sealer != nullptr)) return Opened::unopened;
+Opened keep_newest(HeldValues *held, const dht::Value &v, const Sealer *sealer, const dht::InfoHash &at, int64_t now,
+                   uint64_t version) {
+  Envelope e;
+  if (!parse_envelope(v, &e) || e.expiry_ms <= now) return Opened::skip;
+  auto it = held->find(v.id);
+  if (it != held->end() && e.stamp <= it->second.stamp) return Opened::skip;
+  if (e.sealed != (sealer != nullptr)) return Opened::unopened;
+  Bytes record;
   if (!sealer) {
-    record->assign(v.data.begin() + kEnvelope, v.data.end());
-    return Opened::ok;
+    record.assign(v.data.begin() + kEnvelope, v.data.end());
+  } else {
+    const auto ad = associated(v.data.data(), at);
+    if (!sealer->open(v.data.data() + kEnvelope, v.data.size() - kEnvelope, ad.data(), ad.size(), &record))
+      return Opened::unopened;
   }
-  const auto ad = associated(v.data.data(), at);
-  return sealer->open(v.data.data() + kEnvelope, v.data.size() - kEnvelope, ad.data(), ad.size(), record)
-             ? Opened::ok
-             : Opened::unopened;
+  (*held)[v.id] = Held{e.stamp, e.expiry_ms, std::move(record), version};
+  return Opened::ok;
 }
 
 }  // namespace dht_detail
@@ -392,17 +396,8 @@ void SwarmDht::start_get(Impl *impl, const std::string &key, const Flight &f) {
         const int64_t now = now_ms();
         std::lock_guard<std::mutex> lock(found->mu);
         if (found->stop) return false;  // answered (fresh), or replaced by a newer get: end the search
-        for (const auto &v : values) {
-          if (!v) continue;
-          auto it = found->newest.find(v->id);
-          Envelope e;
-          Bytes record;
-          switch (open_value(*v, sealer, at, now, it == found->newest.end() ? 0 : it->second.first, &e, &record)) {
-            case Opened::skip: break;
-            case Opened::unopened: ++found->unopened; break;
-            case Opened::ok: found->newest[v->id] = {e.stamp, std::move(record)}; break;
-          }
-        }
+        for (const auto &v : values)
+          if (v && keep_newest(&found->newest, *v, sealer, at, now, 0) == Opened::unopened) ++found->unopened;
         return true;
       },
       [w](bool ok, const std::vector<std::shared_ptr<dht::Node>> &) { w->finish(ok); },
@@ -420,7 +415,7 @@ std::vector<Bytes> SwarmDht::collect(Impl *impl, const std::string &key, const F
   {
     std::lock_guard<std::mutex> lock(f.found->mu);
     out.reserve(f.found->newest.size());
-    for (const auto &entry : f.found->newest) out.push_back(entry.second.second);
+    for (const auto &entry : f.found->newest) out.push_back(entry.second.record);
     if (mode == GetMode::fresh) f.found->stop = true;  // the caller has its answer: end the search
     if (ended || mode == GetMode::fresh) {
       unopened = f.found->unopened;

@@ -93,10 +93,10 @@ class SwarmDht {
   // costs a listen to 4 nodes (OpenDHT's LISTEN_NODES) and their pushes.
   //
   // A watch delivers each value id once: OpenDHT's listen keeps the first
-  // value of an id and takes a later put of it for a refresh. So a value
-  // that is replaced while watched (same id, newer put) is not seen; the
-  // round keys (records.h) are reused seldom enough that a peer's record of
-  // an earlier round has expired before its next one replaces it.
+  // value of an id and takes a later put of it for a refresh, and a node's
+  // search keeps that value across listens, so even a watch begun after the
+  // replacement may hold the old one (tried). Values that change go under
+  // new ids instead (records.h's round_value_id for the round keys).
   //
   // Pushes are UDP and unacknowledged: a caller that must not miss a value
   // reads with get() too, now and then (matchmaking does before it closes
@@ -114,6 +114,9 @@ class SwarmDht {
     // what it read decodes each record once (a leader of N joins would
     // otherwise check N signatures at each of N pushes).
     std::vector<Bytes> values_since(uint64_t after);
+    // A reader's step: true when records came since *seen (the version it
+    // read last), with those records in *out and *seen moved on.
+    bool news(uint64_t *seen, std::vector<Bytes> *out);
     // Grows with each pushed record that changed values().
     uint64_t version();
     // Waits until version() > seen, at most timeout; returns version().

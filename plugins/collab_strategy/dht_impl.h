@@ -52,21 +52,30 @@ struct Waiter {
   }
 };
 
+// The newest record of one value id that a get or a watch took.
+struct Held {
+  uint64_t stamp = 0;      // orders puts of the id (dht.cpp's envelope)
+  int64_t expiry_ms = 0;   // the put's ttl, wall clock
+  Bytes record;
+  uint64_t version = 0;    // a watch's version when it came (0 for gets)
+};
+using HeldValues = std::map<dht::Value::Id, Held>;
+
 // What one get has found so far: the newest record of each value id.
 struct Found {
   std::mutex mu;
   bool stop = false;
   uint64_t unopened = 0;  // values of the other kind, or that the key does not open
-  std::map<dht::Value::Id, std::pair<uint64_t, Bytes>> newest;  // id -> (stamp, record)
+  HeldValues newest;
 };
 
 enum class Opened { skip, unopened, ok };
-// One value as a get or a watch takes it: skip (another type, expired, or
-// not newer than the stamp `newer_than` already held), unopened (sealed
-// with another key, sealed where the swarm has none, or altered), or ok
-// with *record and *e filled.
-Opened open_value(const dht::Value &v, const Sealer *sealer, const dht::InfoHash &at, int64_t now, uint64_t newer_than,
-                  swarm_value::Envelope *e, Bytes *record);
+// Takes one value, as a get or a watch does, into *held when it is newer
+// than what *held has of its id (ok, stored with `version`); skip: another
+// type, expired, or not newer; unopened: sealed with another key, sealed
+// where the swarm has none, or altered.
+Opened keep_newest(HeldValues *held, const dht::Value &v, const Sealer *sealer, const dht::InfoHash &at, int64_t now,
+                   uint64_t version);
 
 }  // namespace dht_detail
 

@@ -20,12 +20,7 @@ struct SwarmDht::Watch::State {
   bool cancelled = false;
   uint64_t version = 0;
   uint64_t unopened = 0;
-  struct Held {
-    Envelope envelope;
-    Bytes record;
-    uint64_t version = 0;  // the version it came with
-  };
-  std::map<dht::Value::Id, Held> newest;
+  HeldValues newest;
   dht::InfoHash at;
   std::shared_future<size_t> token;
 };
@@ -74,18 +69,9 @@ void SwarmDht::Watch::start_if_connected() {
           if (s->cancelled) return false;
           for (const auto &v : values) {
             if (!v) continue;
-            auto it = s->newest.find(v->id);
-            Envelope e;
-            Bytes record;
-            switch (open_value(*v, sealer, at, now, it == s->newest.end() ? 0 : it->second.envelope.stamp, &e,
-                               &record)) {
-              case Opened::skip: break;
-              case Opened::unopened: ++s->unopened; break;
-              case Opened::ok:
-                s->newest[v->id] = {e, std::move(record), s->version + 1};
-                changed = true;
-                break;
-            }
+            const Opened o = keep_newest(&s->newest, *v, sealer, at, now, s->version + 1);
+            if (o == Opened::unopened) ++s->unopened;
+            changed = changed || o == Opened::ok;
           }
           if (changed) ++s->version;
         }
@@ -108,11 +94,19 @@ std::vector<Bytes> SwarmDht::Watch::values_since(uint64_t after) {
   {
     std::lock_guard<std::mutex> lock(state_->mu);
     for (const auto &entry : state_->newest)
-      if (entry.second.version > after && entry.second.envelope.expiry_ms > now) out.push_back(entry.second.record);
+      if (entry.second.version > after && entry.second.expiry_ms > now) out.push_back(entry.second.record);
     std::swap(unopened, state_->unopened);
   }
   if (unopened) dht_->impl_->count_unopened(key_, unopened);
   return out;
+}
+
+bool SwarmDht::Watch::news(uint64_t *seen, std::vector<Bytes> *out) {
+  const uint64_t now = version();  // before the values: one pushed between comes again next time, never lost
+  if (now == *seen) return false;
+  *out = values_since(*seen);
+  *seen = now;
+  return true;
 }
 
 uint64_t SwarmDht::Watch::version() {

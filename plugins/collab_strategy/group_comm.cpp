@@ -253,9 +253,8 @@ loom_status GroupComm::exchange(const void *send, size_t len, void *recv, int64_
     return news;
   };
   for (;;) {
-    // Short waits first: the live nodes store and answer within a
-    // millisecond on a LAN, while a node that died (a peer killed a moment
-    // ago, still in the routing table) holds a put's confirmation until it
+    // The put waits 50 ms at most: a node that died (a peer killed a moment
+    // ago, still in the routing table) holds its confirmation until it
     // times out. An unconfirmed put goes on in the background and is
     // repeated at most once a second.
     if (!published && Clock::now() - last_put >= std::chrono::seconds(1)) {
@@ -263,10 +262,9 @@ loom_status GroupComm::exchange(const void *send, size_t len, void *recv, int64_
       published = dht_->put(key, value_id, value, ttl, std::chrono::milliseconds(std::min<int64_t>(50, timeout_ms)));
     }
     bool news = false;
-    const uint64_t version = watch->version();
-    if (version != seen) {
-      news = take(watch->values_since(seen));
-      seen = version;
+    std::vector<Bytes> pushed;
+    if (watch->news(&seen, &pushed)) {
+      news = take(pushed);
     } else if (Clock::now() - last_news >= quiet) {
       news = take(dht_->get(key, std::chrono::milliseconds(200)));
       if (!news) quiet = std::min(quiet * 2, std::chrono::milliseconds(1000));

@@ -126,12 +126,11 @@ std::optional<GroupRecord> Peer::matchmake(int64_t epoch, uint32_t attempt, Cloc
     // The watch brings each join as it is put. One that has brought
     // nothing, not even this peer's own join, long after it was stored, is
     // taken for dead (pushes that cannot arrive): the key is then polled.
-    const uint64_t version = joins->version();
-    if (version != joins_seen) {
+    std::vector<Bytes> pushed;
+    if (joins->news(&joins_seen, &pushed)) {
       ++join_reads;
-      take_joins(joins->values_since(joins_seen));
-      joins_seen = version;
-    } else if (version == 0 && joined && Clock::now() - joined_at >= kWatchSilence) {
+      take_joins(pushed);
+    } else if (joins_seen == 0 && joined && Clock::now() - joined_at >= kWatchSilence) {
       ++join_gets;
       take_joins(dht_->get(jkey, std::chrono::milliseconds(200)));
     }
@@ -208,11 +207,10 @@ std::optional<GroupRecord> Peer::matchmake(int64_t epoch, uint32_t attempt, Cloc
     if (!background) serve_if_wanted();
     bool excluded = false;
     std::optional<GroupRecord> g;
-    const uint64_t version = groups->version();
-    if (version != groups_seen) {
+    std::vector<Bytes> pushed;
+    if (groups->news(&groups_seen, &pushed)) {
       ++group_reads;
-      g = find_group(groups->values_since(groups_seen), &excluded);
-      groups_seen = version;
+      g = find_group(pushed, &excluded);
     } else if (Clock::now() >= next_get) {
       ++group_gets;
       g = find_group(dht_->get(gkey, std::chrono::milliseconds(200)), &excluded);

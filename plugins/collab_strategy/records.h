@@ -180,7 +180,8 @@ std::optional<FingerprintRecord> decode_fingerprint(uint64_t run, const uint8_t 
 // minutes, one per key, about 1.1 KB each, so a key per round grew every
 // peer's memory with the epoch rate (2.7 searches an epoch) for an hour
 // (measured with 32 buckets: flat over a 30-minute soak). With 256, a peer
-// holds at most 768 round searches, about 0.9 MB. Not measured: a search in
+// holds at most 768 round searches, about 0.9 MB at that size (arithmetic,
+// not measured with 256). Not measured: a search in
 // use may also stay synced past a node's death, where a new key's first put
 // waits about a second for the dead node.
 //

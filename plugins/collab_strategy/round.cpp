@@ -155,7 +155,8 @@ loom_status Peer::after_backward(uint64_t local_samples, loom_step_decision *dec
     // live and the others' come from records, which lag while rates climb
     // in the first epochs, so every share swells at once. (With a cap of
     // two equal shares, 8 peers' early rounds reached 2,688 to 2,944 of a
-    // 2,048 target in 5 of about 29 runs, tests/swarm/samples_per_round_test.cpp.)
+    // 2,048 target in 6 of 31 runs, tests/swarm/samples_per_round_test.cpp;
+    // with this one 10 of 10 runs held every round at 2,048.)
     const double my_rate = rate_.load();
     const bool rated = v.all_rated && v.training_rate > 0;
     // Below the share, like the estimate's threshold: a round short of the

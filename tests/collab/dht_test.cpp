@@ -21,55 +21,19 @@
 #include <vector>
 
 #include "seal.h"
+#include "dht_support.hpp"
 #include "udp_buffer.h"
 
 namespace loom_collab {
 namespace {
 
+using namespace dht_test;
+
 using namespace std::chrono;
 using Clock = steady_clock;
 
-constexpr milliseconds kConnect{5000};
-constexpr milliseconds kOp{3000};
 
 double ms_since(Clock::time_point t) { return duration<double, std::milli>(Clock::now() - t).count(); }
-
-// Keeps OpenDHT's and our warnings visible in the test log, debug dropped.
-LogFn test_log() {
-  return [](Level level, const std::string &m) {
-    if (level >= Level::warn) std::fprintf(stderr, "[dht %d] %s\n", static_cast<int>(level), m.c_str());
-  };
-}
-
-std::unique_ptr<SwarmDht> node(std::vector<std::string> bootstrap = {}) {
-  DhtConfig c;
-  c.listen_host = "127.0.0.1";
-  c.port = 0;
-  c.bootstrap = std::move(bootstrap);
-  c.log = test_log();
-  return std::make_unique<SwarmDht>(c);
-}
-
-std::string addr(const SwarmDht &n) { return "127.0.0.1:" + std::to_string(n.port()); }
-
-// A seed and n - 1 nodes that bootstrap from it, each connected.
-std::vector<std::unique_ptr<SwarmDht>> connected_nodes(int n) {
-  std::vector<std::unique_ptr<SwarmDht>> nodes;
-  nodes.push_back(node());
-  for (int i = 1; i < n; ++i) nodes.push_back(node({addr(*nodes[0])}));
-  for (auto &x : nodes) EXPECT_TRUE(x->wait_connected(kConnect));
-  return nodes;
-}
-
-Bytes bytes(const std::string &s) { return Bytes(s.begin(), s.end()); }
-std::string text(const Bytes &b) { return std::string(b.begin(), b.end()); }
-
-std::vector<std::string> texts(const std::vector<Bytes> &v) {
-  std::vector<std::string> out;
-  for (const auto &b : v) out.push_back(text(b));
-  std::sort(out.begin(), out.end());
-  return out;
-}
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -487,16 +451,6 @@ TEST(SwarmDht, IntroduceJoinsTwoNodesThatDidNotKnowEachOther) {
 
 // With a swarm key: holders of the same key share values; a node with
 // another key or none neither finds nor reads them, and says so.
-std::unique_ptr<SwarmDht> keyed_node(std::optional<loom_key::SwarmKey> key, std::vector<std::string> bootstrap,
-                                     LogFn log = test_log()) {
-  DhtConfig c;
-  c.listen_host = "127.0.0.1";
-  c.bootstrap = std::move(bootstrap);
-  c.key = key;
-  c.log = std::move(log);
-  return std::make_unique<SwarmDht>(c);
-}
-
 TEST(SwarmDht, OnlyHoldersOfTheSwarmKeyFindAndReadItsValues) {
   loom_key::SwarmKey k1, k2;
   k1.fill(1);

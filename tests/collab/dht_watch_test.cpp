@@ -2,6 +2,7 @@
 // SwarmDht::Watch: standing reads over real OpenDHT nodes on loopback, in
 // this process; every node a test starts is destroyed before it ends.
 #include "dht.h"
+#include "dht_support.hpp"
 
 #include <gtest/gtest.h>
 
@@ -19,40 +20,14 @@ namespace {
 
 using namespace std::chrono;
 using Clock = steady_clock;
+using namespace dht_test;
 
-constexpr milliseconds kConnect{5000};
-constexpr milliseconds kOp{3000};
-
-std::unique_ptr<SwarmDht> node(std::vector<std::string> bootstrap, std::optional<loom_key::SwarmKey> key = {}) {
-  DhtConfig c;
-  c.listen_host = "127.0.0.1";
-  c.bootstrap = std::move(bootstrap);
-  c.key = key;
-  c.log = [](Level level, const std::string &m) {
-    if (level >= Level::warn) std::fprintf(stderr, "[dht %d] %s\n", static_cast<int>(level), m.c_str());
-  };
-  return std::make_unique<SwarmDht>(c);
-}
-
-std::string addr(const SwarmDht &n) { return "127.0.0.1:" + std::to_string(n.port()); }
-
+// connected_nodes, and the seed too has heard back from a peer of its own.
 std::vector<std::unique_ptr<SwarmDht>> connected(int n, std::optional<loom_key::SwarmKey> key = {}) {
-  std::vector<std::unique_ptr<SwarmDht>> nodes;
-  nodes.push_back(node({}, key));
-  for (int i = 1; i < n; ++i) nodes.push_back(node({addr(*nodes[0])}, key));
-  for (auto &x : nodes) EXPECT_TRUE(x->wait_connected(kConnect));
+  auto nodes = connected_nodes(n, key);
   const auto t0 = Clock::now();
   while (nodes[0]->good_nodes() == 0 && Clock::now() - t0 < kConnect) std::this_thread::sleep_for(milliseconds(5));
   return nodes;
-}
-
-Bytes bytes(const std::string &s) { return Bytes(s.begin(), s.end()); }
-
-std::vector<std::string> texts(const std::vector<Bytes> &v) {
-  std::vector<std::string> out;
-  for (const auto &b : v) out.emplace_back(b.begin(), b.end());
-  std::sort(out.begin(), out.end());
-  return out;
 }
 
 // Waits until the watch holds exactly `want` (sorted), up to kOp; the time
@@ -159,10 +134,10 @@ TEST(DhtWatch, InAKeyedSwarmItOpensItsOwnValuesOnly) {
   loom_key::SwarmKey k1, k2;
   k1.fill(1);
   k2.fill(2);
-  auto seed = node({});
-  auto a = node({addr(*seed)}, k1);
-  auto b = node({addr(*seed)}, k1);
-  auto other = node({addr(*seed)}, k2);
+  auto seed = node();
+  auto a = keyed_node(k1, {addr(*seed)});
+  auto b = keyed_node(k1, {addr(*seed)});
+  auto other = keyed_node(k2, {addr(*seed)});
   auto open = node({addr(*seed)});
   for (auto *n : {a.get(), b.get(), other.get(), open.get()}) ASSERT_TRUE(n->wait_connected(kConnect));
   auto w = b->watch("loom/r/join/1");
@@ -177,7 +152,7 @@ TEST(DhtWatch, InAKeyedSwarmItOpensItsOwnValuesOnly) {
 // A watch made while its node knows no peer waits (a search started alone
 // never recovers in OpenDHT 2.4) and begins once a peer appears.
 TEST(DhtWatch, MadeWhileAloneItBeginsOnceAPeerAppears) {
-  auto seed = node({});
+  auto seed = node();
   auto w = seed->watch("k/alone");
   EXPECT_TRUE(w->values().empty());
   EXPECT_EQ(seed->watches_started(), 0u);

@@ -37,18 +37,9 @@ Reads reads_of(const std::string& log) {
 }
 
 std::vector<std::string> sets_for(const std::string& source) {
-  return {"trainer.max_steps=30",
-          "trainer.threads=1",
-          "trainer.val_every=0",
-          "trainer.checkpoint_every=0",
-          "trainer.log_every=10",
-          "strategy.name=collab",
-          "strategy.options.target_batch_size=" + std::to_string(kTarget),
-          "strategy.options.listen=127.0.0.1",
-          "strategy.options.verbose=true",
-          "strategy.options.progress_source=" + source,
-          "strategy.options.min_peers=" + std::to_string(kPeers),
-          "strategy.options.run_id=" + unique_run_id("progress-" + source)};
+  auto sets = teacher_round_sets("progress-" + source, kPeers, kTarget);
+  sets.push_back("strategy.options.progress_source=" + source);
+  return sets;
 }
 
 // Runs the swarm to its end; each peer's log.

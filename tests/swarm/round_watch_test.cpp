@@ -38,18 +38,7 @@ Matchmaking matchmaking_of(const std::string& log) {
 
 TEST(RoundWatch, FourPeersMeetThroughWatchesAndSendAGetInFewRounds) {
   Scratch scratch;
-  const std::vector<std::string> sets = {"trainer.max_steps=30",
-                                         "trainer.threads=1",
-                                         "trainer.val_every=0",
-                                         "trainer.checkpoint_every=0",
-                                         "trainer.log_every=10",
-                                         "strategy.name=collab",
-                                         "strategy.options.target_batch_size=" + std::to_string(kTarget),
-                                         "strategy.options.listen=127.0.0.1",
-                                         "strategy.options.verbose=true",
-                                         "strategy.options.min_peers=" + std::to_string(kPeers),
-                                         "strategy.options.run_id=" + unique_run_id("round-watch")};
-  auto peers = start_teacher_swarm(scratch, kPeers, sets);
+  auto peers = start_teacher_swarm(scratch, kPeers, teacher_round_sets("round-watch", kPeers, kTarget));
   ASSERT_EQ(peers.size(), size_t(kPeers)) << "p0 never listened\n" << peers[0]->tail();
   const auto deadline = Clock::now() + seconds(150);
   Matchmaking all;

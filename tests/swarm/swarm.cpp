@@ -95,6 +95,20 @@ DigitsRun run_digits_swarm(const Scratch& scratch, int n, const std::vector<std:
   return out;
 }
 
+std::vector<std::string> teacher_round_sets(const std::string& tag, int peers, int64_t target) {
+  return {"trainer.max_steps=30",
+          "trainer.threads=1",
+          "trainer.val_every=0",
+          "trainer.checkpoint_every=0",
+          "trainer.log_every=10",
+          "strategy.name=collab",
+          "strategy.options.target_batch_size=" + std::to_string(target),
+          "strategy.options.listen=127.0.0.1",
+          "strategy.options.verbose=true",
+          "strategy.options.min_peers=" + std::to_string(peers),
+          "strategy.options.run_id=" + unique_run_id(tag)};
+}
+
 std::vector<std::unique_ptr<Peer>> start_teacher_swarm(const Scratch& scratch, int n, const std::vector<std::string>& sets) {
   return start_swarm(scratch, n, teacher_config(), sets, "p", false);
 }

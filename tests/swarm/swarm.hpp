@@ -115,6 +115,10 @@ DigitsRun run_digits_swarm(const Scratch& scratch, int n, const std::vector<std:
                            const std::string& prefix, int64_t steps);
 // n teacher peers (no final dump), p0, p1...: start_swarm's.
 std::vector<std::unique_ptr<Peer>> start_teacher_swarm(const Scratch& scratch, int n, const std::vector<std::string>& sets);
+// The sets of a verbose 30-step teacher swarm of `peers` on loopback that
+// waits for all of them and averages `target` samples a round, on a run id
+// of its own (tag): what the round and progress tests share.
+std::vector<std::string> teacher_round_sets(const std::string& tag, int peers, int64_t target);
 
 // Checks pred every poll until it holds (true) or timeout passes (false).
 bool wait_until(const std::function<bool()>& pred, milliseconds timeout, milliseconds poll = milliseconds(20));
