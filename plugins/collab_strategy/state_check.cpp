@@ -6,7 +6,8 @@ namespace loom_collab {
 Judgement judge(const StateCheck &c) {
   const std::string of = "the state of epoch " + std::to_string(c.epoch) + " from peer " + std::to_string(c.donor);
   const SyncVotes &v = c.votes;
-  if (c.others_top >= 0 && c.epoch > c.others_top + c.every)
+  const bool ahead = c.others_top >= 0 && c.epoch > c.others_top + c.every;
+  if (ahead && (c.others_fresh || c.out_of_time))
     return {Verdict::refuse, of + " cannot be checked: it claims an epoch ahead of every other peer (the furthest is at " +
                                  std::to_string(c.others_top) + ")"};
   auto tally = [&](uint64_t hash) {
@@ -21,6 +22,7 @@ Judgement judge(const StateCheck &c) {
     if (v.count(c.digest) > 0)
       return {Verdict::keep, of + " matches the parameters' hash that " + tally(c.digest) +
                                  " published (the donor's group; groups are bounded by target_group_size)"};
+    if (ahead) return {Verdict::wait, ""};
     if (v.others_reached < v.others && !c.out_of_time) return {Verdict::wait, ""};
     if (v.others == 0)
       return {Verdict::trust, of + " could not be checked: no other healthy peer publishes parameters' hashes; it "
@@ -33,6 +35,7 @@ Judgement judge(const StateCheck &c) {
     if (*m != c.digest) return mismatch(*m);
     return {Verdict::keep, of + " matches the parameters' hash that " + tally(*m) + " published"};
   }
+  if (ahead) return {Verdict::wait, ""};
   if (v.others_reached < v.others && !c.out_of_time) return {Verdict::wait, ""};
   if (v.others == 0)
     return {Verdict::trust, of + " could not be checked: no other healthy peer publishes parameters' hashes; it is "

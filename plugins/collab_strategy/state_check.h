@@ -26,6 +26,11 @@ struct StateCheck {
   uint64_t digest = 0;      // of the parameters restored from it
   SyncVotes votes;          // for epoch, others besides the donor
   int64_t others_top = -1;  // the furthest epoch of the other healthy peers (-1: none)
+  // Every other healthy peer's record has been renewed since the state
+  // arrived, so others_top is no older than the donor's claim. Records lag
+  // (a peer publishes a few times a second; epochs of a fast run pass
+  // faster), so a claim ahead of older records may be honest.
+  bool others_fresh = false;
   int64_t every = 0;        // average_state_every
   bool out_of_time = false; // the load's deadline passed
   // target_group_size: peers average their state in bounded groups, so the
@@ -39,7 +44,10 @@ struct Judgement {
 };
 
 // A donor that claims an epoch more than `every` ahead of every other peer
-// is refused at once (the others would not publish for it in time). A hash
+// is refused once their records are fresh (others_fresh) or time is out:
+// the others would not publish for it in time. Until then a hash the
+// others published for that epoch still decides, and otherwise the joiner
+// waits for newer records. A hash
 // more than half of the other peers published decides at once. Otherwise
 // the joiner waits until every other peer has published for that epoch (or
 // passed it), or its time is out, and then: with no other peer publishing

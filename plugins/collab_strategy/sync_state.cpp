@@ -15,6 +15,7 @@
 // covered only when they are averaged (average_optimizer_state); otherwise
 // each peer's differ and a donor's are taken on trust.
 #include <algorithm>
+#include <map>
 #include <thread>
 
 #include "peer.h"
@@ -89,9 +90,20 @@ Verdict Peer::check_loaded(int64_t epoch, uint64_t donor, Clock::time_point dead
   *digest = c.digest;
   c.every = opt_.average_state_every;
   c.bounded = opt_.target_group_size > 0;
+  // Each other healthy peer's record as the state arrived: a record made
+  // later (its sender's clock, so no skew between machines) is fresh.
+  std::map<uint64_t, int64_t> arrived;
   for (const auto &r : view().others)
-    if (r.peer_id != donor && !(r.flags & ProgressRecord::kAway)) c.others_top = std::max(c.others_top, r.epoch);
+    if (r.peer_id != donor && !(r.flags & ProgressRecord::kAway)) arrived[r.peer_id] = r.time_ms;
   for (;;) {
+    c.others_top = -1;
+    c.others_fresh = true;
+    for (const auto &r : view().others) {
+      if (r.peer_id == donor || (r.flags & ProgressRecord::kAway)) continue;
+      c.others_top = std::max(c.others_top, r.epoch);
+      auto at = arrived.find(r.peer_id);
+      if (at != arrived.end() && r.time_ms <= at->second) c.others_fresh = false;
+    }
     {
       std::lock_guard<std::mutex> lock(mutex_);
       c.votes = tracker_.sync_votes(epoch, donor, wall_ms());
@@ -99,7 +111,8 @@ Verdict Peer::check_loaded(int64_t epoch, uint64_t donor, Clock::time_point dead
     c.out_of_time = Clock::now() >= deadline;
     // Waiting: the others' records of this sync point may be on their way,
     // or the donor claims an epoch they have yet to reach (one comes within
-    // average_state_every epochs), up to the load's deadline.
+    // average_state_every epochs) or that their older records lag behind,
+    // up to the load's deadline.
     Judgement j = judge(c);
     if (j.verdict != Verdict::wait) {
       *why = std::move(j.why);

@@ -20,6 +20,7 @@ StateCheck check(uint64_t digest, std::map<uint64_t, size_t> votes, size_t other
   c.votes.others = others;
   c.votes.others_reached = reached;
   c.others_top = others_top;
+  c.others_fresh = true;
   c.every = 10;
   return c;
 }
@@ -56,6 +57,37 @@ TEST(StateCheck, AClaimBeyondEveryOtherPeerIsRefusedAtOnce) {
   EXPECT_NE(j.why.find("claims an epoch ahead of every other peer (the furthest is at 21)"), std::string::npos) << j.why;
   // Within one state-averaging period ahead: waited for.
   EXPECT_EQ(judge(check(kPoisoned, {}, 2, 0, 30, 21)).verdict, Verdict::wait);
+}
+
+// A fast run passes epochs faster than records renew: a claim ahead of
+// records older than the state is waited for, and the hashes the others
+// then publish for its epoch decide.
+TEST(StateCheck, AClaimAheadOfOlderRecordsWaitsForNewerOnes) {
+  StateCheck c = check(kHonest, {}, 2, 0, /*epoch=*/60, /*others_top=*/42);
+  c.others_fresh = false;
+  EXPECT_EQ(judge(c).verdict, Verdict::wait);
+  c.others_fresh = true;  // the same records, renewed
+  EXPECT_EQ(judge(c).verdict, Verdict::refuse);
+  c.others_fresh = false;
+  c.votes.votes = {{kHonest, 2}};
+  c.votes.others_reached = 2;
+  EXPECT_EQ(judge(c).verdict, Verdict::keep);
+  // A poisoned state of that epoch is refused by the same votes.
+  c.digest = kPoisoned;
+  EXPECT_EQ(judge(c).verdict, Verdict::refuse);
+  // Newer records still behind it: refused; so is a claim when time is out.
+  c = check(kHonest, {}, 2, 0, 60, 42);
+  EXPECT_EQ(judge(c).verdict, Verdict::refuse);
+  c.others_fresh = false;
+  c.out_of_time = true;
+  EXPECT_EQ(judge(c).verdict, Verdict::refuse);
+  // Bounded groups: a member of the donor's group vouches before the records renew.
+  c = check(kHonest, {{kHonest, 1}}, 2, 1, 60, 42);
+  c.others_fresh = false;
+  c.bounded = true;
+  EXPECT_EQ(judge(c).verdict, Verdict::keep);
+  c.votes.votes.clear();
+  EXPECT_EQ(judge(c).verdict, Verdict::wait);
 }
 
 TEST(StateCheck, UntilTheOthersPublishTheJoinerWaitsThenDecidesOnWhatCame) {
