@@ -73,6 +73,13 @@ void StateServer::publish_progress(std::vector<std::pair<uint64_t, Bytes>> recor
 
 uint64_t StateServer::progress_served() const { return impl_->progress_served.load(); }
 
+void StateServer::set_progress_push(std::function<void(Bytes)> handler) {
+  std::lock_guard<std::mutex> g(impl_->m);
+  impl_->progress_push = std::move(handler);
+}
+
+uint64_t StateServer::progress_pushed() const { return impl_->progress_pushed.load(); }
+
 std::shared_ptr<server_detail::Snapshot> StateServer::Impl::progress_snapshot(int64_t key) {
   const int level = int(uint64_t(key) >> 32);  // checked by check_request
   const uint32_t shard = uint32_t(uint64_t(key) & 0xffffffffu);
@@ -95,7 +102,7 @@ std::shared_ptr<server_detail::Snapshot> StateServer::Impl::progress_snapshot(in
 std::optional<std::vector<Bytes>> fetch_progress(const std::string &host, uint16_t port, uint64_t run, int level,
                                                  uint32_t shard, std::chrono::milliseconds timeout, std::string *why,
                                                  const std::optional<loom_key::SwarmKey> &key,
-                                                 uint64_t *wire_bytes) {
+                                                 uint64_t *wire_bytes, const Bytes *push) {
   if (level < 0 || level > kMaxShardLevel || uint64_t(shard) >= (uint64_t(1) << level)) {
     *why = "no progress key at level " + std::to_string(level) + ", shard " + std::to_string(shard);
     return std::nullopt;
@@ -104,7 +111,8 @@ std::optional<std::vector<Bytes>> fetch_progress(const std::string &host, uint16
   std::unique_ptr<StateKeys> keys;
   if (key) keys = std::make_unique<StateKeys>(*key);
   const int64_t packed = int64_t((uint64_t(level) << 32) | shard);
-  auto got = try_donor(d, run, packed, Clock::now() + timeout, timeout, nullptr, why, kStateFlagProgress, keys.get());
+  auto got = try_donor(d, run, packed, Clock::now() + timeout, timeout, nullptr, why, kStateFlagProgress, keys.get(),
+                       nullptr, nullptr, 0, nullptr, push);
   if (!got) return std::nullopt;
   if (wire_bytes) *wire_bytes = got->bytes.size();
   std::vector<Bytes> out;

@@ -53,8 +53,11 @@ IoText donor_io_text(wire::Clock::time_point deadline, std::chrono::milliseconds
 
 // Connects to d, sends the request (proving the key when keys is set) and
 // reads the reply header, which must say ok and be sane. False with *why.
+// push (may be null; with kStateFlagProgress): a record pushed with the
+// request (kStateFlagProgressPush, added here).
 bool open_donor(const Donor &d, uint64_t run, int64_t min_epoch, uint16_t flags, const StateKeys *keys,
-                const wire::IoLimits &lim, const IoText &io_text, OpenReply *o, std::string *why, KeyRefusal *refusal);
+                const wire::IoLimits &lim, const IoText &io_text, OpenReply *o, std::string *why, KeyRefusal *refusal,
+                const Bytes *push = nullptr);
 
 // Reads chunks first, first + 1, ... (up to count, and the state's end) of
 // an open reply into base at their offsets, checking each (CRC or seal) on
@@ -140,13 +143,15 @@ bool fetch_stripes(const Donor &d, size_t index, uint64_t run, Stripes *s, wire:
 // the first whose reply says ok takes it (as claimant) and sends its
 // state, the others stop there with kLostRace. stripes (may be null; with
 // claim): the claimant's state goes there, and its stream stops where
-// helpers took over (the result's bytes are then empty).
+// helpers took over (the result's bytes are then empty). push: as for
+// open_donor.
 std::optional<DownloadedState> try_donor(const Donor &d, uint64_t run, int64_t min_epoch,
                                          std::chrono::steady_clock::time_point deadline,
                                          std::chrono::milliseconds stall, const std::atomic<bool> *cancel,
                                          std::string *why, uint16_t flags = 0, const StateKeys *keys = nullptr,
                                          KeyRefusal *refusal = nullptr, std::atomic<int64_t> *claim = nullptr,
-                                         int64_t claimant = 0, Stripes *stripes = nullptr);
+                                         int64_t claimant = 0, Stripes *stripes = nullptr,
+                                         const Bytes *push = nullptr);
 
 }  // namespace loom_collab
 

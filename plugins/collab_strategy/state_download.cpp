@@ -147,15 +147,27 @@ bool prove_key(int fd, const StateKeys &keys, const uint8_t *req, const IoLimits
 
 
 bool open_donor(const Donor &d, uint64_t run, int64_t min_epoch, uint16_t flags, const StateKeys *keys,
-                const IoLimits &lim, const IoText &io_text, OpenReply *o, std::string *why, KeyRefusal *refusal) {
+                const IoLimits &lim, const IoText &io_text, OpenReply *o, std::string *why, KeyRefusal *refusal,
+                const Bytes *push) {
   Fd &fd = o->fd;
+  if (push && (!(flags & kStateFlagProgress) || push->empty() || push->size() > kMaxPushedProgressBytes)) {
+    *why = "a pushed record of " + std::to_string(push->size()) + " bytes (1 to " +
+           std::to_string(kMaxPushedProgressBytes) + ", with a progress request only)";
+    return false;
+  }
   if (!connect_to(d.host, d.port, lim, &fd, why)) return false;
 
   uint8_t req[kStateRequestSize];
+  if (push) flags |= kStateFlagProgressPush;
   encode_request(req, run, min_epoch, flags);
-  iovec iov{req, sizeof req};
+  uint8_t len[4];
+  iovec iov[3] = {{req, sizeof req}, {len, sizeof len}, {nullptr, 0}};
+  if (push) {
+    put32(len, uint32_t(push->size()));
+    iov[2] = {const_cast<uint8_t *>(push->data()), push->size()};
+  }
   int err = 0;
-  Io r = write_all(fd.get(), &iov, 1, lim, &err);
+  Io r = write_all(fd.get(), iov, push ? 3 : 1, lim, &err);
   if (r != Io::ok) {
     *why = io_text(r, err, "while sending the request");
     return false;
@@ -274,14 +286,15 @@ bool read_chunks(OpenReply &o, uint64_t first, uint64_t count, uint8_t *base, ui
 std::optional<DownloadedState> try_donor(const Donor &d, uint64_t run, int64_t min_epoch, Clock::time_point deadline,
                                          std::chrono::milliseconds stall, const std::atomic<bool> *cancel,
                                          std::string *why, uint16_t flags, const StateKeys *keys, KeyRefusal *refusal,
-                                         std::atomic<int64_t> *claim, int64_t claimant, Stripes *stripes) {
+                                         std::atomic<int64_t> *claim, int64_t claimant, Stripes *stripes,
+                                         const Bytes *push) {
   if (keys) flags |= kStateFlagKeyed;
   KeyRefusal ignored = KeyRefusal::none;
   if (refusal == nullptr) refusal = &ignored;
   IoLimits lim{stall, deadline, cancel, -1};
   const IoText io_text = donor_io_text(deadline, stall);
   OpenReply o;
-  if (!open_donor(d, run, min_epoch, flags, keys, lim, io_text, &o, why, refusal)) return std::nullopt;
+  if (!open_donor(d, run, min_epoch, flags, keys, lim, io_text, &o, why, refusal, push)) return std::nullopt;
   const ReplyHeader &h = o.h;
   if (!(flags & kStateFlagProgress) && h.epoch < min_epoch) {  // a progress request's min_epoch names a key
     *why = "offers epoch " + std::to_string(h.epoch) + ", need >= " + std::to_string(min_epoch) + " (donor is behind)";

@@ -274,6 +274,7 @@ void StateServer::Impl::make_room(const std::string &addr, Clock::time_point now
 }
 
 bool StateServer::Impl::read_request(Pending &p, Clock::time_point now) {
+  if (p.pushing) return read_push(p, now);
   ssize_t r = ::recv(p.fd.get(), p.buf + p.got, p.want - p.got, MSG_DONTWAIT);
   if (r > 0) p.got += size_t(r);
   if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
@@ -285,12 +286,51 @@ bool StateServer::Impl::read_request(Pending &p, Clock::time_point now) {
   if (p.got < p.want) return false;
   if (!p.challenged) {
     if (!check_request(p, now)) return true;
-    if (keys) return !challenge(p, now);  // its proof is read next, within the same idle timeout
-  } else if (!check_proof(p, now)) {
-    return true;
+    if (get16(p.buf + 6) & kStateFlagProgressPush) {
+      p.pushing = true;
+      return read_push(p, now);
+    }
+    return after_request(p, now);
   }
+  if (!check_proof(p, now)) return true;
   admit(p, now);
   return true;
+}
+
+bool StateServer::Impl::after_request(Pending &p, Clock::time_point now) {
+  if (keys) return !challenge(p, now);  // its proof is read next, within the same idle timeout
+  admit(p, now);
+  return true;
+}
+
+// The pushed record's length, then its bytes, all before the challenge
+// (the client sends them with its request), within the same idle timeout.
+bool StateServer::Impl::read_push(Pending &p, Clock::time_point now) {
+  const bool have_len = p.push_got >= sizeof p.push_len;
+  const size_t want = have_len ? sizeof p.push_len + p.push.size() : sizeof p.push_len;
+  uint8_t *to = have_len ? p.push.data() + (p.push_got - sizeof p.push_len) : p.push_len + p.push_got;
+  ssize_t r = ::recv(p.fd.get(), to, want - p.push_got, MSG_DONTWAIT);
+  if (r > 0) p.push_got += size_t(r);
+  if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+    emit(log, Level::debug, "state server: " + p.peer + " left while pushing its progress record");
+    return true;
+  }
+  if (p.push_got < want) return false;
+  if (!have_len) {
+    const uint32_t len = get32(p.push_len);
+    if (len == 0 || len > kMaxPushedProgressBytes) {
+      guard.reject(p.addr, Rejection::wrong_request,
+                   p.peer + " pushed a progress record of " + std::to_string(len) + " bytes (1 to " +
+                       std::to_string(kMaxPushedProgressBytes) + ")",
+                   now);
+      answer(p.fd.get(), StateStatus::bad_request);
+      return true;
+    }
+    p.push.resize(len);
+    return read_push(p, now);  // its bytes usually came with the length
+  }
+  p.pushing = false;
+  return after_request(p, now);
 }
 
 // A reply that is all the client gets (36 bytes fit a fresh socket's buffer;
@@ -334,15 +374,16 @@ bool StateServer::Impl::check_request(Pending &p, Clock::time_point now) {
   int64_t range_epoch = 0;
   uint32_t range_first = 0, range_count = 0;
   unpack_range(int64_t(get64(req + 16)), &range_epoch, &range_first, &range_count);
-  if ((flags & ~(kinds | kStateFlagKeyed)) != 0 || (kinds & (kinds - 1)) != 0 ||
+  const uint16_t push = kinds == kStateFlagProgress ? (flags & kStateFlagProgressPush) : 0;
+  if ((flags & ~(kinds | push | kStateFlagKeyed)) != 0 || (kinds & (kinds - 1)) != 0 ||
       ((flags & kStateFlagRange) && range_count == 0)) {
     guard.reject(addr, Rejection::wrong_request,
                  peer + " sent request flags " + std::to_string(flags) + "; this server knows 0 (state), " +
                      std::to_string(kStateFlagModel) + " (model), " + std::to_string(kStateFlagRelay) + " (relay), " +
                      std::to_string(kStateFlagDialBack) + " (dial back), " + std::to_string(kStateFlagRange) +
                      " (a range of chunks, at least one), " + std::to_string(kStateFlagProgress) +
-                     " (progress records; one of these five at most) and " + std::to_string(kStateFlagKeyed) +
-                     " (keyed)",
+                     " (progress records; one of these five at most), " + std::to_string(kStateFlagProgressPush) +
+                     " (with progress: a pushed record) and " + std::to_string(kStateFlagKeyed) + " (keyed)",
                  now);
     answer(fd, StateStatus::bad_request);
     return false;
@@ -427,6 +468,15 @@ void StateServer::Impl::admit(Pending &p, Clock::time_point now) {
                    now);
       answer(p.fd.get(), StateStatus::busy);
       return;
+    }
+    if (!p.push.empty()) {
+      progress_pushed.fetch_add(1);
+      std::function<void(Bytes)> handler;
+      {
+        std::lock_guard<std::mutex> g(m);
+        handler = progress_push;
+      }
+      if (handler) handler(std::move(p.push));
     }
   } else if (!guard.take(addr, now)) {
     guard.reject(addr, Rejection::rate,

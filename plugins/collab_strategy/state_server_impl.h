@@ -103,6 +103,8 @@ struct StateServer::Impl {
   std::shared_ptr<Snapshot> model;      // what model requests get (null: not_ready); guarded by m
   std::pair<uint64_t, Bytes> own_progress;           // what progress requests get first; guarded by m
   std::vector<std::pair<uint64_t, Bytes>> progress;  // then these; guarded by m
+  std::function<void(Bytes)> progress_push;          // guarded by m
+  std::atomic<uint64_t> progress_pushed{0};
   std::atomic<int> progress_serving{0};
   std::atomic<uint64_t> progress_served{0};
   std::atomic<uint64_t> generation{0};  // bumped by publish(); guarded by m for the summer's wait
@@ -118,6 +120,12 @@ struct StateServer::Impl {
     Clock::time_point since;
     size_t got = 0, want = kStateRequestSize;
     bool challenged = false;
+    // A pushed progress record (kStateFlagProgressPush), read after the
+    // request and before the challenge: its length, then its bytes.
+    bool pushing = false;
+    size_t push_got = 0;
+    uint8_t push_len[4] = {};
+    Bytes push;
     StateKeys::Nonce server_nonce{};
     uint8_t buf[kStateRequestSize + kStateProofSize];
   };
@@ -163,6 +171,8 @@ struct StateServer::Impl {
   void front_loop();
   void accept_some(Clock::time_point now);
   bool read_request(Pending &p, Clock::time_point now);  // true when p is finished with
+  bool read_push(Pending &p, Clock::time_point now);     // the same, while a pushed record comes
+  bool after_request(Pending &p, Clock::time_point now); // challenge or admit: true when p is finished with
   // The request's own checks (magic, version, checksum, flags, run); false
   // when p was refused (logged and answered).
   bool check_request(Pending &p, Clock::time_point now);

@@ -107,6 +107,18 @@ inline void unpack_range(int64_t v, int64_t *epoch, uint32_t *first, uint32_t *c
 // between DHT reads (peer_progress.cpp): a DHT read of N records costs
 // 16 (N + 1) datagrams (dht.cpp), this one request and one reply.
 constexpr uint16_t kStateFlagProgress = 32;
+// A progress request may push the reader's own record too
+// (kStateFlagProgressPush, only with kStateFlagProgress): right after the
+// 28-byte request, before any proof of the key, length u32 (1 to
+// kMaxPushedProgressBytes) and that many bytes, the reader's record
+// encoded as for the DHT; with a swarm key sealed (seal.h's Sealer, the
+// associated data naming the run), so that only key holders read or make
+// one. The server hands it on (set_progress_push) once the request is
+// admitted; its owner checks its signature as for any record. Pushes carry
+// each reader's record to the peers it reads, so records spread from peer
+// to peer (push-pull gossip) and DHT reads of progress can be rare.
+constexpr uint16_t kStateFlagProgressPush = 64;
+constexpr uint32_t kMaxPushedProgressBytes = 4096;
 constexpr uint64_t kMaxProgressBytes = 256 * 1024;
 constexpr uint32_t kMaxProgressRecords = 4096;
 constexpr uint32_t kStateChallengeMagic = 0x4b54534C;  // "LSTK"
@@ -229,6 +241,12 @@ class StateServer {
   // shard_of) up to kMaxProgressBytes. Nothing published: an empty table.
   void publish_own_progress(uint64_t peer_id, Bytes record);
   void publish_progress(std::vector<std::pair<uint64_t, Bytes>> records);
+  // Receives the record each admitted progress request pushed (the bytes
+  // as sent, unchecked), on the server's thread: it must only queue them.
+  // Without it, pushed records are read and dropped.
+  void set_progress_push(std::function<void(Bytes)> handler);
+  // Pushed records received so far (handed on or not).
+  uint64_t progress_pushed() const;
   // Progress requests answered so far.
   uint64_t progress_served() const;
 
@@ -277,11 +295,13 @@ std::optional<Bytes> fetch_model(const std::string &host, uint16_t port, uint64_
 // records it holds of the key (level, shard) (a progress request), within
 // timeout. Returns the records' bytes, undecoded (the caller checks each
 // like a DHT value), or nullopt with *why. *wire_bytes, when not null, gets
-// the reply's size.
+// the reply's size. push (may be null): this reader's own record, pushed
+// with the request (kStateFlagProgressPush; sealed by the caller in a
+// keyed swarm).
 std::optional<std::vector<Bytes>> fetch_progress(const std::string &host, uint16_t port, uint64_t run, int level,
                                                  uint32_t shard, std::chrono::milliseconds timeout, std::string *why,
                                                  const std::optional<loom_key::SwarmKey> &key = std::nullopt,
-                                                 uint64_t *wire_bytes = nullptr);
+                                                 uint64_t *wire_bytes = nullptr, const Bytes *push = nullptr);
 // A progress table's encoding (above): records beyond kMaxProgressBytes or
 // kMaxProgressRecords are left out, from the end.
 Bytes encode_progress_table(const std::vector<const Bytes *> &records);

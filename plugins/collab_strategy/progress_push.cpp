@@ -1,0 +1,80 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "progress_push.h"
+
+#include <cstring>
+
+#include "seal.h"
+
+namespace loom_collab {
+
+ProgressPush::ProgressPush(uint64_t run, const std::optional<loom_key::SwarmKey> &key) : run_(run) {
+  if (key) sealer_ = std::make_unique<Sealer>(*key);
+}
+
+ProgressPush::~ProgressPush() = default;
+
+// Bound to the run and to this use, so that a sealed push is never taken
+// for a DHT value or another run's record.
+Bytes ProgressPush::ad() const {
+  static constexpr char kUse[] = "loom progress push";
+  Bytes out(kUse, kUse + sizeof kUse - 1);
+  for (int i = 0; i < 8; ++i) out.push_back(uint8_t(run_ >> (8 * i)));
+  return out;
+}
+
+Bytes ProgressPush::wrap(const Bytes &record) const {
+  if (!sealer_) return record;
+  const Bytes a = ad();
+  return sealer_->seal(record.data(), record.size(), a.data(), a.size());
+}
+
+void ProgressPush::receive(Bytes pushed) {
+  std::lock_guard<std::mutex> g(m_);
+  ++received_;
+  if (queue_.size() >= kMaxQueued) {
+    queue_.pop_front();
+    ++overflowed_;
+  }
+  queue_.push_back(std::move(pushed));
+}
+
+std::vector<Bytes> ProgressPush::take() {
+  std::deque<Bytes> got;
+  {
+    std::lock_guard<std::mutex> g(m_);
+    got.swap(queue_);
+  }
+  std::vector<Bytes> out;
+  out.reserve(got.size());
+  const Bytes a = sealer_ ? ad() : Bytes{};
+  uint64_t bad = 0;
+  for (auto &b : got) {
+    if (!sealer_) {
+      out.push_back(std::move(b));
+      continue;
+    }
+    Bytes opened;
+    if (sealer_->open(b.data(), b.size(), a.data(), a.size(), &opened)) out.push_back(std::move(opened));
+    else ++bad;
+  }
+  if (bad) {
+    std::lock_guard<std::mutex> g(m_);
+    unopened_ += bad;
+  }
+  return out;
+}
+
+uint64_t ProgressPush::received() const {
+  std::lock_guard<std::mutex> g(m_);
+  return received_;
+}
+uint64_t ProgressPush::unopened() const {
+  std::lock_guard<std::mutex> g(m_);
+  return unopened_;
+}
+uint64_t ProgressPush::overflowed() const {
+  std::lock_guard<std::mutex> g(m_);
+  return overflowed_;
+}
+
+}  // namespace loom_collab

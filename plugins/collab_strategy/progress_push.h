@@ -1,0 +1,60 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+// Push-pull progress: a reader pushes its own record with each progress
+// request (state_transfer.h's kStateFlagProgressPush), so that records
+// spread from peer to peer and DHT reads of progress can be rare. This
+// holds both sides' part outside the record's checks, which take_progress
+// does as for any record: the reader's wrapping (sealed under the swarm
+// key, if any) and the server's queue, filled on the state server's thread
+// and drained by the peer's background thread.
+#ifndef LOOM_COLLAB_PROGRESS_PUSH_H
+#define LOOM_COLLAB_PROGRESS_PUSH_H
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "records.h"
+#include "../common/swarm_key.h"
+
+namespace loom_collab {
+
+class Sealer;
+
+class ProgressPush {
+ public:
+  // A queue this long drops its oldest: pushes come at most
+  // kProgressPerMinute per address (serve_guard), and the background
+  // thread drains it every 50 ms.
+  static constexpr size_t kMaxQueued = 256;
+
+  ProgressPush(uint64_t run, const std::optional<loom_key::SwarmKey> &key);
+  ~ProgressPush();
+
+  // What a reader pushes of its encoded record: the bytes themselves, or
+  // sealed with the swarm key (bound to the run) in a keyed swarm.
+  Bytes wrap(const Bytes &record) const;
+  // The server's side: queues what a request pushed (any thread).
+  void receive(Bytes pushed);
+  // The records queued since the last call, opened; what does not open
+  // (not sealed with this swarm's key for this run) is dropped and counted.
+  std::vector<Bytes> take();
+
+  uint64_t received() const;
+  uint64_t unopened() const;  // dropped: sealed with another key, or garbage
+  uint64_t overflowed() const;  // dropped: the queue was full
+
+ private:
+  Bytes ad() const;
+  uint64_t run_;
+  std::unique_ptr<Sealer> sealer_;
+  mutable std::mutex m_;
+  std::deque<Bytes> queue_;
+  uint64_t received_ = 0, unopened_ = 0, overflowed_ = 0;
+};
+
+}  // namespace loom_collab
+
+#endif

@@ -1,0 +1,160 @@
+// SPDX-License-Identifier: Apache-2.0
+// Push-pull progress (state_transfer.h's kStateFlagProgressPush,
+// progress_push.h): a progress request may carry the reader's own record,
+// which the server hands to its peer while it answers with its table.
+// What arrives, sealed and plain; what a bad push gets (a clear refusal
+// naming the valid lengths, on either side); the peer's bounded queue.
+#include <mutex>
+
+#include "progress_push.h"
+#include "state_transfer_support.hpp"
+
+namespace loom_collab {
+namespace {
+
+using namespace transfer_test;
+
+// What a server's handler received, for the test thread to look at.
+struct Pushed {
+  std::mutex m;
+  std::vector<Bytes> got;
+  std::function<void(Bytes)> handler() {
+    return [this](Bytes b) {
+      std::lock_guard<std::mutex> g(m);
+      got.push_back(std::move(b));
+    };
+  }
+  std::vector<Bytes> wait_for(size_t n, milliseconds timeout = milliseconds(2000)) {
+    const auto deadline = Clock::now() + timeout;
+    for (;;) {
+      {
+        std::lock_guard<std::mutex> g(m);
+        if (got.size() >= n || Clock::now() >= deadline) return got;
+      }
+      std::this_thread::sleep_for(milliseconds(5));
+    }
+  }
+};
+
+TEST(ProgressPush, APulledTableCarriesTheReadersRecordToTheServer) {
+  LogSink log;
+  StateServer server("127.0.0.1", 0, kRun, log.fn());
+  Pushed pushed;
+  server.set_progress_push(pushed.handler());
+  const Bytes other = pattern(300, 1), mine = pattern(280, 2);
+  server.publish_progress({{11, other}});
+  std::string why;
+  auto table = fetch_progress("127.0.0.1", server.port(), kRun, 0, 0, milliseconds(2000), &why, std::nullopt,
+                              nullptr, &mine);
+  ASSERT_TRUE(table) << why;
+  ASSERT_EQ(table->size(), 1u);  // the reply is what it was without a push
+  EXPECT_EQ(table->front(), other);
+  const auto got = pushed.wait_for(1);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got.front(), mine);
+  EXPECT_EQ(server.progress_pushed(), 1u);
+  // Without a push nothing is handed on.
+  ASSERT_TRUE(fetch_progress("127.0.0.1", server.port(), kRun, 0, 0, milliseconds(2000), &why)) << why;
+  EXPECT_EQ(pushed.wait_for(2, milliseconds(200)).size(), 1u);
+}
+
+TEST(ProgressPush, AKeyedSwarmsPushesAreSealedAndOnlyItsPeersOpenThem) {
+  LogSink log;
+  StateServer server("127.0.0.1", 0, kRun, log.fn(), ServeLimits(), key_of(7));
+  Pushed pushed;
+  server.set_progress_push(pushed.handler());
+  const ProgressPush reader(kRun, key_of(7));
+  const Bytes record = pattern(250, 3);
+  const Bytes wrapped = reader.wrap(record);
+  EXPECT_NE(wrapped, record);  // nobody on the wire reads it
+  std::string why;
+  ASSERT_TRUE(fetch_progress("127.0.0.1", server.port(), kRun, 0, 0, milliseconds(2000), &why, key_of(7), nullptr,
+                             &wrapped))
+      << why;
+  // Without the key the request is refused, and nothing is handed on.
+  EXPECT_FALSE(fetch_progress("127.0.0.1", server.port(), kRun, 0, 0, milliseconds(2000), &why, std::nullopt, nullptr,
+                              &wrapped));
+  const auto got = pushed.wait_for(2, milliseconds(500));
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got.front(), wrapped);
+
+  ProgressPush peer(kRun, key_of(7));
+  peer.receive(got.front());
+  peer.receive(ProgressPush(kRun, key_of(8)).wrap(record));   // another swarm's key
+  peer.receive(ProgressPush(kRun + 1, key_of(7)).wrap(record));  // another run
+  peer.receive(record);                                       // not sealed at all
+  const auto opened = peer.take();
+  ASSERT_EQ(opened.size(), 1u);
+  EXPECT_EQ(opened.front(), record);
+  EXPECT_EQ(peer.received(), 4u);
+  EXPECT_EQ(peer.unopened(), 3u);
+  EXPECT_TRUE(peer.take().empty());  // taken once
+}
+
+TEST(ProgressPush, APushOfNoBytesOrTooManyIsRefusedNamingTheValidLengths) {
+  // A server each, as it says once a minute what it turned an address away for.
+  auto refused = [](const Bytes &req, const std::string &said) {
+    LogSink log;
+    StateServer server("127.0.0.1", 0, kRun, log.fn());
+    Pushed pushed;
+    server.set_progress_push(pushed.handler());
+    EXPECT_EQ(status_of_reply(server.port(), req), int(StateStatus::bad_request)) << said;
+    EXPECT_TRUE(log.has(Level::warn, {said.c_str()})) << log.text();
+    EXPECT_TRUE(pushed.wait_for(1, milliseconds(100)).empty()) << said;
+  };
+  for (uint32_t len : {0u, kMaxPushedProgressBytes + 1}) {
+    Bytes req = request_bytes(kRun, 0, kStateFlagProgress | kStateFlagProgressPush);
+    le(req, len, 4);
+    refused(req, "pushed a progress record of " + std::to_string(len) + " bytes (1 to 4096)");
+  }
+  // A push with anything but a progress request is no request a server knows.
+  refused(request_bytes(kRun, 0, kStateFlagProgressPush), "64 (with progress: a pushed record)");
+  refused(request_bytes(kRun, 0, kStateFlagModel | kStateFlagProgressPush), "64 (with progress: a pushed record)");
+  // The reader's side refuses to send one first.
+  LogSink log;
+  StateServer server("127.0.0.1", 0, kRun, log.fn());
+  std::string why;
+  const Bytes huge = pattern(kMaxPushedProgressBytes + 1, 4), none;
+  EXPECT_FALSE(fetch_progress("127.0.0.1", server.port(), kRun, 0, 0, milliseconds(2000), &why, std::nullopt,
+                              nullptr, &huge));
+  EXPECT_NE(why.find("a pushed record of 4097 bytes (1 to 4096"), std::string::npos) << why;
+  EXPECT_FALSE(fetch_progress("127.0.0.1", server.port(), kRun, 0, 0, milliseconds(2000), &why, std::nullopt,
+                              nullptr, &none));
+  EXPECT_NE(why.find("a pushed record of 0 bytes"), std::string::npos) << why;
+}
+
+TEST(ProgressPush, APushCutShortIsDroppedAtTheIdleTimeoutAndNeverHandedOn) {
+  LogSink log;
+  ServeLimits limits;
+  limits.idle_timeout = milliseconds(300);
+  StateServer server("127.0.0.1", 0, kRun, log.fn(), limits);
+  Pushed pushed;
+  server.set_progress_push(pushed.handler());
+  Bytes req = request_bytes(kRun, 0, kStateFlagProgress | kStateFlagProgressPush);
+  le(req, 100, 4);
+  const Bytes part = pattern(10, 5);
+  req.insert(req.end(), part.begin(), part.end());  // 10 of the 100 bytes it announced
+  const int fd = connect_to(server.port());
+  ASSERT_GE(fd, 0);
+  ASSERT_TRUE(send_bytes(fd, req));
+  uint8_t b = 0;
+  const auto start = Clock::now();
+  EXPECT_LE(::recv(fd, &b, 1, 0), 0);  // closed, nothing answered
+  EXPECT_LT(seconds_since(start), 3.0);
+  ::close(fd);
+  EXPECT_TRUE(pushed.wait_for(1, milliseconds(200)).empty());
+  EXPECT_EQ(server.progress_pushed(), 0u);
+}
+
+TEST(ProgressPush, TheQueueKeepsTheNewestWhenItOverflows) {
+  ProgressPush peer(kRun, std::nullopt);
+  for (size_t i = 0; i < ProgressPush::kMaxQueued + 10; ++i) peer.receive(Bytes{uint8_t(i & 0xff), uint8_t(i >> 8)});
+  const auto got = peer.take();
+  ASSERT_EQ(got.size(), ProgressPush::kMaxQueued);
+  EXPECT_EQ(got.front(), (Bytes{10, 0}));  // the 10 oldest went
+  EXPECT_EQ(peer.overflowed(), 10u);
+  EXPECT_EQ(peer.received(), ProgressPush::kMaxQueued + 10);
+}
+
+}  // namespace
+}  // namespace loom_collab
