@@ -235,9 +235,11 @@ loom_status Peer::setup(const loom_training_state_v1 &state, std::string *why) {
     config.log = logfn_;
     dht_ = std::make_unique<SwarmDht>(config);
     port_ = dht_->port();
+    push_ = std::make_shared<ProgressPush>(run_, opt_.swarm_key);
     // A client-mode peer accepts no connection: no state server.
     if (!opt_.client_mode) {
       server_ = std::make_unique<StateServer>(opt_.listen, port_, run_, logfn_, opt_.serve, opt_.swarm_key);
+      server_->set_progress_push([push = push_](Bytes b) { push->receive(std::move(b)); });
       // A joiner that asks waits for this peer's next step boundary and the
       // snapshot then (a 130 MB charlm state took 2 to 3 s to serialise and
       // hand over on a loaded machine, so 2 s always answered "not ready"),
@@ -347,14 +349,16 @@ loom_status Peer::teardown() {
     std::snprintf(line, sizeof line,
                   "read the swarm's progress %llu times in %.0f s (%.1f a second), %llu records (%.1f a read); "
                   "%llu DHT reads (%.2f a second), %llu of peers' tables (%llu failed, %llu bytes); answered %llu "
-                  "progress requests",
+                  "progress requests; took %llu records pushed with them (%llu did not open)",
                   static_cast<unsigned long long>(progress_reads_), secs, double(progress_reads_) / secs,
                   static_cast<unsigned long long>(records_read_),
                   progress_reads_ ? double(records_read_) / double(progress_reads_) : 0.0,
                   static_cast<unsigned long long>(dht_reads_), double(dht_reads_) / secs,
                   static_cast<unsigned long long>(pulls_), static_cast<unsigned long long>(pull_failures_),
                   static_cast<unsigned long long>(pull_bytes_),
-                  static_cast<unsigned long long>(server_ ? server_->progress_served() : 0));
+                  static_cast<unsigned long long>(server_ ? server_->progress_served() : 0),
+                  static_cast<unsigned long long>(push_ ? push_->received() : 0),
+                  static_cast<unsigned long long>(push_ ? push_->unopened() : 0));
     detail(line);
     if (dht_) {
       // What the node asked of others, by kind (datagrams it sent are more:

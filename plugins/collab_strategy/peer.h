@@ -29,6 +29,7 @@
 #include "loom/strategy.h"
 #include "options.h"
 #include "outer_step.h"
+#include "progress_push.h"
 #include "progress_shards.h"
 #include "records.h"
 #include "round_state.h"
@@ -82,6 +83,7 @@ class Peer {
   static constexpr auto kRecordTtl = std::chrono::seconds(10);
   static constexpr int64_t kRecordTtlMs = 10 * 1000;  // a peer's, unrefreshed
   static constexpr int64_t kRepublishMs = 1000;
+  static constexpr int64_t kPushRepublishMs = 4000;  // the DHT copy, while pulls push the record (< kRecordLiveMs)
   static constexpr int64_t kRecordLiveMs = 5000;  // a record younger than this is a live peer
   static constexpr int64_t kClockSlackMs = 2000;  // peers' wall clocks may differ by this much
   // Another model must be the swarm's this long before this peer concludes
@@ -444,12 +446,14 @@ class Peer {
   int64_t last_share_ms_ = 0;
   uint64_t last_shared_samples_ = 0;
   std::map<std::string, int64_t> last_dht_read_ms_;  // per progress key
+  int64_t last_probe_ms_ = 0;                        // of another level's key
   std::map<uint64_t, int64_t> pull_failed_;          // peer id -> not asked before this time
   uint64_t dht_reads_ = 0, pulls_ = 0, pull_failures_ = 0, pull_bytes_ = 0;
   uint64_t pull_seed_ = 0;
-  // Hands the state server the others' records it gives readers (its own
-  // goes from publish()).
-  void share_progress(int64_t now_ms);
+  std::shared_ptr<ProgressPush> push_;  // progress_push.h; shared with the server's handler
+  Bytes own_push_;                      // this peer's newest record as its pulls push it
+  void share_progress(int64_t now_ms);  // the others' records, for the server's readers
+  void take_pushed();                   // merges what readers pushed since last time
   // The records a live full peer holds of key (level, shard), asked of a
   // random one that writes there; nullopt when none is known or it failed.
   std::optional<std::vector<Bytes>> pull_progress(int level, uint32_t shard);

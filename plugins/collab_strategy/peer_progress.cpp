@@ -19,10 +19,14 @@ constexpr int64_t kIntroduceMs = 2000;               // how often known peers ar
 constexpr int64_t kForgetAddressMs = 5 * 60 * 1000;  // a peer unseen this long is not introduced again
 // progress_source = "peers": the swarm's DHT reads of progress, all peers
 // together, about this many a second (each peer's interval grows with the
-// swarm's size), from kMinDhtReadMs to kMaxDhtReadMs apart per peer. They
-// find new peers and bring the records of client-mode peers (which serve
-// nothing); reads in between ask a peer's state server.
-constexpr double kDhtReadsPerSecond = 4;
+// swarm's size), from kMinDhtReadMs to kMaxDhtReadMs apart per peer. Reads
+// in between ask a peer's state server and push the reader's own record
+// there (progress_push.h), so records spread from peer to peer, a joiner's
+// from its first pull on; the DHT reads are what a peer that knows nobody
+// yet starts from, and what joins two parts of a swarm that never met. At
+// 4 a second (before pushes), a peer of 16 read the DHT every 4 s, and
+// those reads and their replies were most of its 370 datagrams a second.
+constexpr double kDhtReadsPerSecond = 0.5;
 // progress_source = "auto": peers' tables from this swarm size on. Below it
 // a DHT read costs little (16 (N + 1) datagrams), and a new peer is seen at
 // the next read of any peer rather than after the swarm's next DHT read and
@@ -134,9 +138,14 @@ void Peer::refresh() {
     }
     from_dht.push_back(i);
   }
-  for (int probe : shards_->next_probes()) {
-    from_dht.push_back(reads.size());
-    reads.push_back({probe, shard_of(id_, probe), {}});
+  // Probes too are DHT reads: while peers' tables bring the records, at
+  // most one a dht_every (counted by reads, they came every 4 s at 16 peers).
+  if (!from_peers || start - last_probe_ms_ >= dht_every) {
+    for (int probe : shards_->next_probes()) {
+      from_dht.push_back(reads.size());
+      reads.push_back({probe, shard_of(id_, probe), {}});
+      last_probe_ms_ = start;
+    }
   }
   if (!from_dht.empty()) {
     std::vector<std::string> names;
@@ -243,7 +252,8 @@ std::optional<std::vector<Bytes>> Peer::pull_progress(int level, uint32_t shard)
   std::string why;
   uint64_t bytes = 0;
   ++pulls_;
-  auto got = fetch_progress(host, port, run_, level, shard, kPullTimeout, &why, opt_.swarm_key, &bytes);
+  auto got = fetch_progress(host, port, run_, level, shard, kPullTimeout, &why, opt_.swarm_key, &bytes,
+                            own_push_.empty() ? nullptr : &own_push_);
   if (!got) {
     ++pull_failures_;
     // Not asked again for a while: a peer that died, or that others cannot
@@ -280,6 +290,17 @@ void Peer::share_progress(int64_t now_ms) {
   table.reserve(live.size());
   for (const auto *e : live) table.emplace_back(e->first, e->second.second);
   server_->publish_progress(std::move(table));
+}
+
+void Peer::take_pushed() {
+  if (!push_) return;
+  const std::vector<Bytes> pushed = push_->take();
+  if (pushed.empty()) return;
+  // Each checked as a pulled record is; a record of a key this peer does not
+  // read counts only where a read's sample names it (tracker.h), so pushes
+  // from other shards change no sum.
+  std::vector<uint64_t> ids;
+  take_progress(pushed, &ids, /*pulled=*/true);
 }
 
 uint64_t Peer::take_progress(const std::vector<Bytes> &values, std::vector<uint64_t> *ids, bool pulled) {
@@ -367,8 +388,8 @@ void Peer::publish(bool force) {
   // unhealthy, serving, leaving), a sync point. Sample counts alone go at
   // most every kSampleRefreshMs: readers extrapolate them at the published
   // rate meanwhile (tracker.cpp). With progress from peers they go only to
-  // this peer's state server that often (its readers get the newest); the
-  // DHT gets them with the next event or kRepublishMs.
+  // this peer's state server and pushes that often (its readers get the
+  // newest); the DHT gets them every kPushRepublishMs.
   const bool event = r.epoch != last_published_epoch_ || r.flags != last_published_flags_ ||
                      r.sync_epoch != last_published_sync_epoch_;
   const bool samples = r.samples != last_published_samples_ && now - last_publish_ms_ >= kSampleRefreshMs;
@@ -378,19 +399,32 @@ void Peer::publish(bool force) {
   // grown, find it there), the DHT only every kRepublishMs while others do.
   const bool to_server = opt_.progress_source != Options::ProgressSource::dht && server_ != nullptr;
   const bool to_peers = to_server && progress_from_peers_now();
+  // Pulls push this record (progress_push.h), so readers have each event
+  // from its server or its pushes; the DHT copy is only what a joiner's
+  // first read finds, put every kPushRepublishMs (live for kRecordLiveMs).
+  const bool pushes = progress_from_peers_now() && (to_server || opt_.client_mode);
   // The levels a record goes on follow the swarm's estimated size
   // (progress_shards.h); a move to another level is an event too.
   std::vector<int> levels{0};
   if (shards_) levels = shards_->levels_to_write(swarm_estimate_.load());
   const bool moved = levels != written_levels_;
-  const bool put = force || event || moved || now - last_publish_ms_ >= kRepublishMs || (samples && !to_peers);
-  const bool share = to_server && (put || shared_samples);
-  if (!put && !share) return;
+  const bool put = pushes ? force || moved || now - last_publish_ms_ >= kPushRepublishMs
+                          : force || event || moved || now - last_publish_ms_ >= kRepublishMs || (samples && !to_peers);
+  const bool fresh = put || event || shared_samples;
+  const bool share = to_server && fresh;
+  const bool push = pushes && push_ && fresh;
+  if (!put && !share && !push) return;
   const Bytes bytes = encode(run_, r, identity_);
-  if (share) {  // the others' records go with reads (share_progress)
-    server_->publish_own_progress(id_, bytes);
+  if (push) own_push_ = push_->wrap(bytes);  // with this peer's next pull
+  if (share) server_->publish_own_progress(id_, bytes);  // the others' records go with reads (share_progress)
+  if (share || push) {
     last_share_ms_ = now;
     last_shared_samples_ = r.samples;
+  }
+  if (pushes) {  // an event is out (server, pushes): said once
+    last_published_epoch_ = r.epoch;
+    last_published_flags_ = r.flags;
+    last_published_sync_epoch_ = r.sync_epoch;
   }
   if (!put) return;
   // Each put waits for the nodes (up to 1 s): on a loaded machine that
@@ -429,6 +463,7 @@ void Peer::background() {
       const bool by_eta = opt_.progress_reads_eta;
       publish(woken && !by_eta);
       publish_fingerprint();
+      take_pushed();
       const int64_t now = wall_ms();
       // A new epoch of this peer's (a round, a load) reads at once: what it
       // decides next depends on where the others are.
