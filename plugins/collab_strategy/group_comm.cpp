@@ -221,7 +221,7 @@ loom_status GroupComm::exchange(const void *send, size_t len, void *recv, int64_
   mine.size = static_cast<uint32_t>(size_);
   mine.payload.assign(static_cast<const uint8_t *>(send), static_cast<const uint8_t *>(send) + len);
   const Bytes value = encode(run_, mine, *identity_);
-  const std::string key = oob_key(run_id_, epoch_, attempt_);
+  const std::string key = oob_key(run_id_, epoch_, attempt_, group_hash_);
   const uint64_t value_id = round_value_id(me_, epoch_, attempt_);
   const auto ttl = std::chrono::seconds(timeout_ms / 1000 + 5);
   std::vector<bool> have(static_cast<size_t>(size_), false);

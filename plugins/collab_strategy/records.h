@@ -205,7 +205,14 @@ uint32_t round_bucket(int64_t epoch, uint32_t attempt);
 std::string progress_key(const std::string &run_id);
 std::string join_key(const std::string &run_id, int64_t epoch, uint32_t attempt);
 std::string group_key(const std::string &run_id, int64_t epoch, uint32_t attempt);
-std::string oob_key(const std::string &run_id, int64_t epoch, uint32_t attempt);
+// A round's oob keys: kOobGroupKeys of them, a group's picked by its hash,
+// so that a member's watch brings mostly its own group's parts (one key for
+// all the groups of a round made every member's watch carry every group's
+// parts, about 1 KB each, pushed by every node that held the key), while a
+// peer still touches at most kRoundBuckets * kOobGroupKeys oob keys, each
+// an OpenDHT search kept an hour (above: about 2.3 MB at most).
+constexpr uint32_t kOobGroupKeys = 8;
+std::string oob_key(const std::string &run_id, int64_t epoch, uint32_t attempt, uint64_t group_hash);
 std::string fingerprint_key(const std::string &run_id, uint64_t fingerprint);
 std::string round_space(const std::string &run_id, uint64_t fingerprint);
 

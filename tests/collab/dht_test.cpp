@@ -314,8 +314,8 @@ TEST_F(Swarm, AFullSizeOobRecordCrossesTheDht) {
   o.payload.resize(kMaxOobPayload);
   for (size_t i = 0; i < o.payload.size(); ++i) o.payload[i] = static_cast<uint8_t>(i * 31);
   const uint64_t run = run_hash("big");
-  ASSERT_TRUE(nodes[1]->put(oob_key("big", 7, 0), 11, encode(run, o, Identity()), seconds(60), kOp));
-  const auto got = nodes[3]->get(oob_key("big", 7, 0), kOp);
+  ASSERT_TRUE(nodes[1]->put(oob_key("big", 7, 0, 1), 11, encode(run, o, Identity()), seconds(60), kOp));
+  const auto got = nodes[3]->get(oob_key("big", 7, 0, 1), kOp);
   ASSERT_EQ(got.size(), 1u);
   std::string why;
   auto back = decode_oob(run, got[0].data(), got[0].size(), &why);
