@@ -82,7 +82,7 @@ SNIFF = r"""
 import collections, json, re, socket, sys, time
 me, until, names = socket.inet_aton(sys.argv[1]), time.monotonic() + float(sys.argv[2]), json.loads(sys.argv[3])
 s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3)); s.bind(("eth0", 0)); s.settimeout(0.2)
-n, b = collections.Counter(), collections.Counter()
+n, b, asked = collections.Counter(), collections.Counter(), {}
 while time.monotonic() < until:
     try: p = s.recv(65535)
     except socket.timeout: continue
@@ -93,7 +93,14 @@ while time.monotonic() < until:
     what = load[q.end():q.end() + q[1][0] - 0xa0].decode("ascii", "replace") if q else "reply/other"
     h = re.search(rb"\xa1h\xc4\x14", load) if q else None
     key = names.get(load[h.end():h.end() + 20].hex(), "key " + load[h.end():h.end() + 3].hex()) if h else ""
-    k = ("sent " if p[12:16] == me else "received ") + what + (" " + key if key else "")
+    sent = p[12:16] == me
+    # A reply names its request by the requester's transaction id ("t"):
+    # the request's method and key, as seen from this host.
+    t = re.search(rb"\xa1t(?:([\x00-\x7f])|\xcc(.)|\xcd(..)|\xce(....))", load, re.S)
+    tid = (p[16:20] if sent else p[12:16]) + (next(g for g in t.groups() if g is not None) if t else b"")
+    if q and t: asked[tid] = what + (" " + key if key else "")
+    elif not q and t and tid in asked: what, key = "reply to " + asked[tid], ""
+    k = ("sent " if sent else "received ") + what + (" " + key if key else "")
     n[k] += 1; b[k] += len(load)
 print(json.dumps({k: [n[k], b[k]] for k in n}))
 """
