@@ -114,11 +114,11 @@ const loom_option_decl kOptions[kNumOptions] = {
      "swarm's samples and rate up from them: a read costs the same at any size (sampled progress). Up to twice "
      "this many, every read sees every peer."},
     {sizeof(loom_option_decl), LOOM_OPTION_STRING, "progress_source", "auto",
-     "Where a peer reads the others' progress records: \"peers\" (a DHT read every few seconds, the swarm's "
-     "reads together about four a second, and in between the records another full peer holds, asked of its "
-     "state server over TCP: one request, where a DHT read of N records costs 16 (N + 1) datagrams), \"dht\" "
-     "(every read from the DHT), or \"auto\" (peers in a swarm of 8 peers or more, the DHT below: a small "
-     "swarm's DHT reads cost little, and find a new peer sooner)."},
+     "Where a peer reads the others' progress records: \"peers\" (the records another full peer holds, asked of "
+     "its state server over TCP, each request pushing this peer's own record there, so records spread from peer "
+     "to peer: one request where a DHT read of N records costs 16 (N + 1) datagrams; a DHT read only every few "
+     "seconds to half a minute, the swarm's together about one every 2 s), \"dht\" (every read from the DHT), or "
+     "\"auto\" (peers once the swarm has another peer, the DHT while this one is alone)."},
     {sizeof(loom_option_decl), LOOM_OPTION_STRING, "snapshot_ahead", "auto",
      "When a full peer snapshots its state for joiners before one asks: \"always\" at every epoch's start (a "
      "joiner's download begins at once; two copies of the state an epoch), \"never\" (a joiner waits for this "

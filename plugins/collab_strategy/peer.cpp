@@ -342,6 +342,9 @@ loom_status Peer::teardown() {
     for (int level : written_levels_)
       said = dht_->put(progress_shard_key(opt_.run_id, level, shard_of(id_, level)), id_, bye, kRecordTtl,
                        std::chrono::milliseconds(500)) && said;
+    // Readers of peers' tables read the DHT seldom: a few of them hear it
+    // pushed, and their tables spread it.
+    if (progress_from_peers_now()) push_goodbye(bye);
   }
   {
     const double secs = std::max(1e-3, double(wall_ms() - since_ms_) / 1000.0);

@@ -454,6 +454,7 @@ class Peer {
   Bytes own_push_;                      // this peer's newest record as its pulls push it
   void share_progress(int64_t now_ms);  // the others' records, for the server's readers
   void take_pushed();                   // merges what readers pushed since last time
+  void push_goodbye(const Bytes &bye);  // to a few live full peers, with a pull each
   // The records a live full peer holds of key (level, shard), asked of a
   // random one that writes there; nullopt when none is known or it failed.
   std::optional<std::vector<Bytes>> pull_progress(int level, uint32_t shard);

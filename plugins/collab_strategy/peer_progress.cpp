@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <tuple>
 
 #include "peer.h"
 
@@ -27,12 +28,14 @@ constexpr int64_t kForgetAddressMs = 5 * 60 * 1000;  // a peer unseen this long 
 // 4 a second (before pushes), a peer of 16 read the DHT every 4 s, and
 // those reads and their replies were most of its 370 datagrams a second.
 constexpr double kDhtReadsPerSecond = 0.5;
-// progress_source = "auto": peers' tables from this swarm size on. Below it
-// a DHT read costs little (16 (N + 1) datagrams), and a new peer is seen at
-// the next read of any peer rather than after the swarm's next DHT read and
-// the tables that spread it (in a swarm of 3 peers with 30 ms epochs, that
-// second was long enough for a joiner never to meet the others' rounds).
-constexpr double kPullMinPeers = 8;
+// progress_source = "auto": peers' tables from this swarm size on (a peer
+// alone reads the DHT). It was 8 before pulls pushed the reader's record:
+// a new peer was then seen only after the swarm's next DHT read and the
+// tables that spread it (in a swarm of 3 peers with 30 ms epochs, a second
+// late, and a joiner never met the others' rounds); now its first pull
+// tells a peer at once. At 4 peers DHT reads alone cost 938 datagrams a
+// second per peer (20 reads a second each).
+constexpr double kPullMinPeers = 2;
 constexpr int64_t kMinDhtReadMs = 1000;
 constexpr int64_t kMaxDhtReadMs = 30000;
 constexpr std::chrono::milliseconds kPullTimeout{500};
@@ -268,6 +271,36 @@ std::optional<std::vector<Bytes>> Peer::pull_progress(int level, uint32_t shard)
   }
   pull_bytes_ += bytes;
   return got;
+}
+
+void Peer::push_goodbye(const Bytes &bye) {
+  if (!push_) return;
+  constexpr size_t kGoodbyePushes = 3;
+  constexpr std::chrono::milliseconds kGoodbyeTimeout{300};
+  std::vector<std::tuple<uint64_t, std::string, uint16_t>> to;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const auto &r : tracker_.live_records(wall_ms()))
+      if (r.peer_id != id_ && r.state_port != 0 && !r.state_host.empty() &&
+          !(r.flags & (ProgressRecord::kClient | ProgressRecord::kLeft | ProgressRecord::kAway)))
+        to.emplace_back(r.peer_id, r.state_host, r.state_port);
+  }
+  // The key each serves (its own shard), so that the reply is small.
+  const int level = shards_ ? shards_->level() : 0;
+  // Which few: a random start, so that leavers do not all tell the same peers.
+  const size_t first = to.empty() ? 0 : size_t(mix64(id_ ^ uint64_t(wall_ms())) % to.size());
+  const Bytes wrapped = push_->wrap(bye);
+  size_t told = 0;
+  for (size_t i = 0; i < to.size() && told < kGoodbyePushes; ++i) {
+    const auto &[peer, host, port] = to[(first + i) % to.size()];
+    std::string why;
+    told += fetch_progress(host, port, run_, level, shard_of(peer, level), kGoodbyeTimeout, &why, opt_.swarm_key,
+                           nullptr, &wrapped)
+                ? 1
+                : 0;
+  }
+  detail("pushed this peer's goodbye to " + std::to_string(told) + " of " + std::to_string(to.size()) +
+         " live peers");
 }
 
 void Peer::share_progress(int64_t now_ms) {

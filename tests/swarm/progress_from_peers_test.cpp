@@ -5,7 +5,7 @@
 // processes with progress_source = "peers" train together; nearly all their
 // reads come from each other, every full peer answers some and takes the
 // readers' records, and every round still holds target_batch_size samples.
-// Under the default ("auto") four peers read the DHT alone.
+// The default ("auto") does the same; "dht" never asks a peer.
 #include <gtest/gtest.h>
 
 #include <regex>
@@ -106,17 +106,32 @@ TEST(ProgressFromPeers, FourPeersReadMostProgressFromEachOtherAndAverageFullRoun
   expect_full_rounds(logs);
 }
 
-// progress_source = "auto", the default: below 8 peers every read is a DHT
-// read (a new peer is seen at once, and a small swarm's reads cost little).
-TEST(ProgressFromPeers, BelowEightPeersTheDefaultReadsTheDhtOnly) {
+// progress_source = "auto", the default: peers' tables once there is
+// another peer (before pushes, only from 8 peers on), as with "peers".
+TEST(ProgressFromPeers, TheDefaultReadsFromPeersOnceThereIsAnother) {
   Scratch scratch;
   const auto logs = run_swarm(scratch, "auto");
   const auto reads = reads_of_each(logs);
   ASSERT_EQ(reads.size(), size_t(kPeers));
   for (size_t i = 0; i < reads.size(); ++i) {
     const Reads& r = reads[i];
+    EXPECT_LE(r.dht * 5, r.total) << "p" << i;
+    EXPECT_GT(r.pushed, 0) << "p" << i;
+  }
+  expect_full_rounds(logs);
+}
+
+// "dht": every read a DHT read, nothing asked of peers or pushed.
+TEST(ProgressFromPeers, DhtReadsTheDhtOnly) {
+  Scratch scratch;
+  const auto logs = run_swarm(scratch, "dht");
+  const auto reads = reads_of_each(logs);
+  ASSERT_EQ(reads.size(), size_t(kPeers));
+  for (size_t i = 0; i < reads.size(); ++i) {
+    const Reads& r = reads[i];
     EXPECT_EQ(r.tables, 0) << "p" << i;
     EXPECT_EQ(r.answered, 0) << "p" << i;
+    EXPECT_EQ(r.pushed, 0) << "p" << i;
     EXPECT_EQ(r.dht, r.total) << "p" << i;
   }
   expect_full_rounds(logs);
