@@ -118,7 +118,8 @@ const loom_option_decl kOptions[kNumOptions] = {
      "its state server over TCP, each request pushing this peer's own record there, so records spread from peer "
      "to peer: one request where a DHT read of N records costs 16 (N + 1) datagrams; a DHT read only every few "
      "seconds to half a minute, the swarm's together about one every 2 s), \"dht\" (every read from the DHT), or "
-     "\"auto\" (peers once the swarm has another peer, the DHT while this one is alone)."},
+     "\"auto\" (peers in a swarm of 8 peers or more, the DHT below: a small swarm's DHT reads cost little, and "
+     "find a new peer sooner)."},
     {sizeof(loom_option_decl), LOOM_OPTION_STRING, "snapshot_ahead", "auto",
      "When a full peer snapshots its state for joiners before one asks: \"always\" at every epoch's start (a "
      "joiner's download begins at once; two copies of the state an epoch), \"never\" (a joiner waits for this "

@@ -114,7 +114,7 @@ struct Options {
   // progress_source: where reads of the others' progress go between DHT
   // reads (peer_progress.cpp). peers: to another full peer's state server;
   // dht: every read is a DHT read; automatic ("auto", the default): peers
-  // once the swarm has kPullMinPeers (2), the DHT below.
+  // once the swarm has kPullMinPeers (8), the DHT below.
   enum class ProgressSource { automatic, peers, dht };
   ProgressSource progress_source = ProgressSource::automatic;
   // snapshot_ahead: when a full peer snapshots its state for joiners

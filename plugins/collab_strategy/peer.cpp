@@ -306,8 +306,15 @@ loom_status Peer::setup(const loom_training_state_v1 &state, std::string *why) {
     // Long enough for every peer's record to arrive (each republishes every
     // second) and for this peer to be sure whether it trains the swarm's
     // model (model_check.cpp).
+    // Where peers read each other's tables, the DHT's copies of records are
+    // up to kPushRepublishMs old (a fast swarm passes many epochs in that
+    // time): the epoch to catch up with comes from a table.
     const auto until = Clock::now() + std::chrono::milliseconds(4 * kRepublishMs);
-    while (Clock::now() < until && !misfit(why) && (newest_epoch() < 0 || !checked_model_ || suspect_misfit_))
+    auto settled = [&] {
+      return newest_epoch() >= 0 && checked_model_ && !suspect_misfit_ &&
+             (!progress_from_peers_now() || tables_.load() > 0);
+    };
+    while (Clock::now() < until && !misfit(why) && !settled())
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     if (misfit(why)) return LOOM_ERR_INVALID_ARGUMENT;
     // The swarm's epoch, or a checkpointer's when no trainer is left.

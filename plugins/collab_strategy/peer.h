@@ -452,6 +452,7 @@ class Peer {
   uint64_t pull_seed_ = 0;
   std::shared_ptr<ProgressPush> push_;  // progress_push.h; shared with the server's handler
   Bytes own_push_;                      // this peer's newest record as its pulls push it
+  std::atomic<uint64_t> tables_{0};     // peers' tables read (a joiner's catch-up waits for one)
   void share_progress(int64_t now_ms);  // the others' records, for the server's readers
   void take_pushed();                   // merges what readers pushed since last time
   void push_goodbye(const Bytes &bye);  // to a few live full peers, with a pull each

@@ -28,16 +28,22 @@ constexpr int64_t kForgetAddressMs = 5 * 60 * 1000;  // a peer unseen this long 
 // 4 a second (before pushes), a peer of 16 read the DHT every 4 s, and
 // those reads and their replies were most of its 370 datagrams a second.
 constexpr double kDhtReadsPerSecond = 0.5;
-// progress_source = "auto": peers' tables from this swarm size on (a peer
-// alone reads the DHT). It was 8 before pulls pushed the reader's record:
-// a new peer was then seen only after the swarm's next DHT read and the
-// tables that spread it (in a swarm of 3 peers with 30 ms epochs, a second
-// late, and a joiner never met the others' rounds); now its first pull
-// tells a peer at once. At 4 peers DHT reads alone cost 938 datagrams a
-// second per peer (20 reads a second each).
-constexpr double kPullMinPeers = 2;
+// progress_source = "auto": peers' tables from this swarm size on. Below it
+// a DHT read costs little (16 (N + 1) datagrams), and a new peer is seen at
+// the next read of any peer: a joiner that reads a table at once still
+// reads the others' DHT copies first, which pulls leave up to
+// kPushRepublishMs old. Tried at 2 (2026-12-05): at 4 peers it cut the DHT
+// datagrams (938 a second per peer with DHT reads alone), but 9 swarm tests
+// of joiners, clients and observers in 3-peer swarms that finish in 4 s
+// failed (a joiner took the DHT's epoch-0 copies for the swarm's epoch and
+// trained alone); not pursued further.
+constexpr double kPullMinPeers = 8;
 constexpr int64_t kMinDhtReadMs = 1000;
-constexpr int64_t kMaxDhtReadMs = 30000;
+// Pushes carry every reader's record, so DHT reads only find a first peer
+// and join parts of a swarm that never met: at 1,000 peers a read of two
+// keys costs about 2,000 datagrams, 17 a second at this cap against 67 at
+// the 30 s it was (README, "Push-pull progress").
+constexpr int64_t kMaxDhtReadMs = 120000;
 constexpr std::chrono::milliseconds kPullTimeout{500};
 // Reads that ask peers come at most this often (besides the read at each
 // epoch change): they cost so little that, spaced by the time to the target
@@ -270,6 +276,7 @@ std::optional<std::vector<Bytes>> Peer::pull_progress(int level, uint32_t shard)
     return std::nullopt;
   }
   pull_bytes_ += bytes;
+  ++tables_;
   return got;
 }
 

@@ -23,6 +23,7 @@
 #include "options.h"
 #include "progress_shards.h"
 #include "records.h"
+#include "state_transfer.h"
 
 namespace {
 
@@ -148,9 +149,9 @@ int main(int argc, char **argv) {
   // shrinks), and level 0. Until it knows that level, it looks at one shard
   // of each level, which finds any level a swarm writes on.
   int top = -1;
-  auto read_key = [&](const std::string &key) {
+  auto take = [&](const std::vector<Bytes> &raws) {
     size_t n = 0;
-    for (const auto &raw : dht->get(key, std::chrono::milliseconds(500), SwarmDht::GetMode::shared)) {
+    for (const auto &raw : raws) {
       std::string why;
       auto r = decode_progress(run, raw.data(), raw.size(), &why);
       if (!r) {
@@ -163,10 +164,37 @@ int main(int argc, char **argv) {
     }
     return n;
   };
+  // A key's records from the DHT, then, where those are stale, as one live
+  // full peer that writes there holds them: peers whose reads ask each
+  // other put their DHT copy only every few seconds (peer_progress.cpp),
+  // where their tables are current. Stale: older than the second within
+  // which peers reading the DHT republish. The observer pushes nothing.
+  uint64_t turn = 0;
+  auto read_key = [&](int level, uint32_t shard) {
+    size_t n = take(dht->get(progress_shard_key(a.run_id, level, shard), std::chrono::milliseconds(500),
+                             SwarmDht::GetMode::shared));
+    std::vector<ProgressRecord> full;
+    bool stale = false;
+    const int64_t now = now_ms();
+    for (const auto &r : observer.snapshot(now).peers) {
+      if (shard_of(r.peer_id, level) != shard) continue;
+      stale = stale || now - r.time_ms > 1500;
+      if (r.state_port != 0 && !r.state_host.empty() && !(r.flags & (ProgressRecord::kClient | ProgressRecord::kAway)))
+        full.push_back(r);
+    }
+    if (stale && !full.empty()) {
+      const ProgressRecord &from = full[turn++ % full.size()];
+      std::string why;
+      if (auto got = fetch_progress(from.state_host, from.state_port, run, level, shard, std::chrono::milliseconds(500),
+                                    &why, config.key))
+        n += take(*got);
+    }
+    return n;
+  };
   auto read = [&] {
     if (top < 0) {
       for (int level = 0; level <= kMaxShardLevel && !g_stop; ++level)
-        if (read_key(progress_shard_key(a.run_id, level, 0)) > 0) top = level;
+        if (read_key(level, 0) > 0) top = level;
       if (top < 0) return;
     }
     int highest = -1;
@@ -174,7 +202,7 @@ int main(int argc, char **argv) {
       if (level > 0 && level < top - 1) continue;
       size_t found = 0;
       for (uint32_t shard = 0; shard < (uint32_t(1) << level) && !g_stop; ++shard)
-        found += read_key(progress_shard_key(a.run_id, level, shard));
+        found += read_key(level, shard);
       if (found > 0) highest = level;
     }
     top = highest;

@@ -5,7 +5,7 @@
 // processes with progress_source = "peers" train together; nearly all their
 // reads come from each other, every full peer answers some and takes the
 // readers' records, and every round still holds target_batch_size samples.
-// The default ("auto") does the same; "dht" never asks a peer.
+// Under the default ("auto") four peers read the DHT alone, as "dht" does.
 #include <gtest/gtest.h>
 
 #include <regex>
@@ -97,26 +97,30 @@ TEST(ProgressFromPeers, FourPeersReadMostProgressFromEachOtherAndAverageFullRoun
     // peer waits for the others): a few in the run, every other read asks
     // a peer (with 4 a second before pushes: about 1 in 8 here).
     EXPECT_LE(r.dht * 5, r.total) << "p" << i;
-    // Each read pushed the reader's record: every server that answered took some.
+    // Each read pushed the reader's record: every server that answered took
+    // some (a push counts when its request is admitted, an answer once sent:
+    // a reader that left in between makes one more push than answers).
     EXPECT_GT(r.pushed, 0) << "p" << i;
-    EXPECT_LE(r.pushed, r.answered) << "p" << i;
+    EXPECT_LE(r.pushed, r.answered + 3) << "p" << i;
     EXPECT_LE(r.failed, r.tables / 4 + 2) << "p" << i;  // peers that finish first stop answering
     EXPECT_GT(r.answered, 0) << "p" << i;
   }
   expect_full_rounds(logs);
 }
 
-// progress_source = "auto", the default: peers' tables once there is
-// another peer (before pushes, only from 8 peers on), as with "peers".
-TEST(ProgressFromPeers, TheDefaultReadsFromPeersOnceThereIsAnother) {
+// progress_source = "auto", the default: below 8 peers every read is a DHT
+// read (a new peer is seen at once, and a small swarm's reads cost little).
+TEST(ProgressFromPeers, BelowEightPeersTheDefaultReadsTheDhtOnly) {
   Scratch scratch;
   const auto logs = run_swarm(scratch, "auto");
   const auto reads = reads_of_each(logs);
   ASSERT_EQ(reads.size(), size_t(kPeers));
   for (size_t i = 0; i < reads.size(); ++i) {
     const Reads& r = reads[i];
-    EXPECT_LE(r.dht * 5, r.total) << "p" << i;
-    EXPECT_GT(r.pushed, 0) << "p" << i;
+    EXPECT_EQ(r.tables, 0) << "p" << i;
+    EXPECT_EQ(r.answered, 0) << "p" << i;
+    EXPECT_EQ(r.pushed, 0) << "p" << i;
+    EXPECT_EQ(r.dht, r.total) << "p" << i;
   }
   expect_full_rounds(logs);
 }
