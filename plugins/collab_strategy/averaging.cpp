@@ -38,14 +38,18 @@ bool Peer::exchange_weights(GroupComm &comm, double weight, double norm, Clock::
   const size_t n = size_t(comm.size()), r = size_t(comm.rank());
   // The link rates ride along (balance_bandwidth's parts): every member
   // reads the same doubles, so all compute the same parts.
-  std::vector<double> x(3 * n, 0.0);
+  // So do the training rates (top_up_shares).
+  std::vector<double> x(4 * n, 0.0);
   x[r] = weight;
   x[n + r] = std::isfinite(norm) ? norm : -1.0;
   x[2 * n + r] = link_rate_.value();
+  const double training = rate_.load();
+  x[3 * n + r] = std::isfinite(training) && training > 0 ? training : 0.0;
   if (comm.allreduce(x.data(), x.size(), LOOM_DTYPE_F64, LOOM_REDUCE_SUM, deadline, why) != LOOM_OK) return false;
   std::vector<double> norms(x.begin() + n, x.begin() + 2 * n);
   *out = member_weights(std::vector<double>(x.begin(), x.begin() + n), norms, factor);
-  out->rate.assign(x.begin() + 2 * n, x.end());
+  out->rate.assign(x.begin() + 2 * n, x.begin() + 3 * n);
+  out->training.assign(x.begin() + 3 * n, x.end());
   for (size_t i : out->outliers) {
     if (i == r) {
       mark_unhealthy("this peer's norm " + number_text(norms[i]) + " is over " + number_text(factor) +
@@ -134,7 +138,7 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
       if (!exchange_weights(*comm, weight + relayed, norm, deadline, &members, &why)) return failed();
       const bool short_round = members.total > 0 && members.total < double(target);
       const uint64_t batch = std::max<uint64_t>(1, opt_.batch_size ? opt_.batch_size : state_.batch_size);
-      share = short_round ? top_up_shares(target, members.weight, batch)[size_t(comm->rank())] : 0;
+      share = short_round ? top_up_shares(target, members.weight, batch, members.training)[size_t(comm->rank())] : 0;
       waits = short_round && share == 0 && members.weight[size_t(comm->rank())] > 0;
       if (waits)
         detail("epoch " + std::to_string(epoch) + ": " + group_text(group) + " brought " +

@@ -44,18 +44,28 @@ double sum_of_squares(const float *data, uint64_t n) {
   return (s[0] + s[1]) + (s[2] + s[3]);
 }
 
-std::vector<uint64_t> top_up_shares(uint64_t target, const std::vector<double> &weights, uint64_t batch) {
+std::vector<uint64_t> top_up_shares(uint64_t target, const std::vector<double> &weights, uint64_t batch,
+                                    const std::vector<double> &rates) {
   std::vector<uint64_t> out(weights.size(), 0);
   double total = 0;
   for (double w : weights) total += w > 0 ? w : 0;
   if (!(total > 0) || double(target) <= total) return out;
+  // The parts: rates where every member that counts has one, else weights.
+  bool by_rate = rates.size() == weights.size();
+  double parts = 0;
+  for (size_t i = 0; i < weights.size() && by_rate; ++i) {
+    if (!(weights[i] > 0)) continue;
+    if (!(rates[i] > 0) || !std::isfinite(rates[i])) by_rate = false;
+    else parts += rates[i];
+  }
+  if (!by_rate) parts = total;
   const uint64_t b = std::max<uint64_t>(1, batch);
   const double deficit = double(target) - total;
   uint64_t left = uint64_t(std::ceil(deficit / double(b)));  // batches the group still needs
   std::vector<std::pair<double, size_t>> remainders;  // (fraction of a batch, member)
   for (size_t i = 0; i < weights.size(); ++i) {
     if (!(weights[i] > 0)) continue;
-    const double exact = deficit * weights[i] / total / double(b);
+    const double exact = deficit * (by_rate ? rates[i] : weights[i]) / parts / double(b);
     const uint64_t whole = std::min<uint64_t>(left, uint64_t(std::floor(exact)));
     out[i] = whole;
     left -= whole;

@@ -33,6 +33,7 @@ struct MemberWeights {
   double total = 0;            // their sum
   std::vector<size_t> outliers;  // ranks excluded for their norm
   std::vector<double> rate;      // per member: its link's measured rate, bytes a second (0: not yet)
+  std::vector<double> training;  // per member: its training rate, samples a second (0: not yet)
 };
 
 // weights[i], norms[i]: what member i announced (norm < 0 or not finite: its
@@ -47,12 +48,20 @@ double sum_of_squares(const float *data, uint64_t n);
 
 // Samples each member accumulates before the group meets again, when the
 // round's weights fell short of target: the deficit in whole batches, shared
-// in proportion to the members' weights (largest remainders get the
-// batches left over), so that together they add at most one batch more than
-// the deficit. 0 for a member that counts 0. Every member computes the same
-// from the same weights; batch is the members' batch (one that trains on
-// another finds the next meeting short again, and tops up once more).
-std::vector<uint64_t> top_up_shares(uint64_t target, const std::vector<double> &weights, uint64_t batch);
+// in proportion to the members' training rates (samples a second), so that
+// all of them finish it at once, or, when a member that counts has no rate
+// yet, to their weights (largest remainders get the batches left over);
+// together they add at most one batch more than the deficit. 0 for a member
+// that counts 0. Every member computes the same from the same weights and
+// rates; batch is the members' batch (one that trains on another finds the
+// next meeting short again, and tops up once more).
+// (Shares by weight alone made the barrier: a group formed ahead meets at a
+// few percent of its target, where what each member brought is noise, and
+// a member that brought one batch of forty drew 1/40 of the rest and then
+// waited most of the epoch for the others: 40-52% of an epoch at 8 and 16
+// peers, bench/swarm_scale.py.)
+std::vector<uint64_t> top_up_shares(uint64_t target, const std::vector<double> &weights, uint64_t batch,
+                                    const std::vector<double> &rates = {});
 
 }  // namespace loom_collab
 

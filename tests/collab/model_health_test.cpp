@@ -145,5 +145,35 @@ TEST(Health, TopUpSharesCoverTheDeficitInWholeBatches) {
   }
 }
 
+// By rate, each member's share takes it the same time: a member that
+// brought one batch but trains as fast as the others draws as much.
+TEST(Health, TopUpSharesFollowTheMembersRatesSoThatTheyFinishTogether) {
+  const std::vector<double> weights = {64, 64 * 40, 64 * 20, 64 * 19};
+  const std::vector<double> rates = {1000, 1000, 2000, 4000};
+  const auto shares = top_up_shares(262144, weights, 64, rates);
+  uint64_t added = 0;
+  for (size_t i = 0; i < shares.size(); ++i) {
+    EXPECT_EQ(shares[i] % 64, 0u);
+    added += shares[i];
+    // Finishing times within one batch of each other.
+    EXPECT_NEAR(double(shares[i]) / rates[i], double(shares[0]) / rates[0], 64.0 / rates[i] + 64.0 / rates[0]) << i;
+  }
+  EXPECT_GE(64 * 80 + added, 262144u);
+  EXPECT_LT(64 * 80 + added, 262144u + 64);
+  // By weight (the rates left out), the member that brought one batch of
+  // eighty draws 1/80 of the rest.
+  EXPECT_LT(top_up_shares(262144, weights, 64)[0], 262144u / 70);
+  // A member that counts but has no rate yet (or a rate that is not a
+  // number): weights for all, alike on every member.
+  for (double missing : {0.0, std::nan("")}) {
+    auto r = rates;
+    r[2] = missing;
+    EXPECT_EQ(top_up_shares(262144, weights, 64, r), top_up_shares(262144, weights, 64));
+  }
+  // A member that counts 0 draws nothing, whatever its rate.
+  const auto zero = top_up_shares(262144, {0, 64, 64, 64}, 64, rates);
+  EXPECT_EQ(zero[0], 0u);
+}
+
 }  // namespace
 }  // namespace loom_collab
