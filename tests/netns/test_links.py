@@ -93,7 +93,7 @@ class KilledInsideTheBlocksTest(_Peers):
     epoch 3's blocks (49 of 100, 45 of 96 and 9 of 60 moved), UCX reported
     the endpoint's timeout and the three averaged alone 7.6 s after."""
 
-    epochs = 12  # the kill comes at about epoch 3; room for one more try
+    epochs = 20  # the kill comes at about epoch 3; room for three more tries
     timeout_s = 20  # averaging_timeout: a survivor waiting it out would show
 
     def charlm_peer(self, host, join, name=None):
@@ -119,7 +119,12 @@ class KilledInsideTheBlocksTest(_Peers):
             survivors = [first, self.charlm_peer(hs[1], join), self.charlm_peer(hs[3], join)]
             victim = self.charlm_peer(hs[2], join)
             inside = None
-            for attempt in range(2):
+            # A kill 1.5 s after a round by parts falls in the next round's
+            # blocks when that round goes by parts too; a ring round (parts
+            # predicted no faster) takes it instead: up to 4 tries (2 missed
+            # in 2 of the last 3 full suites, when a busy neighbour test
+            # slowed the epochs).
+            for attempt in range(4):
                 log = victim[1]
                 limit = time.monotonic() + 120
                 while text(log).count("parts by link rate: ") < 2:

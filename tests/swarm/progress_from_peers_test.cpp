@@ -108,11 +108,14 @@ TEST(ProgressFromPeers, FourPeersReadMostProgressFromEachOtherAndAverageFullRoun
   expect_full_rounds(logs);
 }
 
-// progress_source = "auto", the default: below 8 peers every read is a DHT
-// read (a new peer is seen at once, and a small swarm's reads cost little).
-TEST(ProgressFromPeers, BelowEightPeersTheDefaultReadsTheDhtOnly) {
+// "dht": every read a DHT read, nothing asked of peers or pushed; so is
+// "auto", the default, below 8 peers (a new peer is seen at once, and a
+// small swarm's reads cost little).
+class DhtOnly : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(DhtOnly, FourPeersReadTheDhtAloneAndPushNothing) {
   Scratch scratch;
-  const auto logs = run_swarm(scratch, "auto");
+  const auto logs = run_swarm(scratch, GetParam());
   const auto reads = reads_of_each(logs);
   ASSERT_EQ(reads.size(), size_t(kPeers));
   for (size_t i = 0; i < reads.size(); ++i) {
@@ -125,21 +128,8 @@ TEST(ProgressFromPeers, BelowEightPeersTheDefaultReadsTheDhtOnly) {
   expect_full_rounds(logs);
 }
 
-// "dht": every read a DHT read, nothing asked of peers or pushed.
-TEST(ProgressFromPeers, DhtReadsTheDhtOnly) {
-  Scratch scratch;
-  const auto logs = run_swarm(scratch, "dht");
-  const auto reads = reads_of_each(logs);
-  ASSERT_EQ(reads.size(), size_t(kPeers));
-  for (size_t i = 0; i < reads.size(); ++i) {
-    const Reads& r = reads[i];
-    EXPECT_EQ(r.tables, 0) << "p" << i;
-    EXPECT_EQ(r.answered, 0) << "p" << i;
-    EXPECT_EQ(r.pushed, 0) << "p" << i;
-    EXPECT_EQ(r.dht, r.total) << "p" << i;
-  }
-  expect_full_rounds(logs);
-}
+INSTANTIATE_TEST_SUITE_P(ProgressSource, DhtOnly, ::testing::Values("auto", "dht"),
+                         [](const auto& info) { return info.param; });
 
 }  // namespace
 }  // namespace loom::swarm
