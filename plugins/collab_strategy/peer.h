@@ -473,6 +473,7 @@ class Peer {
   uint32_t last_published_flags_ = 0;
   int64_t last_published_sync_epoch_ = -1;
   int64_t last_publish_ms_ = 0;
+  int64_t dht_copy_epoch_ = -1;  // the epoch of the record last put in the DHT
   std::map<std::string, int> rejected_;  // reasons already logged (background thread only)
   struct Address {
     std::string host;

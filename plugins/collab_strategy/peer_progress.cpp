@@ -441,14 +441,19 @@ void Peer::publish(bool force) {
   const bool to_peers = to_server && progress_from_peers_now();
   // Pulls push this record (progress_push.h), so readers have each event
   // from its server or its pushes; the DHT copy is only what a joiner's
-  // first read finds, put every kPushRepublishMs (live for kRecordLiveMs).
+  // first read finds, put every kPushRepublishMs (live for kRecordLiveMs)
+  // and at a new epoch at most every kRepublishMs.
   const bool pushes = progress_from_peers_now() && (to_server || opt_.client_mode);
   // The levels a record goes on follow the swarm's estimated size
   // (progress_shards.h); a move to another level is an event too.
   std::vector<int> levels{0};
   if (shards_) levels = shards_->levels_to_write(swarm_estimate_.load());
   const bool moved = levels != written_levels_;
-  const bool put = pushes ? force || moved || now - last_publish_ms_ >= kPushRepublishMs
+  // While pulls push, a new epoch still reaches the DHT within
+  // kRepublishMs: a joiner's first read decides its catch-up from there
+  // (a fast swarm's copies 4 s old sent a joiner to epoch 0, alone).
+  const bool new_epoch = r.epoch != dht_copy_epoch_ && now - last_publish_ms_ >= kRepublishMs;
+  const bool put = pushes ? force || moved || new_epoch || now - last_publish_ms_ >= kPushRepublishMs
                           : force || event || moved || now - last_publish_ms_ >= kRepublishMs || (samples && !to_peers);
   const bool fresh = put || event || shared_samples;
   const bool share = to_server && fresh;
@@ -475,6 +480,7 @@ void Peer::publish(bool force) {
     dht_->put(progress_shard_key(opt_.run_id, level, shard_of(id_, level)), id_, bytes, kRecordTtl,
               std::chrono::milliseconds(1000));
   written_levels_ = levels;
+  dht_copy_epoch_ = r.epoch;
   last_published_epoch_ = r.epoch;
   last_published_samples_ = r.samples;
   last_published_flags_ = r.flags;

@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // A peer that joins after ten epochs loads the swarm's state (parameters,
-// optimizer, epoch) within load_state_timeout and averages from there on.
+// optimizer, epoch) within load_state_timeout and averages from there on:
+// with progress read from the DHT (3 peers under "auto") and from peers'
+// tables ("peers", where the DHT's copies of records lag: the joiner's
+// first read is still the DHT's).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,11 +16,14 @@ namespace {
 
 constexpr double kLoadStateTimeout = 20.0;
 
-TEST(Swarm, LateJoinerLoadsTheCurrentStateAndAveragesFromIt) {
+class LateJoiner : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(LateJoiner, LoadsTheCurrentStateAndAveragesFromIt) {
   Scratch scratch;
   const std::vector<std::string> common = {"strategy.options.listen=127.0.0.1", "strategy.options.verbose=true",
                                            "strategy.options.run_id=" + unique_run_id("late"),
-                                           "trainer.max_steps=100", "strategy.options.load_state_timeout=20"};
+                                           "trainer.max_steps=300", "strategy.options.load_state_timeout=20",
+                                           "strategy.options.progress_source=\"" + GetParam() + "\""};
   auto pair = common;
   pair.push_back("strategy.options.min_peers=2");
   Peer p1(scratch, "p1", digits_config(), pair);
@@ -66,6 +72,9 @@ TEST(Swarm, LateJoinerLoadsTheCurrentStateAndAveragesFromIt) {
     EXPECT_EQ(p->wait_exit(std::max(left, milliseconds(1))), 0) << p->tail();
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(ProgressSource, LateJoiner, ::testing::Values("auto", "peers"),
+                         [](const auto& info) { return info.param; });
 
 }  // namespace
 }  // namespace loom::swarm
