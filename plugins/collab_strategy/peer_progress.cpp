@@ -244,12 +244,8 @@ std::optional<std::vector<Bytes>> Peer::pull_progress(int level, uint32_t shard)
   {
     std::lock_guard<std::mutex> lock(mutex_);
     for (const auto &r : tracker_.live_records(now)) {
-      // Full peers that write to this key: a client-mode peer serves nothing,
-      // one that left or is away may be gone.
-      if (r.peer_id == id_ || r.state_port == 0 || r.state_host.empty() ||
-          (r.flags & (ProgressRecord::kClient | ProgressRecord::kLeft | ProgressRecord::kAway)) ||
-          shard_of(r.peer_id, level) != shard)
-        continue;
+      // Full peers that write to this key.
+      if (r.peer_id == id_ || !serves_progress(r) || shard_of(r.peer_id, level) != shard) continue;
       auto failed = pull_failed_.find(r.peer_id);
       if (failed != pull_failed_.end() && now < failed->second) continue;
       candidates.push_back({r.peer_id, r.state_host, r.state_port});
@@ -288,9 +284,7 @@ void Peer::push_goodbye(const Bytes &bye) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     for (const auto &r : tracker_.live_records(wall_ms()))
-      if (r.peer_id != id_ && r.state_port != 0 && !r.state_host.empty() &&
-          !(r.flags & (ProgressRecord::kClient | ProgressRecord::kLeft | ProgressRecord::kAway)))
-        to.emplace_back(r.peer_id, r.state_host, r.state_port);
+      if (r.peer_id != id_ && serves_progress(r)) to.emplace_back(r.peer_id, r.state_host, r.state_port);
   }
   // The key each serves (its own shard), so that the reply is small.
   const int level = shards_ ? shards_->level() : 0;

@@ -2,7 +2,10 @@
 // Progress requests (state_transfer.h's kStateFlagProgress): the table a
 // peer's state server hands out, and the reader's side. Peers read one
 // another's progress records this way between DHT reads (peer_progress.cpp).
+#include <sys/socket.h>
+
 #include <algorithm>
+#include <cerrno>
 
 #include "progress_shards.h"
 #include "state_donor.h"
@@ -69,6 +72,36 @@ void StateServer::publish_own_progress(uint64_t peer_id, Bytes record) {
 void StateServer::publish_progress(std::vector<std::pair<uint64_t, Bytes>> records) {
   std::lock_guard<std::mutex> g(impl_->m);
   impl_->progress = std::move(records);
+}
+
+// The pushed record's length, then its bytes, all before the challenge
+// (the client sends them with its request), within the same idle timeout.
+bool StateServer::Impl::read_push(Pending &p, Clock::time_point now) {
+  const bool have_len = p.push_got >= sizeof p.push_len;
+  const size_t want = have_len ? sizeof p.push_len + p.push.size() : sizeof p.push_len;
+  uint8_t *to = have_len ? p.push.data() + (p.push_got - sizeof p.push_len) : p.push_len + p.push_got;
+  ssize_t r = ::recv(p.fd.get(), to, want - p.push_got, MSG_DONTWAIT);
+  if (r > 0) p.push_got += size_t(r);
+  if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+    emit(log, Level::debug, "state server: " + p.peer + " left while pushing its progress record");
+    return true;
+  }
+  if (p.push_got < want) return false;
+  if (!have_len) {
+    const uint32_t len = get32(p.push_len);
+    if (len == 0 || len > kMaxPushedProgressBytes) {
+      guard.reject(p.addr, Rejection::wrong_request,
+                   p.peer + " pushed a progress record of " + std::to_string(len) + " bytes (1 to " +
+                       std::to_string(kMaxPushedProgressBytes) + ")",
+                   now);
+      answer(p.fd.get(), StateStatus::bad_request);
+      return true;
+    }
+    p.push.resize(len);
+    return read_push(p, now);  // its bytes usually came with the length
+  }
+  p.pushing = false;
+  return after_request(p, now);
 }
 
 uint64_t StateServer::progress_served() const { return impl_->progress_served.load(); }

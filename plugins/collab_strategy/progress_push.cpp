@@ -57,24 +57,8 @@ std::vector<Bytes> ProgressPush::take() {
     if (sealer_->open(b.data(), b.size(), a.data(), a.size(), &opened)) out.push_back(std::move(opened));
     else ++bad;
   }
-  if (bad) {
-    std::lock_guard<std::mutex> g(m_);
-    unopened_ += bad;
-  }
+  unopened_ += bad;
   return out;
-}
-
-uint64_t ProgressPush::received() const {
-  std::lock_guard<std::mutex> g(m_);
-  return received_;
-}
-uint64_t ProgressPush::unopened() const {
-  std::lock_guard<std::mutex> g(m_);
-  return unopened_;
-}
-uint64_t ProgressPush::overflowed() const {
-  std::lock_guard<std::mutex> g(m_);
-  return overflowed_;
 }
 
 }  // namespace loom_collab

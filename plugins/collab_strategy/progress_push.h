@@ -9,6 +9,7 @@
 #ifndef LOOM_COLLAB_PROGRESS_PUSH_H
 #define LOOM_COLLAB_PROGRESS_PUSH_H
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -42,17 +43,17 @@ class ProgressPush {
   // (not sealed with this swarm's key for this run) is dropped and counted.
   std::vector<Bytes> take();
 
-  uint64_t received() const;
-  uint64_t unopened() const;  // dropped: sealed with another key, or garbage
-  uint64_t overflowed() const;  // dropped: the queue was full
+  uint64_t received() const { return received_.load(); }
+  uint64_t unopened() const { return unopened_.load(); }      // dropped: sealed with another key, or garbage
+  uint64_t overflowed() const { return overflowed_.load(); }  // dropped: the queue was full
 
  private:
   Bytes ad() const;
   uint64_t run_;
   std::unique_ptr<Sealer> sealer_;
-  mutable std::mutex m_;
-  std::deque<Bytes> queue_;
-  uint64_t received_ = 0, unopened_ = 0, overflowed_ = 0;
+  std::mutex m_;
+  std::deque<Bytes> queue_;  // guarded by m_
+  std::atomic<uint64_t> received_{0}, unopened_{0}, overflowed_{0};
 };
 
 }  // namespace loom_collab

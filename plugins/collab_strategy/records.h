@@ -104,6 +104,14 @@ struct ProgressRecord {
   Round last_round;
 };
 
+// Whether r's peer answers progress requests (and takes pushes): a full
+// peer with a state server that has not left and is not away. A
+// client-mode peer serves nothing.
+inline bool serves_progress(const ProgressRecord &r) {
+  return r.state_port != 0 && !r.state_host.empty() &&
+         !(r.flags & (ProgressRecord::kClient | ProgressRecord::kLeft | ProgressRecord::kAway));
+}
+
 // "I am ready to average at (epoch, attempt)": matchmaking's declaration.
 struct JoinRecord {
   uint64_t peer_id = 0;

@@ -179,8 +179,7 @@ int main(int argc, char **argv) {
     for (const auto &r : observer.snapshot(now).peers) {
       if (shard_of(r.peer_id, level) != shard) continue;
       stale = stale || now - r.time_ms > 1500;
-      if (r.state_port != 0 && !r.state_host.empty() && !(r.flags & (ProgressRecord::kClient | ProgressRecord::kAway)))
-        full.push_back(r);
+      if (serves_progress(r)) full.push_back(r);
     }
     if (stale && !full.empty()) {
       const ProgressRecord &from = full[turn++ % full.size()];
