@@ -41,9 +41,10 @@ int64_t read_interval_ms(const SwarmView &v, uint64_t target) {
   // more on the others' records until its epoch changes (which reads at once).
   if (v.samples >= target) return kReachedReadIntervalMs;
   // Nobody accumulates (a swarm waiting for min_peers, or between rounds):
-  // nothing is decided soon. At the floor, 64 peers waiting for each other
-  // on 2 cores spent them on reads, and never all saw each other.
-  if (!(v.rate > 0)) return kMaxReadIntervalMs;
+  // nothing is decided soon, but the peer that completes min_peers should be
+  // seen before the others are far ahead; a large swarm reads less often.
+  if (!(v.rate > 0))
+    return std::clamp<int64_t>(kIdleReadMsPerPeer * int64_t(v.peers), kMinIdleReadIntervalMs, kMaxReadIntervalMs);
   const double eta_ms = 1000.0 * double(target - v.samples) / v.rate;
   return std::clamp<int64_t>(int64_t(eta_ms / 8), kMinReadIntervalMs, kMaxReadIntervalMs);
 }

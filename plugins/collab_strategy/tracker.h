@@ -79,6 +79,13 @@ struct SyncVotes {
 constexpr int64_t kMinReadIntervalMs = 10;
 constexpr int64_t kMaxReadIntervalMs = 1000;
 constexpr int64_t kReachedReadIntervalMs = 50;
+// While nobody accumulates (a swarm waiting for min_peers), kIdleReadMsPerPeer
+// per peer seen, from kMinIdleReadIntervalMs to kMaxReadIntervalMs: 64 peers
+// waiting on 2 cores spent them on reads at the floor, while in a 3-peer
+// swarm a peer that read just before the third record arrived went on waiting
+// a second after the others had started (70 digits epochs, in CI).
+constexpr int64_t kIdleReadMsPerPeer = 100;
+constexpr int64_t kMinIdleReadIntervalMs = 200;
 int64_t read_interval_ms(const SwarmView &v, uint64_t target);
 
 // Sampled progress (progress_shards.h): what the latest read brought when it

@@ -256,7 +256,12 @@ TEST(Tracker, ReadsAreAsFrequentAsTheTargetIsNear) {
   v.samples = 20000;
   EXPECT_EQ(read_interval_ms(v, 10000), kReachedReadIntervalMs);
   v.samples = 0;
-  v.rate = 0;  // nobody accumulates (waiting for min_peers): nothing is decided soon
+  v.rate = 0;  // nobody accumulates (waiting for min_peers): by the swarm's size
+  v.peers = 1;
+  EXPECT_EQ(read_interval_ms(v, 10000), kMinIdleReadIntervalMs);
+  v.peers = 3;
+  EXPECT_EQ(read_interval_ms(v, 10000), 3 * kIdleReadMsPerPeer);
+  v.peers = 64;
   EXPECT_EQ(read_interval_ms(v, 10000), kMaxReadIntervalMs);
   v.samples = 10000;  // but a reached target still enters a round
   EXPECT_EQ(read_interval_ms(v, 10000), kReachedReadIntervalMs);
