@@ -116,6 +116,22 @@ std::optional<DownloadedState> download_state(const std::vector<Donor> &donors, 
   size_t next = 0;
   std::deque<size_t> again;  // lost a race: ready to serve if the winner fails
   std::deque<size_t> lost;
+  // Donors that had no state of the epoch asked for yet (each waits a while
+  // for its training thread's next snapshot, then says so): while a spread
+  // is underway they are asked again, a moment later, and join it once they
+  // reach the epoch. In a swarm whose steps take seconds, the first donor
+  // at the sync point otherwise brought every chunk alone.
+  struct NotYet {
+    size_t index;
+    Clock::time_point after;
+  };
+  std::deque<NotYet> not_yet;
+  constexpr auto kAskAgainAfter = std::chrono::milliseconds(200);
+  auto is_not_yet = [](const std::string &reason) {
+    return reason.rfind(to_string(StateStatus::behind), 0) == 0 ||
+           reason.rfind(to_string(StateStatus::not_ready), 0) == 0 ||
+           reason.rfind(to_string(StateStatus::busy), 0) == 0;
+  };
   while (!winner) {
     const bool cancelled = cancel && cancel->load();
     const bool late = Clock::now() >= deadline;
@@ -135,6 +151,14 @@ std::optional<DownloadedState> download_state(const std::vector<Donor> &donors, 
       for (size_t i : lost) {
         if (running.size() + helpers.size() >= racing || !stripes.any_free()) break;
         if (i != stripes.first_donor() && !helped.count(i)) start_helper(i);
+      }
+      // Asked again as racers: one that now holds the epoch loses to the
+      // spread's winner and helps.
+      const auto now = Clock::now();
+      while (!not_yet.empty() && not_yet.front().after <= now && stripes.any_free() &&
+             running.size() + helpers.size() < racing) {
+        start(not_yet.front().index);
+        not_yet.pop_front();
       }
     }
     if (running.empty() && !primary) {
@@ -167,6 +191,12 @@ std::optional<DownloadedState> download_state(const std::vector<Donor> &donors, 
       } else if (!winner && r.reason == kLostRace) {
         // Lost to a racer that has failed since: ready to be asked again.
         (claim.load() == -1 ? again : lost).push_back(r.index);
+      } else if (!winner && is_not_yet(r.reason)) {
+        // Not there yet: said as info (the swarm simply has not reached the
+        // epoch), and asked again if a spread begins or is underway.
+        emit(log, Level::info, "state download: " + name + " has no state of the epoch asked for yet: " + r.reason);
+        note(name + ": " + r.reason);
+        not_yet.push_back({r.index, Clock::now() + kAskAgainAfter});
       } else if (!winner) {
         // One that held the claim and failed (died midway, a bad checksum)
         // frees it, and those that lost the race to it are asked again.

@@ -170,6 +170,33 @@ TEST_P(SlowDonor, BringsFewChunksAndDoesNotSetThePace) {
 INSTANTIATE_TEST_SUITE_P(Order, SlowDonor, ::testing::Values(true, false),
                          [](const auto &info) { return info.param ? "AnsweringFirst" : "Helping"; });
 
+// A donor that reaches the epoch asked for only after its wait for a
+// snapshot ran out (it said "nothing published in time") is asked again
+// while the spread is underway, and brings chunks: in a swarm whose steps
+// take seconds, the first donor at the sync point brought every chunk alone.
+TEST(Spread, ADonorThatWasNotReadyIsAskedAgainAndHelps) {
+  LogSink log;
+  const Bytes state = pattern(80 * MiB, 3);  // 20 chunks
+  StateServer first("127.0.0.1", 0, kRun, log.fn()), late("127.0.0.1", 0, kRun, log.fn());
+  late.set_wait_for_publish(milliseconds(100));
+  first.publish(50, state);
+  SlowLink link(first.port(), 16.0 * MiB);  // 5 s alone
+  std::thread later([&] {
+    std::this_thread::sleep_for(milliseconds(800));
+    late.publish(50, state);
+  });
+  std::string why;
+  auto got = download_state({donor(1, link.port()), donor(2, late.port())}, kRun, 50, milliseconds(60000),
+                            milliseconds(5000), log.fn(), &why, nullptr, std::nullopt, 2);
+  later.join();
+  ASSERT_TRUE(got) << why << "\n" << log.text();
+  EXPECT_TRUE(got->bytes == state);
+  EXPECT_TRUE(log.has(Level::info, {"donor 2", "has no state of the epoch asked for yet"})) << log.text();
+  const auto brought = chunks_by_donor(log.text());
+  ASSERT_EQ(sum(brought), 20u) << log.text();
+  EXPECT_GE(brought.count(2) ? brought.at(2) : 0, 1u) << "the donor that came late never helped\n" << log.text();
+}
+
 TEST(Spread, ADonorHoldingOtherBytesIsLeftOut) {
   LogSink log;
   const Bytes state = pattern(64 * MiB, 1), other = pattern(64 * MiB, 2);  // same epoch and size
