@@ -49,7 +49,12 @@ constexpr std::chrono::milliseconds kPullTimeout{500};
 // epoch change): they cost so little that, spaced by the time to the target
 // alone (10 ms to 1 s), they came 11.4 a second per peer at 16 peers, 50 kB/s
 // (bench/swarm_scale.py), where the estimate gains little past a few a second.
+// At 16 peers; a smaller swarm's tables are smaller, and reads of them
+// come as often as kPullMsPerPeer per peer (3 peers: 38 ms): at 200 ms a
+// joiner of a 3-peer swarm saw the others 20 digits epochs late and never
+// met them in a round.
 constexpr int64_t kMinPullIntervalMs = 200;
+constexpr double kPullMsPerPeer = 12.5;
 constexpr int64_t kPullBackoffMs = 10000;  // a peer whose table could not be read is not asked again this long
 
 }  // namespace
@@ -508,7 +513,11 @@ void Peer::background() {
       // A new epoch of this peer's (a round, a load) reads at once: what it
       // decides next depends on where the others are.
       const int64_t interval =
-          progress_from_peers_now() ? std::max(read_interval_ms(), kMinPullIntervalMs) : read_interval_ms();
+          progress_from_peers_now()
+              ? std::max(read_interval_ms(),
+                         std::clamp<int64_t>(int64_t(kPullMsPerPeer * swarm_estimate_.load()), kMinReadIntervalMs,
+                                             kMinPullIntervalMs))
+              : read_interval_ms();
       if (!by_eta || epoch_.load() != read_epoch || now - last_read_ms >= interval) {
         read_epoch = epoch_.load();
         last_read_ms = now;

@@ -118,7 +118,14 @@ loom_status Peer::after_backward(uint64_t local_samples, loom_step_decision *dec
     log(Level::info, "this peer is at epoch " + std::to_string(epoch_.load()) + ", the swarm at " +
                          std::to_string(v.global_epoch) + ": loading the swarm's state");
     std::string reason;
-    if (!load_state(v.global_epoch, &reason)) log_limited(Level::warn, "resync", "resync failed (" + reason + "); training on");
+    if (!load_state(v.global_epoch, &reason))
+      log_limited(Level::warn, "resync", "resync failed (" + reason + ")" + (stopping() ? "" : "; training on"));
+    else
+      // Loaded: a swarm that ran on meanwhile may be caught up with again a
+      // second later (5 s is for loads that failed). A joiner of a swarm of
+      // 100 epochs a second otherwise trained alone, its gradients stale,
+      // until the run ended.
+      last_resync_try_ms_ = wall_ms() - 4000;
     window_started_ = false;
     return LOOM_OK;
   }

@@ -70,7 +70,12 @@ bool Peer::load_state(int64_t min_epoch, std::string *why) {
   auto ms_since = [](Clock::time_point t) {
     return int64_t(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count());
   };
-  while (!got && Clock::now() < deadline) {
+  // Asked to stop (SIGINT, SIGTERM): the load ends at once, as if out of
+  // time, and this peer leaves with the state it has. It waited out the
+  // load (up to load_state_timeout, a minute by default) behind a donor
+  // that did not answer.
+  bool left = false;
+  while (!got && Clock::now() < deadline && !(left = stopping())) {
     std::vector<Donor> donors;
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -96,18 +101,21 @@ bool Peer::load_state(int64_t min_epoch, std::string *why) {
       continue;
     }
     alone_since = Clock::time_point{};
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    auto left_ms = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     std::string reason;
     // The download runs beside this thread, which meanwhile keeps a copy of
     // this peer's own state to put back if the donor's is refused: a charlm
     // state takes about a second to serialise, as long as the transfer.
+    std::atomic<bool> cancel{false};
     auto download = std::async(std::launch::async, [&] {
-      return download_state(donors, run_, min_epoch, left, std::chrono::seconds(10), logfn_, &reason, nullptr,
+      return download_state(donors, run_, min_epoch, left_ms, std::chrono::seconds(10), logfn_, &reason, &cancel,
                             opt_.swarm_key, size_t(opt_.load_donors_at_once));
     });
     const auto own_from = Clock::now();
     if (!replaced && own.empty()) copy_own_state(&own);
     own_ms = ms_since(own_from);
+    while (download.wait_for(std::chrono::milliseconds(50)) != std::future_status::ready)
+      if (stopping()) cancel = true;
     got = download.get();
     const auto downloaded = Clock::now();
     if (!got) {
@@ -156,6 +164,7 @@ bool Peer::load_state(int64_t min_epoch, std::string *why) {
     got.reset();
   }
   flags_ &= ~ProgressRecord::kLoading;
+  if (!got && left) reasons = "this peer is leaving (asked to stop)" + (reasons.empty() ? "" : "; before it, " + reasons);
   if (!got) {
     *why = reasons.empty() ? "no donor at epoch " + std::to_string(min_epoch) + " or later was found within " +
                                  seconds_text(opt_.load_state_timeout) + " s"

@@ -108,7 +108,9 @@ Verdict Peer::check_loaded(int64_t epoch, uint64_t donor, Clock::time_point dead
       std::lock_guard<std::mutex> lock(mutex_);
       c.votes = tracker_.sync_votes(epoch, donor, wall_ms());
     }
-    c.out_of_time = Clock::now() >= deadline;
+    // A peer asked to stop judges as if out of time (it does not wait for
+    // records that may come).
+    c.out_of_time = Clock::now() >= deadline || stopping();
     // Waiting: the others' records of this sync point may be on their way,
     // or the donor claims an epoch they have yet to reach (one comes within
     // average_state_every epochs) or that their older records lag behind,

@@ -16,6 +16,11 @@
 //     with a state whose chunk checksum is wrong; once it has served one, it
 //     says goodbye (a record flagged as left) and exits. Prints "rogue dht
 //     127.0.0.1:PORT" once its DHT node listens, so peers can join through it.
+//   loom_swarm_rogue --stall RUN_ID HOST:PORT SECONDS
+//     joins the run as a donor 20 epochs ahead of the highest epoch it sees
+//     (a progress record that sends peers to load its state), and its state
+//     server accepts every connection and answers nothing, holding it open:
+//     a donor that hangs. Prints "rogue stalled N" per connection held.
 //   loom_swarm_rogue --poison RUN_ID HOST:PORT SECONDS EVERY
 //     serves a poisoned training state as a donor (rogue_poison.cpp).
 //   loom_swarm_rogue [--run RUN_ID] [--idle N] [--slowloris N] [--slow-readers N]
@@ -34,6 +39,7 @@
 #include <cstring>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "dht.h"
 #include "rogue_support.hpp"
@@ -103,7 +109,22 @@ void serve_bad_state(int listener, const std::atomic<int64_t> *epoch, const std:
   }
 }
 
-int run_donor(const std::string &run_id, const std::string &bootstrap, int seconds) {
+// Accepts connections and holds them, unanswered, until stop.
+void serve_nothing(int listener, const std::atomic<bool> *stop) {
+  std::vector<int> held;
+  while (!*stop) {
+    timeval tv{0, 200000};
+    ::setsockopt(listener, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    int fd = ::accept(listener, nullptr, nullptr);
+    if (fd < 0) continue;
+    held.push_back(fd);
+    std::printf("rogue stalled %zu\n", held.size());
+    std::fflush(stdout);
+  }
+  for (int fd : held) ::close(fd);
+}
+
+int run_donor(const std::string &run_id, const std::string &bootstrap, int seconds, bool stall) {
   const Identity identity;
   const auto node = join_dht(bootstrap);
   if (!node) return 1;
@@ -124,7 +145,9 @@ int run_donor(const std::string &run_id, const std::string &bootstrap, int secon
   std::atomic<int64_t> epoch{0};
   std::atomic<bool> stop{false};
   std::atomic<int> served{0};
-  std::thread server(serve_bad_state, listener, &epoch, &stop, &served);
+  std::thread server = stall ? std::thread(serve_nothing, listener, &stop)
+                             : std::thread(serve_bad_state, listener, &epoch, &stop, &served);
+  const int64_t ahead = stall ? 20 : 0;
   const uint64_t run = run_hash(run_id);
   ProgressRecord me;
   me.peer_id = identity.id();
@@ -143,7 +166,7 @@ int run_donor(const std::string &run_id, const std::string &bootstrap, int secon
         std::fflush(stdout);
       }
     }
-    me.epoch = epoch;
+    me.epoch = epoch + ahead;
     me.time_ms = wall_ms();
     dht.put(key, me.peer_id, encode(run, me, identity), std::chrono::seconds(10), std::chrono::milliseconds(500));
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
@@ -237,14 +260,16 @@ int poison_main(const std::string &run_id, const std::string &bootstrap, int sec
 int main(int argc, char **argv) {
   if (argc == 6 && std::strcmp(argv[1], "--poison") == 0)
     return poison_main(argv[2], argv[3], std::atoi(argv[4]), std::atoi(argv[5]));
-  if (argc > 1 && std::strncmp(argv[1], "--", 2) == 0 && std::strcmp(argv[1], "--donor") != 0)
+  const bool stall = argc > 1 && std::strcmp(argv[1], "--stall") == 0;
+  if (argc > 1 && std::strncmp(argv[1], "--", 2) == 0 && std::strcmp(argv[1], "--donor") != 0 && !stall)
     return flood_main(argc, argv);
-  const bool donor = argc == 5 && std::strcmp(argv[1], "--donor") == 0;
+  const bool donor = argc == 5 && (stall || std::strcmp(argv[1], "--donor") == 0);
   if (argc != 4 && !donor) {
-    std::fprintf(stderr, "usage: %s [--donor] RUN_ID HOST:PORT SECONDS\n       %s [--run RUN_ID] [--idle N] [--slowloris N] "
-                 "[--slow-readers N] [--garbage N] HOST:PORT SECONDS\n", argv[0], argv[0]);
+    std::fprintf(stderr, "usage: %s [--donor|--stall] RUN_ID HOST:PORT SECONDS\n       %s [--run RUN_ID] [--idle N] "
+                 "[--slowloris N] [--slow-readers N] [--garbage N] HOST:PORT SECONDS\n", argv[0], argv[0]);
     return 2;
   }
   char **args = argv + (donor ? 2 : 1);
-  return donor ? run_donor(args[0], args[1], std::atoi(args[2])) : run_records(args[0], args[1], std::atoi(args[2]));
+  return donor ? run_donor(args[0], args[1], std::atoi(args[2]), stall)
+               : run_records(args[0], args[1], std::atoi(args[2]));
 }

@@ -8,8 +8,10 @@
 #include <algorithm>
 #include <cstdio>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "support/subprocess.hpp"
 #include "swarm.hpp"
 
 namespace loom::swarm {
@@ -81,6 +83,44 @@ TEST(Leaving, ASigtermedPeerLeavesWithExitZeroAndTheOthersGoOnWithoutWaitingForI
               "after it\n",
               leaver.name().c_str(), left_s, handed ? ", handing its matchmaking's group to the other two" : "",
               first.name().c_str(), went_on_s);
+}
+
+// A peer loading the swarm's state from a donor that hangs (loom_swarm_rogue
+// --stall: a record 20 epochs ahead, a state server that accepts and never
+// answers) is sent SIGTERM: the load ends at once and the peer exits 0.
+// It waited out the download's stall timeout (10 s) and then the rest of
+// load_state_timeout (60 s), one donor after another.
+TEST(Leaving, ASigtermedPeerEndsALoadFromADonorThatHangsAndExitsZero) {
+  Scratch scratch;
+  const std::string run_id = unique_run_id("leave-load");
+  const std::vector<std::string> sets = {"strategy.options.listen=127.0.0.1", "strategy.options.verbose=true",
+                                         "strategy.options.run_id=" + run_id, "trainer.max_steps=1000000",
+                                         "strategy.options.matchmaking_time=0.5"};
+  Peer honest(scratch, "honest", digits_config(), sets);
+  ASSERT_TRUE(wait_until([&] { return !honest.address().empty(); }, seconds(30))) << honest.tail();
+  ASSERT_TRUE(wait_until([&] { return last_finished_epoch(honest.log()) >= 1; }, seconds(60))) << honest.tail();
+  const std::string rogue_log = scratch.path("rogue-stall.log");
+  loom::test::Child rogue({rogue_binary(), "--stall", run_id, honest.address(), "120"}, {}, rogue_log);
+  // Loading, and its download held by the rogue.
+  ASSERT_TRUE(wait_until(
+      [&] {
+        return honest.log().find("loading the swarm's state") != std::string::npos &&
+               read_text(rogue_log).find("rogue stalled") != std::string::npos;
+      },
+      seconds(60)))
+      << honest.tail() << read_text(rogue_log);
+  std::this_thread::sleep_for(milliseconds(300));
+  honest.signal(SIGTERM);
+  const auto stopped = Clock::now();
+  const int code = honest.wait_exit(seconds(90));
+  const double left_s = std::chrono::duration<double>(Clock::now() - stopped).count();
+  EXPECT_EQ(code, 0) << honest.tail();
+  const std::string log = honest.log();
+  EXPECT_NE(log.find("this peer is leaving (asked to stop)"), std::string::npos) << honest.tail();
+  EXPECT_NE(log.find("stopped by SIGTERM after"), std::string::npos) << honest.tail();
+  // Less than the download's stall timeout alone.
+  EXPECT_LT(left_s, 8.0) << honest.tail();
+  std::printf("[ figures ] a peer loading from a donor that hangs left %.2f s after SIGTERM\n", left_s);
 }
 
 }  // namespace
