@@ -286,6 +286,9 @@ loom_status Peer::setup(const loom_training_state_v1 &state, std::string *why) {
     log(Level::info, "waiting for " + std::to_string(opt_.min_peers) + " peers (min_peers) before training");
     while (view().peers < size_t(opt_.min_peers)) {
       if (misfit(why)) return LOOM_ERR_INVALID_ARGUMENT;
+      // Asked to stop while waiting: the trainer stops before its first
+      // step, and teardown says goodbye.
+      if (stopping()) break;
       // Peers of another model are in view: the count will not grow, and
       // the true reason is check_model's verdict, which needs its records
       // to hold for a moment (kMisfitConfirmMs). A loaded machine may bring
@@ -314,12 +317,12 @@ loom_status Peer::setup(const loom_training_state_v1 &state, std::string *why) {
       return newest_epoch() >= 0 && checked_model_ && !suspect_misfit_ &&
              (!progress_from_peers_now() || tables_.load() > 0);
     };
-    while (Clock::now() < until && !misfit(why) && !settled())
+    while (Clock::now() < until && !misfit(why) && !settled() && !stopping())
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     if (misfit(why)) return LOOM_ERR_INVALID_ARGUMENT;
     // The swarm's epoch, or a checkpointer's when no trainer is left.
     const int64_t newest = std::max(view().global_epoch, newest_epoch());
-    if (newest > epoch_) {
+    if (newest > epoch_ && !stopping()) {
       std::string reason;
       if (!load_state(newest, &reason))
         log(Level::warn, "could not load the swarm's state (" + reason + "); training from this peer's own state");

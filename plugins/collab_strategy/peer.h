@@ -458,7 +458,8 @@ class Peer {
   void push_goodbye(const Bytes &bye);  // to a few live full peers, with a pull each
   // The records a live full peer holds of key (level, shard), asked of a
   // random one that writes there; nullopt when none is known or it failed.
-  std::optional<std::vector<Bytes>> pull_progress(int level, uint32_t shard);
+  // nobody (may be null): set when no peer writing to the key was known to ask.
+  std::optional<std::vector<Bytes>> pull_progress(int level, uint32_t shard, bool *nobody = nullptr);
   // How long a key may go between DHT reads when peers' tables are read
   // in between: the swarm's DHT reads together about kDhtReadsPerSecond.
   int64_t dht_read_interval_ms() const;

@@ -141,17 +141,28 @@ void Peer::refresh() {
   const int64_t dht_every = dht_read_interval_ms();
   const bool from_peers = progress_from_peers_now();
   std::vector<size_t> from_dht;
+  std::vector<Read> kept;
   for (size_t i = 0; i < reads.size(); ++i) {
     const std::string name = progress_shard_key(opt_.run_id, reads[i].level, reads[i].shard);
     if (from_peers && start - last_dht_read_ms_[name] < dht_every) {
-      if (auto got = pull_progress(reads[i].level, reads[i].shard)) {
+      bool nobody = false;
+      if (auto got = pull_progress(reads[i].level, reads[i].shard, &nobody)) {
         reads[i].values = std::move(*got);
         reads[i].pulled = true;
+        kept.push_back(std::move(reads[i]));
         continue;
       }
+      // Nobody to ask yet under the one key (a peer alone, waiting for
+      // min_peers): it is left until its next DHT read, and pushes bring
+      // the others meanwhile. Read at every idle read instead, a waiting
+      // peer's reads were nearly all DHT reads. (A sampled shard nobody
+      // known writes to is still read: its count feeds the estimate.)
+      if (nobody && reads[i].level == 0) continue;
     }
-    from_dht.push_back(i);
+    from_dht.push_back(kept.size());
+    kept.push_back(std::move(reads[i]));
   }
+  reads = std::move(kept);
   // Probes too are DHT reads: while peers' tables bring the records, at
   // most one a dht_every (counted by reads, they came every 4 s at 16 peers).
   if (!from_peers || start - last_probe_ms_ >= dht_every) {
@@ -173,7 +184,7 @@ void Peer::refresh() {
     }
     ++dht_reads_;
   }
-  ++progress_reads_;
+  if (!reads.empty()) ++progress_reads_;
   std::vector<uint64_t> fresh;
   for (const auto &r : reads) {
     std::vector<uint64_t> ids;
@@ -238,7 +249,7 @@ int64_t Peer::dht_read_interval_ms() const {
                              kMaxDhtReadMs);
 }
 
-std::optional<std::vector<Bytes>> Peer::pull_progress(int level, uint32_t shard) {
+std::optional<std::vector<Bytes>> Peer::pull_progress(int level, uint32_t shard, bool *nobody) {
   const int64_t now = wall_ms();
   struct Candidate {
     uint64_t id;
@@ -256,7 +267,10 @@ std::optional<std::vector<Bytes>> Peer::pull_progress(int level, uint32_t shard)
       candidates.push_back({r.peer_id, r.state_host, r.state_port});
     }
   }
-  if (candidates.empty()) return std::nullopt;
+  if (candidates.empty()) {
+    if (nobody) *nobody = true;
+    return std::nullopt;
+  }
   // A counter mixed with this peer's id: each peer its own sequence.
   const auto &[peer, host, port] = candidates[mix64(id_ + 0x9e3779b97f4a7c15ull * ++pull_seed_) % candidates.size()];
   std::string why;

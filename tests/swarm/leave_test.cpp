@@ -123,5 +123,49 @@ TEST(Leaving, ASigtermedPeerEndsALoadFromADonorThatHangsAndExitsZero) {
   std::printf("[ figures ] a peer loading from a donor that hangs left %.2f s after SIGTERM\n", left_s);
 }
 
+// Asked to stop during setup, before any step: waiting for min_peers, or
+// loading the swarm's state as a joiner (from a donor that hangs). The peer
+// exits 0 at once; it died by the signal (exit 143), the joiner after
+// nothing, the waiting one without its goodbye.
+TEST(Leaving, APeerWaitingForMinPeersExitsZeroWhenAskedToStop) {
+  Scratch scratch;
+  Peer alone(scratch, "alone", digits_config(),
+             {"strategy.options.listen=127.0.0.1", "strategy.options.verbose=true",
+              "strategy.options.run_id=" + unique_run_id("leave-wait"), "strategy.options.min_peers=3",
+              "strategy.options.bootstrap_timeout=120"});
+  ASSERT_TRUE(wait_until([&] { return alone.log().find("waiting for 3 peers") != std::string::npos; }, seconds(30)))
+      << alone.tail();
+  alone.signal(SIGTERM);
+  const auto stopped = Clock::now();
+  EXPECT_EQ(alone.wait_exit(seconds(60)), 0) << alone.tail();
+  const double left_s = std::chrono::duration<double>(Clock::now() - stopped).count();
+  EXPECT_NE(alone.log().find("stopped by SIGTERM after 0 steps"), std::string::npos) << alone.tail();
+  EXPECT_LT(left_s, 8.0) << alone.tail();
+}
+
+TEST(Leaving, AJoinerLoadingFromADonorThatHangsExitsZeroWhenAskedToStop) {
+  Scratch scratch;
+  const std::string run_id = unique_run_id("leave-join");
+  const std::string rogue_log = scratch.path("rogue-stall.log");
+  loom::test::Child rogue({rogue_binary(), "--stall", run_id, "-", "120"}, {}, rogue_log);
+  const std::string rogue_address = rogue_dht_address(rogue_log, seconds(20));
+  ASSERT_FALSE(rogue_address.empty()) << read_text(rogue_log);
+  Peer joiner(scratch, "joiner", digits_config(),
+              {"strategy.options.listen=127.0.0.1", "strategy.options.verbose=true",
+               "strategy.options.run_id=" + run_id},
+              {{"LOOM_INITIAL_PEERS", rogue_address}});
+  ASSERT_TRUE(wait_until([&] { return read_text(rogue_log).find("rogue stalled") != std::string::npos; },
+                         seconds(60)))
+      << joiner.tail() << read_text(rogue_log);
+  std::this_thread::sleep_for(milliseconds(300));
+  joiner.signal(SIGTERM);
+  const auto stopped = Clock::now();
+  EXPECT_EQ(joiner.wait_exit(seconds(90)), 0) << joiner.tail();
+  const double left_s = std::chrono::duration<double>(Clock::now() - stopped).count();
+  EXPECT_NE(joiner.log().find("this peer is leaving (asked to stop)"), std::string::npos) << joiner.tail();
+  EXPECT_NE(joiner.log().find("stopped by SIGTERM after 0 steps"), std::string::npos) << joiner.tail();
+  EXPECT_LT(left_s, 8.0) << joiner.tail();
+}
+
 }  // namespace
 }  // namespace loom::swarm

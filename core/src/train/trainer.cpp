@@ -10,6 +10,7 @@
 
 #include <dlfcn.h>
 #include <malloc.h>
+#include <signal.h>
 
 #include <cmath>
 #include <cstdlib>
@@ -171,6 +172,13 @@ TrainResult run_training(const TrainConfig& config, const TrainRequest& request)
   };
   loom_training_state_v1 view = staging ? staging->abi_view() : state.abi_view();
   view.start_step = state.step;
+  // Installed before setup, where a swarm peer may wait for min_peers or
+  // load the swarm's state for a minute: asked to stop there, it leaves well
+  // (its goodbye, exit 0) instead of dying by the signal. A job of several
+  // shards (ddp) cannot lose one rank: its handlers go once setup says so,
+  // and a signal that came meanwhile then takes its default action.
+  std::optional<StopOnSignals> stop_on_signals;
+  if (request.stop_on_signals) stop_on_signals.emplace();
   if (Status s = staged([&] { return strategy->setup(view); }); !s.is_ok()) {
     if (const Error* cause = strategy->host_error()) throw *cause;  // e.g. its collective is unavailable: exit 2
     // The strategy cannot train what this config asks (tensors on a device
@@ -198,8 +206,11 @@ TrainResult run_training(const TrainConfig& config, const TrainRequest& request)
     throw Error::runtime("strategy '" + strategy->descriptor().name + "' reported data shard " + std::to_string(shard) +
                          " of " + std::to_string(shards) + ", which is not a valid share");
   }
-  std::optional<StopOnSignals> stop_on_signals;
-  if (request.stop_on_signals && shards == 1) stop_on_signals.emplace();
+  if (stop_on_signals && shards != 1) {
+    const int pending = stop_signal();
+    stop_on_signals.reset();
+    if (pending != 0) ::raise(pending);
+  }
   const auto stopping = [&] { return stop_on_signals && stop_signal() != 0; };
   const bool zero = strategy->is_global_zero();
   if (zero) {
