@@ -498,6 +498,13 @@ class Peer {
   // Huge pages: the collective reads and writes them across processes.
   std::vector<float, loom_plugin_common::HugePageAllocator<float>> buffer_, scratch_;
   int64_t last_resync_try_ms_ = 0;
+  // How long the swarm's epochs take, as seen (background thread): the time
+  // between rises of the highest epoch in view, smoothed. A catch-up plans
+  // by it (plan_resync); the rate alone (target over samples a second) left
+  // out matchmaking and rounds, 3 s against 35 s at 64 peers on 2 cores.
+  int64_t seen_epoch_ = -1, seen_epoch_ms_ = 0;
+  std::atomic<double> swarm_epoch_ms_{0};
+  void observe_swarm_epoch(int64_t now_ms);
   std::string last_local_reason_;  // why the last epoch stepped alone, if it did
   std::unique_ptr<Pending> pending_;
   std::vector<float, loom_plugin_common::HugePageAllocator<float>> zeros_;  // what a member counting 0 sends

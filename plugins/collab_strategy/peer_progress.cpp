@@ -231,12 +231,28 @@ void Peer::refresh() {
     }
     dht_->introduce(peers);
   }
+  observe_swarm_epoch(wall_ms());
   if (opt_.progress_source != Options::ProgressSource::dht) share_progress(wall_ms());
   std::vector<ProgressRecord> foreign;
   for (const auto &[id, r] : foreign_)
     if (!(r.flags & ProgressRecord::kLeft)) foreign.push_back(r);
   check_model(foreign);
   serve_model();
+}
+
+void Peer::observe_swarm_epoch(int64_t now_ms) {
+  const int64_t g = view().global_epoch;
+  if (seen_epoch_ < 0 || g < seen_epoch_) {
+    seen_epoch_ = g;
+    seen_epoch_ms_ = now_ms;
+    return;
+  }
+  if (g == seen_epoch_) return;
+  const double per = double(now_ms - seen_epoch_ms_) / double(g - seen_epoch_);
+  const double old = swarm_epoch_ms_.load();
+  swarm_epoch_ms_ = old > 0 ? 0.7 * old + 0.3 * per : per;
+  seen_epoch_ = g;
+  seen_epoch_ms_ = now_ms;
 }
 
 bool Peer::progress_from_peers_now() const {

@@ -88,6 +88,27 @@ constexpr int64_t kIdleReadMsPerPeer = 100;
 constexpr int64_t kMinIdleReadIntervalMs = 200;
 int64_t read_interval_ms(const SwarmView &v, uint64_t target);
 
+// A peer more than one epoch behind the swarm catches up. Where states are
+// checked (average_state_every > 0), donors serve only state-averaging
+// epochs: asked for the swarm's epoch, they answer at the next sync point,
+// which in a slow swarm comes long after load_state_timeout (at 64 peers
+// on 2 cores, epochs of 35 s and a sync point every 5: half the peers never
+// averaged, each load waiting a minute and failing). When the next sync
+// point is further than half the load's timeout, the plan is the last sync
+// point instead (every donor holds it, checked), or nothing when this peer
+// is past it already, and then to follow the swarm to its epoch, as a peer
+// one epoch behind does; state averaging pulls its parameters in at the
+// next sync point. Otherwise, the swarm's epoch as before.
+struct ResyncPlan {
+  int64_t load_epoch = -1;  // the epoch to ask donors for (-1: load nothing)
+  int64_t follow_to = -1;   // the epoch to move to afterwards (-1: the loaded one)
+};
+// epoch_seconds: how long an epoch takes the swarm (its target over its
+// rate; 0 or infinite when unknown: treated as far), counted twice for
+// the rounds' own time.
+ResyncPlan plan_resync(int64_t own_epoch, int64_t swarm_epoch, int64_t average_state_every, double epoch_seconds,
+                       double load_state_timeout);
+
 // Sampled progress (progress_shards.h): what the latest read brought when it
 // read only some of the swarm's shards. The swarm's samples and rate are
 // then those of the fresh records scaled to the estimated swarm: records of

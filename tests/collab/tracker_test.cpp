@@ -267,5 +267,36 @@ TEST(Tracker, ReadsAreAsFrequentAsTheTargetIsNear) {
   EXPECT_EQ(read_interval_ms(v, 10000), kReachedReadIntervalMs);
 }
 
+// A peer behind a slow swarm loads the last sync point and follows; near
+// the next one (or with no checked states) it asks for the swarm's epoch.
+TEST(Tracker, ACatchUpLoadsTheLastSyncPointWhenTheNextIsFarAndFollows) {
+  // Epochs of 35 s, a sync point every 5, the swarm at 8: the next (10) is
+  // 70 s away, past half of a 60 s load. Epoch 5's state, then epoch 8.
+  ResyncPlan p = plan_resync(3, 8, 5, 35.0, 60.0);
+  EXPECT_EQ(p.load_epoch, 5);
+  EXPECT_EQ(p.follow_to, 8);
+  // Past the last sync point already: nothing to load, follow.
+  p = plan_resync(6, 8, 5, 35.0, 60.0);
+  EXPECT_EQ(p.load_epoch, -1);
+  EXPECT_EQ(p.follow_to, 8);
+  // 10 s of compute an epoch (the rate's) counts twice: 40 s to epoch 10.
+  p = plan_resync(3, 8, 5, 10.0, 60.0);
+  EXPECT_EQ(p.load_epoch, 5);
+  // A rate not known yet counts as far.
+  p = plan_resync(3, 8, 5, 0.0, 60.0);
+  EXPECT_EQ(p.load_epoch, 5);
+  // Epochs of 50 ms: the next sync point comes within the load; as before.
+  p = plan_resync(3, 8, 5, 0.05, 60.0);
+  EXPECT_EQ(p.load_epoch, 8);
+  EXPECT_EQ(p.follow_to, -1);
+  // The swarm at a sync point, or no checked states: its epoch.
+  p = plan_resync(3, 10, 5, 35.0, 60.0);
+  EXPECT_EQ(p.load_epoch, 10);
+  EXPECT_EQ(p.follow_to, -1);
+  p = plan_resync(3, 8, 0, 35.0, 60.0);
+  EXPECT_EQ(p.load_epoch, 8);
+  EXPECT_EQ(p.follow_to, -1);
+}
+
 }  // namespace
 }  // namespace loom_collab

@@ -104,7 +104,7 @@ TEST(Leaving, ASigtermedPeerEndsALoadFromADonorThatHangsAndExitsZero) {
   // Loading, and its download held by the rogue.
   ASSERT_TRUE(wait_until(
       [&] {
-        return honest.log().find("loading the swarm's state") != std::string::npos &&
+        return honest.log().find(", the swarm at ") != std::string::npos &&
                read_text(rogue_log).find("rogue stalled") != std::string::npos;
       },
       seconds(60)))
