@@ -87,6 +87,26 @@ std::string own_command() {
   return out.empty() ? "loom train CONFIG" : out;
 }
 
+// A TCP port free on `host` now (0: none found): the DHT's UDP port is
+// picked as one, so that the state server gets the same number. The DHT's
+// random UDP port's TCP twin was at times taken by another process's
+// connection (the state server then listened elsewhere, and a joiner that
+// knew only the DHT's address could not ask it for the model).
+uint16_t free_tcp_port(const std::string &host) {
+  sockaddr_in sin{};
+  sin.sin_family = AF_INET;
+  if (::inet_pton(AF_INET, host.c_str(), &sin.sin_addr) != 1) return 0;
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return 0;
+  socklen_t len = sizeof sin;
+  uint16_t port = 0;
+  if (::bind(fd, reinterpret_cast<sockaddr *>(&sin), sizeof sin) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr *>(&sin), &len) == 0)
+    port = ntohs(sin.sin_port);
+  ::close(fd);
+  return port;
+}
+
 }  // namespace
 
 uint64_t views_numel(const std::vector<FloatView> &views) {
@@ -233,7 +253,16 @@ loom_status Peer::setup(const loom_training_state_v1 &state, std::string *why) {
     config.bootstrap = opt_.initial_peers;
     config.key = opt_.swarm_key;
     config.log = logfn_;
-    dht_ = std::make_unique<SwarmDht>(config);
+    const uint16_t paired = opt_.port == 0 && !opt_.client_mode ? free_tcp_port(opt_.listen) : 0;
+    if (paired != 0) {
+      config.port = paired;
+      try {
+        dht_ = std::make_unique<SwarmDht>(config);
+      } catch (const std::exception &) {
+        config.port = 0;  // its UDP twin is taken: any port, as before
+      }
+    }
+    if (!dht_) dht_ = std::make_unique<SwarmDht>(config);
     port_ = dht_->port();
     push_ = std::make_shared<ProgressPush>(run_, opt_.swarm_key);
     // A client-mode peer accepts no connection: no state server.

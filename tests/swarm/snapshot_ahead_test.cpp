@@ -40,9 +40,11 @@ TEST_P(SnapshotAhead, DecidesWhetherAJoinerWaitsForTheDonorsTrainingThread) {
   Scratch scratch;
   const std::vector<std::string> sets = {"strategy.options.listen=127.0.0.1", "strategy.options.verbose=true",
                                          "strategy.options.run_id=" + unique_run_id(std::string("ahead-") + c.mode),
-                                         "trainer.max_steps=60", "strategy.options.average_state_every=0",
+                                         "trainer.max_steps=300", "strategy.options.average_state_every=0",
                                          "strategy.options.load_state_timeout=20",
                                          std::string("strategy.options.snapshot_ahead=") + c.mode};
+  // 300 steps: the pair runs about 600 a second, and at 60 it had finished
+  // before a joiner started on a loaded machine could read its records.
   auto pair = sets;
   pair.push_back("strategy.options.min_peers=2");
   Peer p1(scratch, "p1", digits_config(), pair);
