@@ -21,8 +21,11 @@ namespace {
 TEST(Swarm, ForeignAndMalformedRecordsAreRejectedAndTrainingGoesOn) {
   Scratch scratch;
   const std::string run_id = unique_run_id("rogue");
+  // 400 steps: the rogue replays a record once its peer has said something
+  // newer (1.5 s on), and 100 digits steps could end before that.
   const std::vector<std::string> common = {"strategy.options.listen=127.0.0.1", "strategy.options.verbose=true",
-                                           "strategy.options.run_id=" + run_id, "strategy.options.min_peers=2"};
+                                           "strategy.options.run_id=" + run_id, "strategy.options.min_peers=2",
+                                           "trainer.max_steps=400"};
   Peer first(scratch, "p1", digits_config(), common);
   ASSERT_TRUE(wait_until([&] { return !first.address().empty(); }, seconds(30))) << first.tail();
   loom::test::Child rogue({rogue_binary(), run_id, first.address(), "60"}, {}, scratch.path("rogue.log"));
