@@ -241,7 +241,11 @@ void Peer::refresh() {
 }
 
 void Peer::observe_swarm_epoch(int64_t now_ms) {
-  const int64_t g = view().global_epoch;
+  int64_t g;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    g = tracker_.global_epoch(id_, epoch_.load(), now_ms);
+  }
   if (seen_epoch_ < 0 || g < seen_epoch_) {
     seen_epoch_ = g;
     seen_epoch_ms_ = now_ms;

@@ -125,6 +125,14 @@ bool Tracker::live(const ProgressRecord &r, int64_t now_ms) const {
   return !(r.flags & ProgressRecord::kLeft) && now_ms - r.time_ms <= ttl_ms_;
 }
 
+int64_t Tracker::global_epoch(uint64_t me, int64_t my_epoch, int64_t now_ms) const {
+  int64_t g = my_epoch;
+  for (const auto &[id, r] : peers_)
+    if (id != me && live(r, now_ms) && !(r.flags & (ProgressRecord::kCheckpointer | ProgressRecord::kLoading)))
+      g = std::max(g, r.epoch);
+  return g;
+}
+
 SwarmView Tracker::view(uint64_t me, int64_t my_epoch, uint64_t my_samples, double my_rate, int64_t now_ms,
                         int64_t epoch_start_ms, const SampledProgress *sample) const {
   SwarmView v;

@@ -135,6 +135,8 @@ class Tracker {
   // Every live peer's record, checkpointers included (view() leaves them
   // out: they do not train), by peer id.
   std::vector<ProgressRecord> live_records(int64_t now_ms) const;
+  // view()'s global_epoch alone, without copying the records.
+  int64_t global_epoch(uint64_t me, int64_t my_epoch, int64_t now_ms) const;
 
   // The swarm as seen at now_ms, with this peer's own numbers; this peer
   // entered my_epoch at epoch_start_ms. With `sample`, the swarm's samples,
