@@ -104,7 +104,8 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
     filled = true;
   };
   const auto start = Clock::now();
-  const auto deadline = start + std::chrono::milliseconds(int64_t(opt_.averaging_timeout * 1000));
+  const auto timeout = std::chrono::milliseconds(int64_t(opt_.averaging_timeout * 1000));
+  auto deadline = start + timeout;
   std::string last_failure;
   round_met_.reset();
 
@@ -127,6 +128,7 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
     // allreduce's time is its own.
     MemberWeights members;
     uint64_t share = 0;
+    std::vector<uint64_t> shares;
     // A bounded group (target_group_size) brings its share of the target;
     // the swarm's groups together bring all of it.
     const uint64_t target = round_target(group);
@@ -138,7 +140,8 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
       if (!exchange_weights(*comm, weight + relayed, norm, deadline, &members, &why)) return failed();
       const bool short_round = members.total > 0 && members.total < double(target);
       const uint64_t batch = std::max<uint64_t>(1, opt_.batch_size ? opt_.batch_size : state_.batch_size);
-      share = short_round ? top_up_shares(target, members.weight, batch, members.training)[size_t(comm->rank())] : 0;
+      shares = short_round ? top_up_shares(target, members.weight, batch, members.training) : std::vector<uint64_t>{};
+      share = short_round ? shares[size_t(comm->rank())] : 0;
       waits = short_round && share == 0 && members.weight[size_t(comm->rank())] > 0;
       if (waits)
         detail("epoch " + std::to_string(epoch) + ": " + group_text(group) + " brought " +
@@ -168,6 +171,7 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
       const double seconds = std::max(0.0, double(wall_ms() - epoch_start_ms_.load()) / 1000.0) *
                              (double(target) - total) / total;
       p->until_time = mine > 0 ? Clock::now() : Clock::now() + std::chrono::milliseconds(int64_t(seconds * 1000));
+      p->others_by = Clock::now() + std::chrono::milliseconds(int64_t(1000 * top_up_seconds(shares, members.training)));
       detail("epoch " + std::to_string(epoch) + ": " + group_text(group) + " brought " + std::to_string(uint64_t(total)) +
              " of " + std::to_string(target) + " samples; this peer adds " + std::to_string(share) +
              " before the group meets again");
@@ -292,6 +296,10 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
     // The group whose round fell short meets again.
     std::unique_ptr<Pending> p = std::move(pending_);
     first_attempt = p->group.attempt + 1;
+    // A member that drew a small share waits for the one that drew the
+    // longest: at 64 peers a top-up took longer than averaging_timeout, and
+    // the members that were done timed out in the weight exchange.
+    deadline = std::max(deadline, p->others_by + timeout);
     if (auto end = reduce(p->group, std::move(p->comm), Clock::now() - start, Clock::duration{}, true)) return *end;
   } else if (prematch_ && prematch_->epoch == epoch) {
     // The group was being formed while this peer accumulated: wait for it

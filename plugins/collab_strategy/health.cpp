@@ -44,28 +44,60 @@ double sum_of_squares(const float *data, uint64_t n) {
   return (s[0] + s[1]) + (s[2] + s[3]);
 }
 
+namespace {
+
+bool has_rate(const std::vector<double> &rates, size_t i) {
+  return i < rates.size() && rates[i] > 0 && std::isfinite(rates[i]);
+}
+
+// The median of the rates of the members in `counts` that have one; 0 if none.
+double median_rate(const std::vector<double> &rates, const std::vector<bool> &counts) {
+  std::vector<double> known;
+  for (size_t i = 0; i < counts.size(); ++i)
+    if (counts[i] && has_rate(rates, i)) known.push_back(rates[i]);
+  if (known.empty()) return 0;
+  std::sort(known.begin(), known.end());
+  const size_t h = known.size() / 2;
+  return known.size() % 2 ? known[h] : (known[h - 1] + known[h]) / 2;
+}
+
+}  // namespace
+
+double top_up_seconds(const std::vector<uint64_t> &shares, const std::vector<double> &rates) {
+  std::vector<bool> drawing(shares.size());
+  for (size_t i = 0; i < shares.size(); ++i) drawing[i] = shares[i] > 0;
+  const double stand_in = median_rate(rates, drawing);
+  if (!(stand_in > 0)) return 0;
+  double slowest = 0;
+  for (size_t i = 0; i < shares.size(); ++i)
+    if (shares[i] > 0) slowest = std::max(slowest, double(shares[i]) / (has_rate(rates, i) ? rates[i] : stand_in));
+  return slowest;
+}
+
 std::vector<uint64_t> top_up_shares(uint64_t target, const std::vector<double> &weights, uint64_t batch,
                                     const std::vector<double> &rates) {
   std::vector<uint64_t> out(weights.size(), 0);
   double total = 0;
   for (double w : weights) total += w > 0 ? w : 0;
   if (!(total > 0) || double(target) <= total) return out;
-  // The parts: rates where every member that counts has one, else weights.
-  bool by_rate = rates.size() == weights.size();
+  // The parts: the members' rates, a member that counts but has no rate
+  // yet (its first window) taken at the median of the others'; weights when
+  // no member that counts has a rate.
+  std::vector<bool> counts(weights.size());
+  for (size_t i = 0; i < weights.size(); ++i) counts[i] = weights[i] > 0;
+  const double stand_in = median_rate(rates, counts);
+  const bool by_rate = stand_in > 0;
+  auto part = [&](size_t i) { return by_rate ? (has_rate(rates, i) ? rates[i] : stand_in) : weights[i]; };
   double parts = 0;
-  for (size_t i = 0; i < weights.size() && by_rate; ++i) {
-    if (!(weights[i] > 0)) continue;
-    if (!(rates[i] > 0) || !std::isfinite(rates[i])) by_rate = false;
-    else parts += rates[i];
-  }
-  if (!by_rate) parts = total;
+  for (size_t i = 0; i < weights.size(); ++i)
+    if (weights[i] > 0) parts += part(i);
   const uint64_t b = std::max<uint64_t>(1, batch);
   const double deficit = double(target) - total;
   uint64_t left = uint64_t(std::ceil(deficit / double(b)));  // batches the group still needs
   std::vector<std::pair<double, size_t>> remainders;  // (fraction of a batch, member)
   for (size_t i = 0; i < weights.size(); ++i) {
     if (!(weights[i] > 0)) continue;
-    const double exact = deficit * (by_rate ? rates[i] : weights[i]) / parts / double(b);
+    const double exact = deficit * part(i) / parts / double(b);
     const uint64_t whole = std::min<uint64_t>(left, uint64_t(std::floor(exact)));
     out[i] = whole;
     left -= whole;

@@ -49,8 +49,10 @@ double sum_of_squares(const float *data, uint64_t n);
 // Samples each member accumulates before the group meets again, when the
 // round's weights fell short of target: the deficit in whole batches, shared
 // in proportion to the members' training rates (samples a second), so that
-// all of them finish it at once, or, when a member that counts has no rate
-// yet, to their weights (largest remainders get the batches left over);
+// all of them finish it at once; a member that counts but has no rate yet
+// (a peer in its first window) is taken at the median of the others' rates,
+// and with no rate at all the shares follow the weights (largest remainders
+// get the batches left over);
 // together they add at most one batch more than the deficit. 0 for a member
 // that counts 0. Every member computes the same from the same weights and
 // rates; batch is the members' batch (one that trains on another finds the
@@ -59,9 +61,18 @@ double sum_of_squares(const float *data, uint64_t n);
 // few percent of its target, where what each member brought is noise, and
 // a member that brought one batch of forty drew 1/40 of the rest and then
 // waited most of the epoch for the others: 40-52% of an epoch at 8 and 16
-// peers, bench/swarm_scale.py.)
+// peers, bench/swarm_scale.py. Falling back to weights for all when one
+// member had no rate did the same at 64: a follower that had just joined
+// brought one batch, drew one, and waited out averaging_timeout in the
+// allreduce while another member drew 260,000 samples.)
 std::vector<uint64_t> top_up_shares(uint64_t target, const std::vector<double> &weights, uint64_t batch,
                                     const std::vector<double> &rates = {});
+
+// How long the slowest member of a short round takes to train its share
+// (top_up_shares) at its rate, a member with no rate at the median of the
+// others'; 0 when no member has a rate. The members that finish first wait
+// that long, plus averaging_timeout, for the group to meet again.
+double top_up_seconds(const std::vector<uint64_t> &shares, const std::vector<double> &rates);
 
 }  // namespace loom_collab
 

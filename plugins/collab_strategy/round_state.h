@@ -61,6 +61,7 @@ struct Pending {
   std::unique_ptr<GroupComm> comm;
   uint64_t until_samples = 0;      // this peer's samples when it may meet again
   Clock::time_point until_time{};  // and not before (a member with no share waits as long as the others)
+  Clock::time_point others_by{};   // when the slowest member should be done with its share (top_up_seconds)
 };
 
 // How a round ended for this peer.

@@ -164,12 +164,26 @@ TEST(Health, TopUpSharesFollowTheMembersRatesSoThatTheyFinishTogether) {
   // eighty draws 1/80 of the rest.
   EXPECT_LT(top_up_shares(262144, weights, 64)[0], 262144u / 70);
   // A member that counts but has no rate yet (or a rate that is not a
-  // number): weights for all, alike on every member.
+  // number) is taken at the median of the others' (1000, 1000, 4000), not
+  // dropped to its weight's share: the others stay by rate.
   for (double missing : {0.0, std::nan("")}) {
-    auto r = rates;
+    auto r = rates, stand_in = rates;
     r[2] = missing;
-    EXPECT_EQ(top_up_shares(262144, weights, 64, r), top_up_shares(262144, weights, 64));
+    stand_in[2] = 1000;
+    EXPECT_EQ(top_up_shares(262144, weights, 64, r), top_up_shares(262144, weights, 64, stand_in));
   }
+  // A newcomer that brought one batch and has no rate draws a full part,
+  // not 1/80 of the deficit.
+  EXPECT_GT(top_up_shares(262144, weights, 64, {0, 1000, 2000, 4000})[0], 262144u / 10);
+  // Nobody rated: by weights.
+  EXPECT_EQ(top_up_shares(262144, weights, 64, {0, 0, 0, 0}), top_up_shares(262144, weights, 64));
+  // The slowest member's time for its share, the one with no rate at the
+  // others' median: the time the members done first wait for it.
+  EXPECT_DOUBLE_EQ(top_up_seconds({1000, 3000, 0}, {500, 1000, 2000}), 3.0);
+  EXPECT_DOUBLE_EQ(top_up_seconds({1000, 3000}, {0, 2000}), 1.5);
+  EXPECT_DOUBLE_EQ(top_up_seconds({4000, 1000}, {0, 2000}), 2.0);
+  EXPECT_DOUBLE_EQ(top_up_seconds({1000, 3000}, {0, 0}), 0.0);
+  EXPECT_DOUBLE_EQ(top_up_seconds({}, {}), 0.0);
   // A member that counts 0 draws nothing, whatever its rate.
   const auto zero = top_up_shares(262144, {0, 64, 64, 64}, 64, rates);
   EXPECT_EQ(zero[0], 0u);
