@@ -102,4 +102,33 @@ bool ask_dial_back(const std::string &host, uint16_t port, uint64_t run, const s
   return true;
 }
 
+Reachability judge_reachability(const std::vector<std::string> &initial_peers,
+                                const std::function<bool(const std::string &, std::string *)> &ask,
+                                const std::function<bool(milliseconds)> &seen_within, milliseconds first_wait,
+                                milliseconds second_wait) {
+  Reachability r;
+  std::vector<std::string> silent;
+  const size_t n = initial_peers.size();
+  for (size_t k = 0; k < 2 * n && silent.size() < 2; ++k) {
+    const std::string &address = initial_peers[k % n];
+    std::string why;
+    if (!ask(address, &why)) {
+      if (k < n) r.failures += (r.failures.empty() ? "" : "; ") + address + ": " + why;
+      continue;
+    }
+    ++r.tries;
+    if (seen_within(silent.empty() ? first_wait : second_wait)) {
+      r.verdict = Reachability::reachable;
+      r.by = address;
+      return r;
+    }
+    silent.push_back(address);
+  }
+  if (silent.empty()) return r;  // unknown: nobody could be asked
+  r.verdict = Reachability::unreachable;
+  r.by = silent.back();
+  if (silent.size() == 2) r.tries_text = silent[0] == silent[1] ? " (asked twice)" : " (nor could " + silent[0] + ")";
+  return r;
+}
+
 }  // namespace loom_collab

@@ -7,7 +7,9 @@
 #include <netinet/in.h>
 
 #include <random>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "dial_back.h"
 #include "peer.h"
@@ -17,38 +19,45 @@ namespace loom_collab {
 void Peer::check_reachable() {
   const uint16_t port = server_->port();
   std::random_device random;
-  const uint64_t value = ((uint64_t(random()) << 32 | random()) << 16) | port;
-  std::string failures;
-  for (const auto &address : opt_.initial_peers) {
+  std::vector<uint64_t> asked_values;  // every probe asked for: a late one still counts
+  auto ask = [&](const std::string &address, std::string *why) {
     const size_t colon = address.rfind(':');
-    if (colon == std::string::npos) continue;
-    const std::string host = address.substr(0, colon);
-    const uint16_t their = uint16_t(std::stoul(address.substr(colon + 1)));
-    std::string why;
-    const auto asked = Clock::now();
-    if (!ask_dial_back(host, their, run_, opt_.swarm_key, value, std::chrono::milliseconds(3000), &why, opt_.listen)) {
-      failures += (failures.empty() ? "" : "; ") + address + ": " + why;
-      continue;
+    if (colon == std::string::npos) {
+      *why = "not HOST:PORT";
+      return false;
     }
-    // The peer connects within its own 3 s; a little more for the probe to land.
-    while (Clock::now() - asked < std::chrono::milliseconds(4000)) {
-      if (server_->saw_probe(value)) {
-        detail("peer " + address + " connected back to this peer's port " + std::to_string(port) +
-               ": others can reach it");
-        return;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    log(Level::warn, "peer " + address + " could not connect back to this peer (TCP port " + std::to_string(port) +
-                         " of the address its packets come from): it is behind NAT or a firewall that drops inbound "
-                         "connections, so no group could reach it. It runs in client mode: it opens every connection "
-                         "itself, averages through a full peer and serves no state. Set client_mode = true to skip "
-                         "this check, or make it reachable (forward or open its ports) to run as a full peer");
-    opt_.client_mode = true;
-    server_.reset();
+    const uint64_t value = ((uint64_t(random()) << 32 | random()) << 16) | port;
+    if (!ask_dial_back(address.substr(0, colon), uint16_t(std::stoul(address.substr(colon + 1))), run_, opt_.swarm_key,
+                       value, std::chrono::milliseconds(3000), why, opt_.listen))
+      return false;
+    asked_values.push_back(value);
+    return true;
+  };
+  auto seen_within = [&](std::chrono::milliseconds wait) {
+    for (const auto until = Clock::now() + wait; Clock::now() < until;
+         std::this_thread::sleep_for(std::chrono::milliseconds(20)))
+      for (uint64_t v : asked_values)
+        if (server_->saw_probe(v)) return true;
+    return false;
+  };
+  const Reachability r = judge_reachability(opt_.initial_peers, ask, seen_within);
+  if (r.verdict == Reachability::unknown) {
+    detail("could not ask any initial peer to connect back (" + r.failures + "); assuming others can reach this peer");
     return;
   }
-  detail("could not ask any initial peer to connect back (" + failures + "); assuming others can reach this peer");
+  if (r.verdict == Reachability::reachable) {
+    detail("peer " + r.by + " connected back to this peer's port " + std::to_string(port) + ": others can reach it" +
+           (r.tries > 1 ? " (at the second try)" : ""));
+    return;
+  }
+  log(Level::warn, "peer " + r.by + " could not connect back to this peer" + r.tries_text + " (TCP port " +
+                       std::to_string(port) +
+                       " of the address its packets come from): it is behind NAT or a firewall that drops inbound "
+                       "connections, so no group could reach it. It runs in client mode: it opens every connection "
+                       "itself, averages through a full peer and serves no state. Set client_mode = true to skip "
+                       "this check, or make it reachable (forward or open its ports) to run as a full peer");
+  opt_.client_mode = true;
+  server_.reset();
 }
 
 void Peer::check_announced_address() {
