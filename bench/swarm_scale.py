@@ -27,7 +27,17 @@ There is no netem on this kernel: every link is a sub-millisecond LAN with
 no latency or loss, so matchmaking and round times are lower bounds of what
 real links give. The CPUs are shared by all peers: on a small machine the
 epoch's length (and so the DHT traffic per epoch) reflects that.
-Not done: the churn run (25% of 64 peers killed and restarted per minute).
+--churn F kills (SIGKILL) a fraction F of the swarm per minute during the
+window, one peer at a time at even spacing, and restarts each on its host
+after --churn-down seconds as a joiner (issue 16: 25% of 64 peers per
+minute for 5 minutes, `--churn 0.25 --seconds 300`). The first peer, every
+joiner's seed, is never killed. It then judges: no stall (every peer up for
+a whole minute of the window advanced an epoch in it), no partition (every
+10 s, the epochs of the peers up since the start, or restarted a minute
+ago or more, within 2 of each other; a peer's epoch is the last its log
+named), nothing leaked
+(descriptors and RSS of the peers never killed, first minute against last),
+and how long a restarted peer took to load the state and to average again.
 
 Run as root with Debian's python3:
   /usr/bin/python3 bench/swarm_scale.py --peers 4,16,64 --seconds 120
@@ -52,6 +62,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests", "netns"))
 import netns_hosts  # noqa: E402
+from swarm_churn import Churn, churn_verdicts  # noqa: E402
 
 PORT = 7000
 BATCH = 64  # teacher.toml's batch_size: "one batch per member" in the target
@@ -201,16 +212,22 @@ def run_size(n, args, out, run_no):
         peers = []
         t0 = time.monotonic()
 
-        def start(i, join):
+        def start(i, join, life=0):
+            # A restarted peer (life > 0) is a joiner with its own log and folder;
+            # it needs no min_peers: the swarm is there.
+            tag = f"{i}.{life}" if life else f"{i}"
             argv = [args.loom, "train", os.path.join(ROOT, "examples", "configs", "teacher.toml")]
-            own = dict(sets, **{"trainer.output_dir": os.path.join(folder, f"run{i}"),
+            own = dict(sets, **{"trainer.output_dir": os.path.join(folder, f"run{tag}"),
                                 "strategy.options.listen": hs[i].address})
+            if life:
+                own["strategy.options.min_peers"] = 1
             for k, v in list(own.items()) + [tuple(s.split("=", 1)) for s in args.set]:
                 argv += ["--set", f"{k}={v}"]
-            peers.append(Peer(i, hs[i], argv, dict(env, LOOM_INITIAL_PEERS=join), os.path.join(folder, f"peer{i}.log"),
-                              t0))
+            peer = Peer(i, hs[i], argv, dict(env, LOOM_INITIAL_PEERS=join), os.path.join(folder, f"peer{tag}.log"), t0)
+            peer.life, peer.started = life, time.monotonic() - t0
+            return peer
 
-        start(0, "")
+        peers.append(start(0, ""))
         listening = re.compile(re.escape(f"listening on {hs[0].address}:{PORT}"))
         while not peers[0].grep(listening):
             check_alive(peers)
@@ -221,7 +238,7 @@ def run_size(n, args, out, run_no):
             # The first peer, and --initial-peers - 1 of those started before (a
             # fixed pick per peer): one seed for 64 joiners is a bottleneck of its own.
             seeds = [0] + random.Random(i).sample(range(1, i), min(args.initial_peers - 1, i - 1))
-            start(i, ",".join(f"{hs[j].address}:{PORT}" for j in seeds))
+            peers.append(start(i, ",".join(f"{hs[j].address}:{PORT}" for j in seeds)))
         # The window opens once the swarm averaged, after a warm-up.
         while not any(p.grep(AVG) for p in peers):
             check_alive(peers)
@@ -238,11 +255,18 @@ def run_size(n, args, out, run_no):
                                  stdout=subprocess.PIPE, text=True)
         before = read_all(hs)
         w0 = before[0][0] - t0
+        churn = Churn(args, peers, hs, start, t0, w0, PORT, AVG, fail) if args.churn else None
         while time.monotonic() - t0 < w0 + args.seconds:
-            check_alive(peers)
-            time.sleep(0.5)
+            if churn:
+                churn.reap()  # a peer that died on its own is a finding, not the end of the run
+            check_alive([p for p in peers if p])
+            if churn:
+                churn.tick()
+            time.sleep(0.2 if churn else 0.5)
         after = read_all(hs)
         w1 = after[-1][0] - t0
+        if churn:
+            churn.finish()
         check_alive(peers)
         stopped = time.monotonic()
         for p in peers:
@@ -259,11 +283,12 @@ def run_size(n, args, out, run_no):
         for p in peers:
             p.thread.join(timeout=10)
         dissected = json.loads(sniff.communicate(timeout=60)[0] or "{}") if sniff else None
+    everyone = peers + (churn.gone if churn else [])  # every incarnation
     # Rounds in the window, one per group (all its members log the same line).
     # A part's samples count as its share of the whole (samples x met /
     # members), and each member's line as 1/members of the swarm's samples.
     groups, mm, rounds, shares, epoch_s, swarm_samples = {}, [], [], [], [], 0.0
-    for p in peers:
+    for p in everyone:
         for t, m in p.grep(AVG, w0, w1):
             s_, k_, of_ = int(m[2]), int(m[3]), int(m[5] or 0)
             groups[int(m[1]), int(m[4]), s_, k_, of_] = (s_, k_, of_)
@@ -279,18 +304,18 @@ def run_size(n, args, out, run_no):
                 epoch_s.append(ends[e] - ends[e - 1])
                 shares.append(w / 1000 / epoch_s[-1])
     first_meet = {}  # epoch -> share of its target a group held when it first met (then topped up)
-    for p in peers:
+    for p in everyone:
         for t, m in p.grep(BROUGHT, w0, w1):
             first_meet[int(m[1])] = min(first_meet.get(int(m[1]), 1.0), int(m[2]) / max(1, int(m[3])))
-    reads = [m for p in peers for _, m in p.grep(READS)[-1:]]
+    reads = [m for p in everyone for _, m in p.grep(READS)[-1:]]
     per_s = lambda k: [int(m[k]) / max(1, int(m[2])) for m in reads]  # over each peer's whole run
-    requests = [m for p in peers for _, m in p.grep(REQUESTS)[-1:]]
+    requests = [m for p in everyone for _, m in p.grep(REQUESTS)[-1:]]
     req_s = lambda k: med([int(m[k]) / max(1, int(m[1])) for m in requests]) if requests else None
     samples = [s * of // k if of else s for s, k, of in groups.values()]
     part = lambda k, of: -(-target * k // of) if of else target  # group_split.h's part_target
     in_range = [part(k, of) <= s <= part(k, of) + k * BATCH for s, k, of in groups.values()]
-    last = [int(m[1]) for p in peers for _, m in p.grep(re.compile(r"training stops at step (\d+)"))]
-    rss = [float(m[1]) for p in peers for _, m in p.grep(re.compile(r"peak memory: ([0-9.]+) MiB"))]
+    last = [int(m[1]) for p in everyone for _, m in p.grep(re.compile(r"training stops at step (\d+)"))]
+    rss = [float(m[1]) for p in everyone for _, m in p.grep(re.compile(r"peak memory: ([0-9.]+) MiB"))]
     sent, recv = rates(before, after, "OutDatagrams"), rates(before, after, "InDatagrams")
     drops = sum(a[1]["RcvbufErrors"] - b[1]["RcvbufErrors"] for b, a in zip(before, after))
     shutdown = sum(f[1]["OutDatagrams"] - a[1]["OutDatagrams"] for a, f in zip(after, final))
@@ -304,7 +329,7 @@ def run_size(n, args, out, run_no):
         "first_meeting_share": med(list(first_meet.values())),
         "topped_up_epochs": len(first_meet), "group_sizes": dict(collections.Counter(k for _, k, _ in groups.values())),
         "matchmaking_ms": med(mm), "round_ms": med(rounds), "epoch_s": med(epoch_s), "barrier_share": med(shares),
-        "sent_per_s": med(sent), "sent_per_s_max": max(sent), "recv_per_s": med(recv), "recv_per_s_max": max(recv),
+        "sent_per_s": med(sent), "sent_per_s_max": max(sent), "sent_per_s_by_peer": [round(x) for x in sent], "recv_per_s": med(recv), "recv_per_s_max": max(recv),
         "sent_kb_s": med(rates(before, after, "o_bytes")) / 1000,
         "recv_kb_s": med(rates(before, after, "i_bytes")) / 1000,
         "drops": drops, "drops_per_s": drops / (w1 - w0),
@@ -315,7 +340,7 @@ def run_size(n, args, out, run_no):
         "rss_mib": med(rss), "rss_mib_max": max(rss, default=None), "epochs_min": min(last, default=None),
         "epochs_max": max(last, default=None), "shutdown_datagrams": shutdown, "shutdown_s": shutdown_s,
         "dissect_host": hs[-1].name if dissected else None, "dissect_s": args.seconds, "dissect": dissected,
-        "logs": folder,
+        "logs": folder, "churn": churn.judge(w1) if churn else None,
     }
     with open(os.path.join(out, "results.json"), "a") as f:
         f.write(json.dumps(row) + "\n")
@@ -348,7 +373,7 @@ def verdicts(r):
         f"no receive-buffer drops: {ok(r['drops'] == 0)} ({r['drops']} in {r['window_s']:.0f} s)",
         f"barrier wait <= 10% of an epoch (median): {ok(r['barrier_share'] <= 0.10)} "
         f"({100 * r['barrier_share']:.1f}% of {r['epoch_s']:.2f} s)",
-    ]
+    ] + churn_verdicts(r["churn"], ok)
 
 
 def main():
@@ -363,6 +388,9 @@ def main():
     ap.add_argument("--initial-peers", type=int, default=1,
                     help="initial peers each joiner is given: the first peer and this many - 1 earlier ones")
     ap.add_argument("--set", action="append", default=[], help="KEY=VALUE for every peer's loom train (repeatable)")
+    ap.add_argument("--churn", type=float, default=0,
+                    help="fraction of the swarm SIGKILLed and restarted per minute in the window (issue 16: 0.25)")
+    ap.add_argument("--churn-down", type=float, default=2, help="seconds a killed peer stays down before its restart")
     ap.add_argument("--dissect", action="store_true", help="count one host's DHT queries by method and key")
     ap.add_argument("--loom", default=os.environ.get("LOOM_BIN", os.path.join(ROOT, "build", "bin", "loom")))
     ap.add_argument("--out", default="", help="folder for logs and results.json (default: a new one, kept)")
@@ -370,6 +398,8 @@ def main():
     sizes = [int(s) for s in args.peers.split(",")]
     if min(sizes) < 2:
         ap.error("a swarm has at least 2 peers")
+    if args.churn < 0 or args.churn_down < 0:
+        ap.error("--churn and --churn-down are >= 0")
     reason = netns_hosts.skip_reason()
     if reason:
         sys.exit(f"swarm_scale: emulated hosts cannot be made here: {reason}")
@@ -394,7 +424,8 @@ def main():
               f"groups of {r['group_sizes']}; shutdown: {r['shutdown_datagrams']} datagrams sent in "
               f"{r['shutdown_s']:.1f} s; {r['topped_up_epochs']} epochs met short of the target first, "
               f"at {100 * r['first_meeting_share']:.0f}% of it (median), and were topped up; "
-              f"RSS max {r['rss_mib_max']} MiB; UDP sent/s worst peer {r['sent_per_s_max']:.0f}", flush=True)
+              f"RSS max {r['rss_mib_max']} MiB; UDP sent/s worst peer {r['sent_per_s_max']:.0f} (peer "
+              f"{r['sent_per_s_by_peer'].index(round(r['sent_per_s_max']))}, the first being the seed)", flush=True)
         if r["table_kb_s"] is not None:
             print(f"  progress reads per peer per second (medians, whole run): {r['progress_reads_per_s']:.2f}, "
                   f"{r['dht_reads_per_s']:.2f} of them DHT reads, {r['table_reads_per_s']:.2f} peers' tables over TCP "
@@ -404,6 +435,18 @@ def main():
             print("  DHT requests sent per peer per second (medians, whole run): " +
                   ", ".join(f"{q[k]:.1f} {k}" for k in ["gets", "listens", "puts", "finds", "pings"]) +
                   f"; {q['watches']:.2f} watches begun", flush=True)
+        if r["churn"]:
+            c = r["churn"]
+            print(f"  churn: {c['kills']} peers SIGKILLed and {c['restarts']} restarted; of those restarted, "
+                  f"{c['restart_loaded']} loaded the state (median {c['restart_load_s']:.1f} s after their start) and "
+                  f"{c['restart_averaged']} averaged again (median {c['restart_avg_s']:.1f} s); epoch spread of the "
+                  f"peers settled (a restarted one after a minute), every 10 s: {[s for _, s, _ in c['epoch_spreads']]}; "
+                  f"{c['long_lived']} peers never killed, over {c['usage_span_s']:.0f} s: descriptors "
+                  f"{c['fd_growth_med']:+.1f} median, {c['fd_growth_max']:+.1f} worst; RSS "
+                  f"{c['rss_growth_mib_med']:+.1f} MiB median, {c['rss_growth_mib_max']:+.1f} worst", flush=True)
+            print(f"  restarts (start in the window s, loaded after s, averaged after s, up s): {c['restart_lives']}")
+            if c["stalls"]:
+                print(f"  minutes without an epoch (peer, life, minute's start in s): {c['stalls']}")
         if r["drops"]:
             print(f"  receive-buffer drops by peer: {r['drops_by_peer']}")
         if r["never_averaged"]:
