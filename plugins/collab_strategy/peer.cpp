@@ -395,9 +395,9 @@ loom_status Peer::teardown() {
                   static_cast<unsigned long long>(progress_reads_), secs, double(progress_reads_) / secs,
                   static_cast<unsigned long long>(records_read_),
                   progress_reads_ ? double(records_read_) / double(progress_reads_) : 0.0,
-                  static_cast<unsigned long long>(dht_reads_), double(dht_reads_) / secs,
-                  static_cast<unsigned long long>(pulls_), static_cast<unsigned long long>(pull_failures_),
-                  static_cast<unsigned long long>(pull_bytes_),
+                  static_cast<unsigned long long>(reads_.dht_reads), double(reads_.dht_reads) / secs,
+                  static_cast<unsigned long long>(reads_.pulls), static_cast<unsigned long long>(reads_.pull_failures),
+                  static_cast<unsigned long long>(reads_.pull_bytes),
                   static_cast<unsigned long long>(server_ ? server_->progress_served() : 0),
                   static_cast<unsigned long long>(push_ ? push_->received() : 0),
                   static_cast<unsigned long long>(push_ ? push_->unopened() : 0));

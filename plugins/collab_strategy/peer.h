@@ -439,17 +439,7 @@ class Peer {
   // pulled: the values came from a peer's progress table, where copies older
   // than what this peer holds are the usual case, not worth a log line.
   uint64_t take_progress(const std::vector<Bytes> &values, std::vector<uint64_t> *ids, bool pulled = false);
-  // Progress from peers (progress_source = "peers"; background thread only).
-  // raw_records_: each peer's latest merged record as it came (its time, its
-  // bytes), what this peer's state server hands readers after its own.
-  std::map<uint64_t, std::pair<int64_t, Bytes>> raw_records_;
-  int64_t last_share_ms_ = 0;
-  uint64_t last_shared_samples_ = 0;
-  std::map<std::string, int64_t> last_dht_read_ms_;  // per progress key
-  int64_t last_probe_ms_ = 0;                        // of another level's key
-  std::map<uint64_t, int64_t> pull_failed_;          // peer id -> not asked before this time
-  uint64_t dht_reads_ = 0, pulls_ = 0, pull_failures_ = 0, pull_bytes_ = 0;
-  uint64_t pull_seed_ = 0;
+  PeerReads reads_;  // progress from peers (progress_push.h); background thread only
   std::shared_ptr<ProgressPush> push_;  // progress_push.h; shared with the server's handler
   Bytes own_push_;                      // this peer's newest record as its pulls push it
   std::atomic<uint64_t> tables_{0};     // peers' tables read (a joiner's catch-up waits for one)

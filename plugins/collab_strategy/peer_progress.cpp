@@ -144,7 +144,7 @@ void Peer::refresh() {
   std::vector<Read> kept;
   for (size_t i = 0; i < reads.size(); ++i) {
     const std::string name = progress_shard_key(opt_.run_id, reads[i].level, reads[i].shard);
-    if (from_peers && start - last_dht_read_ms_[name] < dht_every) {
+    if (from_peers && start - reads_.last_dht_read_ms[name] < dht_every) {
       bool nobody = false;
       if (auto got = pull_progress(reads[i].level, reads[i].shard, &nobody)) {
         reads[i].values = std::move(*got);
@@ -165,11 +165,11 @@ void Peer::refresh() {
   reads = std::move(kept);
   // Probes too are DHT reads: while peers' tables bring the records, at
   // most one a dht_every (counted by reads, they came every 4 s at 16 peers).
-  if (!from_peers || start - last_probe_ms_ >= dht_every) {
+  if (!from_peers || start - reads_.last_probe_ms >= dht_every) {
     for (int probe : shards_->next_probes()) {
       from_dht.push_back(reads.size());
       reads.push_back({probe, shard_of(id_, probe), {}});
-      last_probe_ms_ = start;
+      reads_.last_probe_ms = start;
     }
   }
   if (!from_dht.empty()) {
@@ -180,9 +180,9 @@ void Peer::refresh() {
     auto found = dht_->get_many(names, std::chrono::milliseconds(500));
     for (size_t j = 0; j < from_dht.size(); ++j) {
       reads[from_dht[j]].values = std::move(found[j]);
-      last_dht_read_ms_[names[j]] = start;
+      reads_.last_dht_read_ms[names[j]] = start;
     }
-    ++dht_reads_;
+    ++reads_.dht_reads;
   }
   if (!reads.empty()) ++progress_reads_;
   std::vector<uint64_t> fresh;
@@ -282,8 +282,8 @@ std::optional<std::vector<Bytes>> Peer::pull_progress(int level, uint32_t shard,
     for (const auto &r : tracker_.live_records(now)) {
       // Full peers that write to this key.
       if (r.peer_id == id_ || !serves_progress(r) || shard_of(r.peer_id, level) != shard) continue;
-      auto failed = pull_failed_.find(r.peer_id);
-      if (failed != pull_failed_.end() && now < failed->second) continue;
+      auto failed = reads_.pull_failed.find(r.peer_id);
+      if (failed != reads_.pull_failed.end() && now < failed->second) continue;
       candidates.push_back({r.peer_id, r.state_host, r.state_port});
     }
   }
@@ -292,25 +292,25 @@ std::optional<std::vector<Bytes>> Peer::pull_progress(int level, uint32_t shard,
     return std::nullopt;
   }
   // A counter mixed with this peer's id: each peer its own sequence.
-  const auto &[peer, host, port] = candidates[mix64(id_ + 0x9e3779b97f4a7c15ull * ++pull_seed_) % candidates.size()];
+  const auto &[peer, host, port] = candidates[mix64(id_ + 0x9e3779b97f4a7c15ull * ++reads_.pull_seed) % candidates.size()];
   std::string why;
   uint64_t bytes = 0;
-  ++pulls_;
+  ++reads_.pulls;
   auto got = fetch_progress(host, port, run_, level, shard, kPullTimeout, &why, opt_.swarm_key, &bytes,
                             own_push_.empty() ? nullptr : &own_push_);
   if (!got) {
-    ++pull_failures_;
+    ++reads_.pull_failures;
     // Not asked again for a while: a peer that died, or that others cannot
     // reach, would cost every read a timeout and a DHT read after it.
-    for (auto it = pull_failed_.begin(); it != pull_failed_.end();)
-      it = it->second <= now ? pull_failed_.erase(it) : std::next(it);
-    pull_failed_[peer] = now + kPullBackoffMs;
+    for (auto it = reads_.pull_failed.begin(); it != reads_.pull_failed.end();)
+      it = it->second <= now ? reads_.pull_failed.erase(it) : std::next(it);
+    reads_.pull_failed[peer] = now + kPullBackoffMs;
     log_limited(opt_.verbose ? Level::info : Level::debug, "progress pull",
                 "could not read the progress records peer " + host + ":" + std::to_string(port) + " holds (" + why +
                     "); read the DHT instead");
     return std::nullopt;
   }
-  pull_bytes_ += bytes;
+  reads_.pull_bytes += bytes;
   ++tables_;
   return got;
 }
@@ -345,11 +345,11 @@ void Peer::push_goodbye(const Bytes &bye) {
 
 void Peer::share_progress(int64_t now_ms) {
   if (!server_) return;
-  std::vector<const decltype(raw_records_)::value_type *> live;
-  for (auto it = raw_records_.begin(); it != raw_records_.end();) {
+  std::vector<const decltype(reads_.raw_records)::value_type *> live;
+  for (auto it = reads_.raw_records.begin(); it != reads_.raw_records.end();) {
     const int64_t age = now_ms - it->second.first;
     if (age > kRecordTtlMs) {
-      it = raw_records_.erase(it);
+      it = reads_.raw_records.erase(it);
       continue;
     }
     // Live ones only (goodbyes too, so that they spread): an older one is
@@ -445,7 +445,7 @@ uint64_t Peer::take_progress(const std::vector<Bytes> &values, std::vector<uint6
     lock.unlock();
     if (alive) ids->push_back(r->peer_id);
     // What this peer's server hands readers (share_progress prunes it).
-    if (opt_.progress_source != Options::ProgressSource::dht) raw_records_[r->peer_id] = {r->time_ms, raw};
+    if (opt_.progress_source != Options::ProgressSource::dht) reads_.raw_records[r->peer_id] = {r->time_ms, raw};
     if (r->state_port != 0 && !r->state_host.empty()) {
       if (r->flags & ProgressRecord::kLeft) addresses_.erase(r->peer_id);
       else addresses_[r->peer_id] = {r->state_host, r->state_port, wall_ms()};
@@ -466,7 +466,7 @@ void Peer::publish(bool force) {
   const bool event = r.epoch != last_published_epoch_ || r.flags != last_published_flags_ ||
                      r.sync_epoch != last_published_sync_epoch_;
   const bool samples = r.samples != last_published_samples_ && now - last_publish_ms_ >= kSampleRefreshMs;
-  const bool shared_samples = r.samples != last_shared_samples_ && now - last_share_ms_ >= kSampleRefreshMs;
+  const bool shared_samples = r.samples != reads_.last_shared_samples && now - reads_.last_share_ms >= kSampleRefreshMs;
   // The server gets the newest record whenever others may ask it (also
   // under "auto" in a small swarm: its first reads from peers, once it has
   // grown, find it there), the DHT only every kRepublishMs while others do.
@@ -496,8 +496,8 @@ void Peer::publish(bool force) {
   if (push) own_push_ = push_->wrap(bytes);  // with this peer's next pull
   if (share) server_->publish_own_progress(id_, bytes);  // the others' records go with reads (share_progress)
   if (share || push) {
-    last_share_ms_ = now;
-    last_shared_samples_ = r.samples;
+    reads_.last_share_ms = now;
+    reads_.last_shared_samples = r.samples;
   }
   if (pushes) {  // an event is out (server, pushes): said once
     last_published_epoch_ = r.epoch;

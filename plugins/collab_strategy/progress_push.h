@@ -12,9 +12,12 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "records.h"
@@ -23,6 +26,21 @@
 namespace loom_collab {
 
 class Sealer;
+
+// What a peer keeps to read progress from other peers between DHT reads
+// (progress_source = "peers", peer_progress.cpp): background thread only.
+struct PeerReads {
+  // Each peer's latest merged record as it came (its time, its bytes): what
+  // this peer's state server hands readers after its own.
+  std::map<uint64_t, std::pair<int64_t, Bytes>> raw_records;
+  int64_t last_share_ms = 0;
+  uint64_t last_shared_samples = 0;
+  std::map<std::string, int64_t> last_dht_read_ms;  // per progress key
+  int64_t last_probe_ms = 0;                        // of another level's key
+  std::map<uint64_t, int64_t> pull_failed;          // peer id -> not asked before this time
+  uint64_t dht_reads = 0, pulls = 0, pull_failures = 0, pull_bytes = 0;  // for the log at exit
+  uint64_t pull_seed = 0;
+};
 
 class ProgressPush {
  public:
