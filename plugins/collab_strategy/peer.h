@@ -523,6 +523,7 @@ class Peer {
   uint32_t loss_count_ = 0;
   ProgressRecord::Round round_report_;
   bool alone_until_target_ = false;  // an early round found nobody: this epoch waits for a whole target
+  int64_t alone_since_ms_ = 0;       // when it began (a round is tried again from time to time)
   // Local updates (training thread): the outer state, the boundary window's
   // own gradients while the pseudo-gradient is averaged in their place,
   // the host snapshot with the outer state after it, whether this window's

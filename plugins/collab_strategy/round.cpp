@@ -209,6 +209,19 @@ loom_status Peer::after_backward(uint64_t local_samples, loom_step_decision *dec
               : equal;
     if (double(samples_.load()) >= share) return close_window(decision);
   }
+  // Waiting alone for a whole target of its own, a peer tries a round again
+  // once the peers at its epoch hold a target together, at most every few
+  // matchmaking windows: at 64 peers under churn every live peer's round
+  // had found nobody (dead leaders' joins), each waited for a whole target
+  // of its own (some 2,000 s there), and the swarm stood at one epoch.
+  const int64_t retry_ms = std::max<int64_t>(5000, int64_t(2000 * opt_.matchmaking_time));
+  if (alone_until_target_ && v.peers > 1 && v.samples >= opt_.target_batch_size &&
+      now - alone_since_ms_ >= retry_ms) {
+    detail("epoch " + std::to_string(epoch_.load()) + ": the " + std::to_string(v.peers) +
+           " peers seen hold the target together; trying a round again instead of waiting for a whole target alone");
+    alone_until_target_ = false;
+    return close_window(decision);
+  }
   const double enter_at = (alone_until_target_ ? 1.0 : kEnterFraction) * double(opt_.target_batch_size);
   if (double(alone_until_target_ ? samples_.load() : v.samples) < enter_at) {
     maybe_prematch(v);
@@ -303,6 +316,7 @@ loom_status Peer::finish_window(loom_step_decision *decision) {
         for (auto &g : grads_)
           for (uint64_t i = 0; i < g.numel; ++i) g.data[i] *= back;
         alone_until_target_ = true;
+        alone_since_ms_ = wall_ms();
         return LOOM_OK;
       }
       if (!finite && view().peers > 1) {
