@@ -132,7 +132,12 @@ class Churn:
         self.sampled = True
 
     def finish(self):
-        """Samples usage once more; every slot still down stays down."""
+        """Samples usage once more; every slot still down stays down. A
+        restart too fresh to have said anything is given up to 30 s: a
+        SIGTERM before loom catches signals ends it with the signal."""
+        until = time.monotonic() + 30
+        while time.monotonic() < until and any(p and p.life and not p.lines for p in self.peers):
+            time.sleep(0.2)
         self.reap()
         self.sample(self.now())
         self.peers[:] = [p for p in self.peers if p]
@@ -184,8 +189,8 @@ class Churn:
             "epoch_spread_max": worst, "epoch_spreads": spreads,
             "restart_load_s": med(loads), "restart_loaded": len(loads), "restart_avg_s": med(avgs),
             "restart_averaged": len(avgs), "restart_lives": sorted(lives, key=lambda x: x[0]),
-            "fd_growth_max": max((g[0] for g in grow), default=None), "fd_growth_med": med([g[0] for g in grow]),
-            "rss_growth_mib_max": max((g[1] for g in grow), default=None),
+            "fd_growth_max": max((g[0] for g in grow), default=float("nan")), "fd_growth_med": med([g[0] for g in grow]),
+            "rss_growth_mib_max": max((g[1] for g in grow), default=float("nan")),
             "rss_growth_mib_med": med([g[1] for g in grow]), "long_lived": len(grow),
             "usage_span_s": med([u[-1][0] - u[0][0] for u in self.usage.values() if len(u) >= 2]),
         }
@@ -197,7 +202,7 @@ def churn_verdicts(c, ok):
     return [
         f"churn, no peer died on its own: {ok(not c['crashes'])} "
         f"({[(x['peer'], x['status'], x['at_s']) for x in c['crashes']]}: peer, status, s into the window)",
-        f"churn, no stall (every peer up for a whole minute advanced an epoch in it): {ok(not c['stalls'])} "
+        f"churn, no stall (every peer up for a whole minute advanced an epoch in it): {ok(c['minutes_checked'] and not c['stalls'])} "
         f"({len(c['stalls'])} of {c['minutes_checked']} peer-minutes without one)",
         f"churn, no partition (settled peers within 2 epochs, every 10 s): "
         f"{ok(c['epoch_spread_max'] is not None and c['epoch_spread_max'] <= 2)} (widest {c['epoch_spread_max']})",

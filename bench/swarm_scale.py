@@ -52,7 +52,6 @@ import os
 import random
 import re
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -62,7 +61,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests", "netns"))
 import netns_hosts  # noqa: E402
-from swarm_churn import Churn, churn_verdicts  # noqa: E402
+from swarm_churn import Churn, churn_verdicts, loom_pid, med  # noqa: E402
 
 PORT = 7000
 BATCH = 64  # teacher.toml's batch_size: "one batch per member" in the target
@@ -141,10 +140,11 @@ class Peer:
 
     def stop(self):
         # SIGTERM to loom itself: nsenter (proc) would die of it and lose loom's exit status.
+        pid = loom_pid(self)
         try:
-            with open(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children") as f:
-                os.kill(int(f.read().split()[0]), signal.SIGTERM)
-        except (OSError, IndexError, ValueError):
+            if pid:
+                os.kill(pid, signal.SIGTERM)
+        except OSError:
             pass  # already gone: its exit status tells
 
     def name(self):
@@ -186,10 +186,6 @@ def read_all(hosts):
 def rates(before, after, key):
     """key's per-second rate on each host between two readings."""
     return [(a[1].get(key, 0) - b[1].get(key, 0)) / (a[0] - b[0]) for b, a in zip(before, after)]
-
-
-def med(xs):
-    return statistics.median(xs) if xs else float("nan")
 
 
 def run_size(n, args, out, run_no):

@@ -213,7 +213,8 @@ loom_status Peer::after_backward(uint64_t local_samples, loom_step_decision *dec
   // once the peers at its epoch hold a target together, at most every few
   // matchmaking windows: at 64 peers under churn every live peer's round
   // had found nobody (dead leaders' joins), each waited for a whole target
-  // of its own (some 2,000 s there), and the swarm stood at one epoch.
+  // of its own (1 M samples at an estimated 500 a second, some 2,000 s),
+  // and the swarm stood at one epoch.
   const int64_t retry_ms = std::max<int64_t>(5000, int64_t(2000 * opt_.matchmaking_time));
   if (alone_until_target_ && v.peers > 1 && v.samples >= opt_.target_batch_size &&
       now - alone_since_ms_ >= retry_ms) {

@@ -125,11 +125,20 @@ bool Tracker::live(const ProgressRecord &r, int64_t now_ms) const {
   return !(r.flags & ProgressRecord::kLeft) && now_ms - r.time_ms <= ttl_ms_;
 }
 
+namespace {
+
+// Whether a live record's epoch counts towards the swarm's: a checkpointer
+// does not train, and a loading peer's epoch is not yet its own.
+bool sets_swarm_epoch(const ProgressRecord &r) {
+  return !(r.flags & (ProgressRecord::kCheckpointer | ProgressRecord::kLoading));
+}
+
+}  // namespace
+
 int64_t Tracker::global_epoch(uint64_t me, int64_t my_epoch, int64_t now_ms) const {
   int64_t g = my_epoch;
   for (const auto &[id, r] : peers_)
-    if (id != me && live(r, now_ms) && !(r.flags & (ProgressRecord::kCheckpointer | ProgressRecord::kLoading)))
-      g = std::max(g, r.epoch);
+    if (id != me && live(r, now_ms) && sets_swarm_epoch(r)) g = std::max(g, r.epoch);
   return g;
 }
 
@@ -141,7 +150,7 @@ SwarmView Tracker::view(uint64_t me, int64_t my_epoch, uint64_t my_samples, doub
     // A checkpointer is no part of the training swarm: a donor only (donors()).
     if (id == me || !live(r, now_ms) || (r.flags & ProgressRecord::kCheckpointer)) continue;
     v.others.push_back(r);
-    if (!(r.flags & ProgressRecord::kLoading)) v.global_epoch = std::max(v.global_epoch, r.epoch);
+    if (sets_swarm_epoch(r)) v.global_epoch = std::max(v.global_epoch, r.epoch);
   }
   v.peers = 1 + v.others.size();
   if (my_epoch == v.global_epoch) {
