@@ -73,8 +73,10 @@ void Peer::heal() {
   last_heal_try_ms_ = now;
   drop_prematch();
   std::string why;
-  if (load_state(epoch_.load(), &why)) {
-    log(Level::info, "healed: this peer trains on from the swarm's state of epoch " + std::to_string(epoch_.load()));
+  // Of a slow swarm, the last sync point and a move to the swarm's epoch:
+  // the next sync point may be further off than load_state_timeout.
+  if (catch_up(std::max(epoch_.load(), view().global_epoch), true, &why)) {
+    log(Level::info, "healed: this peer trains on from the swarm's state, at epoch " + std::to_string(epoch_.load()));
     return;
   }
   log_limited(Level::warn, "heal", "could not reload the swarm's state (" + why +

@@ -332,8 +332,9 @@ loom_status Peer::setup(const loom_training_state_v1 &state, std::string *why) {
     }
   }
   // A joining peer first catches up with the swarm: read the others'
-  // progress (each republishes at least every second), then load the state
-  // of the highest epoch if that is ahead of ours.
+  // progress (each republishes at least every second), then catch up with
+  // the highest epoch if that is ahead of ours: its state, or in a slow
+  // swarm its last sync point's and a move to it (catch_up).
   if (!opt_.initial_peers.empty()) {
     // Long enough for every peer's record to arrive (each republishes every
     // second) and for this peer to be sure whether it trains the swarm's
@@ -353,7 +354,7 @@ loom_status Peer::setup(const loom_training_state_v1 &state, std::string *why) {
     const int64_t newest = std::max(view().global_epoch, newest_epoch());
     if (newest > epoch_ && !stopping()) {
       std::string reason;
-      if (!load_state(newest, &reason))
+      if (!catch_up(newest, true, &reason))
         log(Level::warn, "could not load the swarm's state (" + reason + "); training from this peer's own state");
     }
   }
@@ -476,13 +477,20 @@ void Peer::serve_at_epoch_start(int64_t epoch_ms) {
     if (!warmed_) return;
     // A cost once measured under a passing load would otherwise hold for
     // good: every 32nd epoch skipped measures it again.
-    if (!snapshot_ahead_pays(snapshot_ms_, double(epoch_ms))) {
+    // With state averaging only sync points are served, so one snapshot
+    // is paid for over the epochs until the next: a slow swarm's joiners
+    // ask for the last sync point (catch_up), which a peer that did not
+    // snapshot it can no longer send.
+    const int64_t period = opt_.average_state_every > 0 && !opt_.local_updates ? opt_.average_state_every : 1;
+    if (!snapshot_ahead_pays(snapshot_ms_, double(epoch_ms) * double(period))) {
       if (ahead_skipped_++ == 0) {
         char line[256];
         std::snprintf(line, sizeof line,
-                      "snapshot_ahead = \"auto\": a snapshot took %.1f ms, over %.0f%% of the %lld ms epoch; joiners "
-                      "wait for this peer's next step instead (\"always\" snapshots every epoch anyway)",
-                      snapshot_ms_, 100 * kSnapshotAheadShare, static_cast<long long>(epoch_ms));
+                      "snapshot_ahead = \"auto\": a snapshot took %.1f ms, over %.0f%% of the %lld ms of %lld "
+                      "epoch(s) it serves; joiners wait for this peer's next step instead (\"always\" snapshots "
+                      "anyway)",
+                      snapshot_ms_, 100 * kSnapshotAheadShare, static_cast<long long>(epoch_ms * period),
+                      static_cast<long long>(period));
         detail(line);
       }
       if (ahead_skipped_ % 32 != 0) return;

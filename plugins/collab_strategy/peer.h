@@ -130,6 +130,13 @@ class Peer {
   bool warmed_after_step_ = false;
   bool warmed_ = false;  // warm_serving found the state small enough to keep its buffers warm
   bool load_state(int64_t min_epoch, std::string *why);
+  // Catches up with a swarm at swarm_epoch (state_load.cpp): the plan
+  // (plan_resync) loads the swarm's epoch, or its last sync point and then
+  // follows to swarm_epoch. must_load: this peer's own parameters are not
+  // the swarm's (a joiner's, a diverged peer's), so a state is loaded even
+  // when this peer's epoch is past the last sync point. Returns whether
+  // this peer now trains at the swarm's epoch; *why says why not.
+  bool catch_up(int64_t swarm_epoch, bool must_load, std::string *why);
   void zero_grads();
 
   // Rounds. matchmake runs on the training thread, or on a prematch thread

@@ -116,49 +116,15 @@ loom_status Peer::after_backward(uint64_t local_samples, loom_step_decision *dec
   if (!opt_.local_updates && v.global_epoch > epoch_ + 1 && now - last_resync_try_ms_ > 5000) {
     // More than one epoch behind: our gradients are stale; take the state.
     last_resync_try_ms_ = now;
-    const double epoch_s = std::max(v.training_rate > 0 ? double(opt_.target_batch_size) / v.training_rate : 0.0,
-                                    swarm_epoch_ms_.load() / 1000.0);
-    const ResyncPlan plan =
-        plan_resync(epoch_, v.global_epoch, opt_.average_state_every, epoch_s, opt_.load_state_timeout);
-    const std::string behind =
-        "this peer is at epoch " + std::to_string(epoch_.load()) + ", the swarm at " + std::to_string(v.global_epoch);
-    if (plan.follow_to < 0) {
-      log(Level::info, behind + ": loading the swarm's state");
-    } else {
-      char eta[32];
-      std::snprintf(eta, sizeof eta, "%.0f", epoch_s);
-      log(Level::info, behind + " and its next state-averaging epoch further than half of load_state_timeout (" +
-                           (epoch_s > 0 ? std::string(eta) + " s an epoch" : std::string("its rate unknown")) + "): " +
-                           (plan.load_epoch >= 0
-                                ? "loading the state of its last one, epoch " + std::to_string(plan.load_epoch) + ", then"
-                                : std::string("this peer is past its last one;")) +
-                           " following it to epoch " + std::to_string(plan.follow_to));
-    }
     std::string reason;
-    const bool loaded = plan.load_epoch < 0 || load_state(plan.load_epoch, &reason);
-    if (!loaded) {
+    if (!catch_up(v.global_epoch, false, &reason)) {
       log_limited(Level::warn, "resync", "resync failed (" + reason + ")" + (stopping() ? "" : "; training on"));
     } else {
-      // Loaded: a swarm that ran on meanwhile may be caught up with again a
-      // second later (5 s is for loads that failed). A joiner of a swarm of
-      // 100 epochs a second otherwise trained alone, its gradients stale,
-      // until the run ended.
+      // Caught up: a swarm that ran on meanwhile may be caught up with
+      // again a second later (5 s is for loads that failed). A joiner of a
+      // swarm of 100 epochs a second otherwise trained alone, its gradients
+      // stale, until the run ended.
       last_resync_try_ms_ = wall_ms() - 4000;
-      if (plan.follow_to > epoch_) {
-        // As one epoch behind, and state averaging pulls its parameters in.
-        // What it accumulated meanwhile goes: stepped alone at stale
-        // epochs, it held up to a whole target, and a 64-peer round it
-        // then joined counted 1.57 times the target.
-        if (plan.load_epoch < 0) {
-          zero_grads();
-          samples_ = 0;
-          windows_ = 0;
-        }
-        epoch_ = plan.follow_to;
-        epoch_start_ms_ = wall_ms();
-        alone_until_target_ = false;
-        wake_background();
-      }
     }
     window_started_ = false;
     return LOOM_OK;

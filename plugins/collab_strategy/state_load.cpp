@@ -5,6 +5,7 @@
 // the host's load_state (ABI 1.8).
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <future>
 #include <map>
 
@@ -206,6 +207,54 @@ bool Peer::load_state(int64_t min_epoch, std::string *why) {
                        "; of it, this peer's own copy " + std::to_string(own_ms) + " ms (beside the download), the restore " +
                        std::to_string(restore_ms) + " ms, the check " + std::to_string(check_ms) + " ms");
   wake_background();
+  return true;
+}
+
+bool Peer::catch_up(int64_t swarm_epoch, bool must_load, std::string *why) {
+  const SwarmView v = view();
+  // How long an epoch takes: the swarm's target over its rate, or the time
+  // between its epochs as seen, whichever is longer (a joiner has seen none).
+  const double epoch_s = std::max(v.training_rate > 0 ? double(opt_.target_batch_size) / v.training_rate : 0.0,
+                                  swarm_epoch_ms_.load() / 1000.0);
+  // Under local updates every epoch is a sync point: the swarm's is loaded.
+  ResyncPlan plan;
+  plan.load_epoch = swarm_epoch;
+  if (!opt_.local_updates)
+    plan = plan_resync(must_load ? -1 : epoch_.load(), swarm_epoch, opt_.average_state_every, epoch_s,
+                       opt_.load_state_timeout);
+  // No sync point passed yet (the swarm is in its first period): only the
+  // swarm's next one can be loaded and checked.
+  if (must_load && plan.load_epoch <= 0) plan = ResyncPlan{swarm_epoch, -1};
+  const std::string behind =
+      "this peer is at epoch " + std::to_string(epoch_.load()) + ", the swarm at " + std::to_string(swarm_epoch);
+  if (plan.follow_to < 0) {
+    log(Level::info, behind + ": loading the swarm's state");
+  } else {
+    char eta[32];
+    std::snprintf(eta, sizeof eta, "%.0f", epoch_s);
+    log(Level::info, behind + " and its next state-averaging epoch further than half of load_state_timeout (" +
+                         (epoch_s > 0 ? std::string(eta) + " s an epoch" : std::string("its rate unknown")) + "): " +
+                         (plan.load_epoch >= 0
+                              ? "loading the state of its last one, epoch " + std::to_string(plan.load_epoch) + ", then"
+                              : std::string("this peer is past its last one;")) +
+                         " following it to epoch " + std::to_string(plan.follow_to));
+  }
+  if (plan.load_epoch >= 0 && !load_state(plan.load_epoch, why)) return false;
+  if (plan.follow_to > epoch_) {
+    // As one epoch behind, and state averaging pulls its parameters in.
+    // What it accumulated meanwhile goes: stepped alone at stale epochs,
+    // it held up to a whole target, and a 64-peer round it then joined
+    // counted 1.57 times the target.
+    if (plan.load_epoch < 0) {
+      zero_grads();
+      samples_ = 0;
+      windows_ = 0;
+    }
+    epoch_ = plan.follow_to;
+    epoch_start_ms_ = wall_ms();
+    alone_until_target_ = false;
+    wake_background();
+  }
   return true;
 }
 

@@ -218,7 +218,12 @@ std::vector<Donor> Tracker::donors(uint64_t me, int64_t min_epoch, int64_t now_m
   auto mix = [me](uint64_t id) { return (id ^ me) * 0x9E3779B97F4A7C15ull; };
   const int64_t p = std::max<int64_t>(1, period);
   auto served = [p](int64_t epoch) { return (epoch + p - 1) / p; };  // the state-averaging period it serves from
+  // A peer that skipped the sync point asked for (it loaded a later one, or
+  // followed the swarm past it) cannot send it: one whose record names a
+  // sync point at min_epoch or later comes first.
+  auto holds = [&](const ProgressRecord *r) { return p > 1 && r->sync_hash != 0 && r->sync_epoch >= min_epoch; };
   std::sort(picks.begin(), picks.end(), [&](const ProgressRecord *a, const ProgressRecord *b) {
+    if (holds(a) != holds(b)) return holds(a);
     if (served(a->epoch) != served(b->epoch)) return served(a->epoch) > served(b->epoch);
     bool a_busy = a->flags & ProgressRecord::kServing, b_busy = b->flags & ProgressRecord::kServing;
     if (a_busy != b_busy) return !a_busy;

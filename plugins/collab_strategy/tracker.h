@@ -95,7 +95,7 @@ int64_t read_interval_ms(const SwarmView &v, uint64_t target);
 // on 2 cores, epochs of 35 s and a sync point every 5: half the peers never
 // averaged, each load waiting a minute and failing). When the next sync
 // point is further than half the load's timeout, the plan is the last sync
-// point instead (every donor holds it, checked), or nothing when this peer
+// point instead (the peers that reached it hold it, checked), or nothing when this peer
 // is past it already, and then to follow the swarm to its epoch, as a peer
 // one epoch behind does; state averaging pulls its parameters in at the
 // next sync point. Otherwise, the swarm's epoch as before.
@@ -154,7 +154,10 @@ class Tracker {
   // (not serving), then fewer recent picks; only epochs >= min_epoch.
   // Epochs are compared in periods of `period` (average_state_every, when
   // donors serve only the state of a state-averaging epoch: donors within
-  // one period serve the same state, so the idle ones come first).
+  // one period serve the same state, so the idle ones come first). With
+  // period > 1, before all that, the peers whose records name a sync point
+  // at min_epoch or later come first: the others skipped it (they loaded a
+  // later state, or followed the swarm past it) and cannot send it.
   std::vector<Donor> donors(uint64_t me, int64_t min_epoch, int64_t now_ms, int64_t period = 1) const;
 
  private:

@@ -147,6 +147,27 @@ TEST(Tracker, DonorsWithinOneStateAveragingPeriodAreEqualSoTheIdleComeFirst) {
   EXPECT_EQ(d[2].peer_id, 4u);
 }
 
+TEST(Tracker, DonorsThatHoldTheSyncPointAskedForComeFirst) {
+  // Asked for sync point 20 (a slow swarm's catch-up, plan_resync): 2 is
+  // ahead but skipped 20 (its last is 10), 4 named no sync point at all; 3
+  // holds 20 and is asked first, though serving.
+  Tracker t(5000);
+  auto with_sync = [](ProgressRecord r, int64_t epoch) {
+    r.sync_epoch = epoch;
+    r.sync_hash = 0x1234;
+    return r;
+  };
+  t.merge(with_sync(record(2, 29, 0, 1), 10));
+  t.merge(with_sync(record(3, 22, 0, 1, 0, ProgressRecord::kServing), 20));
+  t.merge(record(4, 28, 0, 1));
+  auto d = t.donors(kMe, 20, kNow, 10);
+  ASSERT_EQ(d.size(), 3u);
+  EXPECT_EQ(d[0].peer_id, 3u);
+  // Without periods (nothing is checked), sync points do not count.
+  d = t.donors(kMe, 20, kNow);
+  EXPECT_EQ(d[0].peer_id, 2u);
+}
+
 TEST(Tracker, RecordsAreExtrapolatedByTheirRateForAtMostOneSecond) {
   Tracker t(5000);
   t.merge(record(2, 3, 100, 50, /*age_ms=*/500));
