@@ -5,6 +5,7 @@
 // keys are watched (dht.h), so the round's reads send nothing but a get
 // when a watch stays silent or a leader closes on its window.
 #include <algorithm>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -21,6 +22,10 @@ constexpr auto kWatchSilence = std::chrono::milliseconds(250);
 // How many epochs a peer's record may lag behind its progress and still
 // keep a matchmaking leader from closing alone early (matchmake).
 constexpr int64_t kLagEpochs = 8;
+// How long past its window a leader may take to publish its group (its
+// closing get and put, a loaded machine's scheduling, two machines'
+// clocks) before its followers take it for gone.
+constexpr int64_t kLeaderLateMs = 3000;
 
 }  // namespace
 
@@ -40,6 +45,7 @@ std::optional<GroupRecord> Peer::matchmake(int64_t epoch, uint32_t attempt, Cloc
   const auto ttl = round_record_ttl(opt_.averaging_timeout);
   bool joined = false;
   std::set<uint64_t> joiners{id_};
+  std::map<uint64_t, int64_t> joined_ms;  // each joiner's join time (its own clock)
   // With target_group_size, the leader's record lists every peer that joined
   // and each member averages with its own part of it (group_split.h).
   auto mine = [&](const GroupRecord &whole) { return part_of(whole, id_, uint32_t(opt_.target_group_size)); };
@@ -101,7 +107,10 @@ std::optional<GroupRecord> Peer::matchmake(int64_t epoch, uint32_t attempt, Cloc
       ++join_values;
       std::string reason;
       auto j = decode_join(run_, raw.data(), raw.size(), &reason);
-      if (j && j->epoch == epoch && j->attempt == attempt) joiners.insert(j->peer_id);
+      if (j && j->epoch == epoch && j->attempt == attempt) {
+        joiners.insert(j->peer_id);
+        joined_ms[j->peer_id] = j->time_ms;
+      }
     }
   };
   // The round's keys are watched (dht.h): reading them sends nothing, where
@@ -194,15 +203,30 @@ std::optional<GroupRecord> Peer::matchmake(int64_t epoch, uint32_t attempt, Cloc
   // for the record to arrive.
   // (Under local_steps the leader may wait for stragglers up to the round's
   // deadline.)
-  const auto wait_until = opt_.local_updates && opt_.local_steps > 0
-                              ? round_deadline
-                              : std::min(Clock::now() + window + std::chrono::seconds(1), round_deadline);
+  const bool stragglers_waited = opt_.local_updates && opt_.local_steps > 0;
+  auto wait_until =
+      stragglers_waited ? round_deadline : std::min(Clock::now() + window + std::chrono::seconds(1), round_deadline);
+  // A leader closes within its window from its join. One whose join is
+  // older than that (and kLeaderLateMs) and whose group has not come was
+  // killed after it joined: its join stays under the key until its ttl,
+  // the smallest id, and every peer that came to this attempt meanwhile
+  // waited a window for it (in a 64-peer churn run, rounds found nobody
+  // again and again). A follower then reads the group key once more and
+  // moves on to the next attempt.
+  bool leader_gone = false;
+  if (!stragglers_waited && joined_ms.count(leader)) {
+    const int64_t late_ms = wall_ms() - (joined_ms[leader] + int64_t(opt_.matchmaking_time * 1000) + kLeaderLateMs);
+    if (late_ms >= 0) {
+      leader_gone = true;
+      wait_until = std::min(wait_until, Clock::now() + std::chrono::milliseconds(300));
+    }
+  }
   // The leader's record comes through a watch (one put before it began
   // comes with the values it starts with); a get, when the leader should
   // have closed by now and nothing came, then every half second.
   auto groups = dht_->watch(gkey);
   uint64_t groups_seen = 0;
-  auto next_get = std::max(Clock::now(), start + window) + kWatchSilence;
+  auto next_get = leader_gone ? Clock::now() : std::max(Clock::now(), start + window) + kWatchSilence;
   while (Clock::now() < wait_until && !cancelled() && !stopping()) {
     if (!background) serve_if_wanted();
     bool excluded = false;
@@ -222,6 +246,12 @@ std::optional<GroupRecord> Peer::matchmake(int64_t epoch, uint32_t attempt, Cloc
     }
     if (excluded) break;
     groups->wait(groups_seen, kPoll);
+  }
+  if (leader_gone) {
+    said("a follower whose leader " + std::to_string(leader) + " joined over " +
+         std::to_string(int64_t(opt_.matchmaking_time * 1000) + kLeaderLateMs) +
+         " ms ago and published no group (gone: the next attempt)");
+    return std::nullopt;
   }
   said("a follower that no group listed");
   detail("no group at epoch " + std::to_string(epoch) + " attempt " + std::to_string(attempt) + " included this peer");

@@ -23,6 +23,8 @@
 //     a donor that hangs. Prints "rogue stalled N" per connection held.
 //   loom_swarm_rogue --poison RUN_ID HOST:PORT SECONDS EVERY
 //     serves a poisoned training state as a donor (rogue_poison.cpp).
+//   loom_swarm_rogue --ghost RUN_ID HOST:PORT SECONDS
+//     joins rounds as their leader and never closes them (rogue_ghost.cpp).
 //   loom_swarm_rogue [--run RUN_ID] [--idle N] [--slowloris N] [--slow-readers N]
 //                    [--garbage N] HOST:PORT SECONDS
 //     floods one donor's state server with junk connections (rogue_flood.cpp).
@@ -256,10 +258,12 @@ int run_records(const std::string &run_id, const std::string &bootstrap, int sec
 
 int flood_main(int argc, char **argv);  // rogue_flood.cpp
 int poison_main(const std::string &run_id, const std::string &bootstrap, int seconds, int every);  // rogue_poison.cpp
+int ghost_main(const std::string &run_id, const std::string &bootstrap, int seconds);  // rogue_ghost.cpp
 
 int main(int argc, char **argv) {
   if (argc == 6 && std::strcmp(argv[1], "--poison") == 0)
     return poison_main(argv[2], argv[3], std::atoi(argv[4]), std::atoi(argv[5]));
+  if (argc == 5 && std::strcmp(argv[1], "--ghost") == 0) return ghost_main(argv[2], argv[3], std::atoi(argv[4]));
   const bool stall = argc > 1 && std::strcmp(argv[1], "--stall") == 0;
   if (argc > 1 && std::strncmp(argv[1], "--", 2) == 0 && std::strcmp(argv[1], "--donor") != 0 && !stall)
     return flood_main(argc, argv);
