@@ -212,10 +212,11 @@ bool Peer::load_state(int64_t min_epoch, std::string *why) {
 
 bool Peer::catch_up(int64_t swarm_epoch, bool must_load, std::string *why) {
   const SwarmView v = view();
-  // How long an epoch takes: the swarm's target over its rate, or the time
-  // between its epochs as seen, whichever is longer (a joiner has seen none).
-  const double epoch_s = std::max(v.training_rate > 0 ? double(opt_.target_batch_size) / v.training_rate : 0.0,
-                                  swarm_epoch_ms_.load() / 1000.0);
+  // How long an epoch takes: the swarm's target over its rate, the time
+  // between its epochs as seen (a joiner has seen none), or the peers'
+  // lives over their epochs, whichever is longest.
+  const double epoch_s = std::max({v.training_rate > 0 ? double(opt_.target_batch_size) / v.training_rate : 0.0,
+                                   swarm_epoch_ms_.load() / 1000.0, epoch_seconds_by_lifetimes(v.others)});
   // Under local updates every epoch is a sync point: the swarm's is loaded.
   ResyncPlan plan;
   plan.load_epoch = swarm_epoch;

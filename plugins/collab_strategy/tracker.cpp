@@ -65,6 +65,15 @@ ResyncPlan plan_resync(int64_t own_epoch, int64_t swarm_epoch, int64_t average_s
   return p;
 }
 
+double epoch_seconds_by_lifetimes(const std::vector<ProgressRecord> &records) {
+  double longest = 0;
+  for (const auto &r : records) {
+    if (r.epoch <= 0 || r.since_ms <= 0 || r.time_ms <= r.since_ms) continue;
+    longest = std::max(longest, double(r.time_ms - r.since_ms) / 1000.0 / double(r.epoch));
+  }
+  return longest;
+}
+
 bool Tracker::merge(const ProgressRecord &r) {
   auto it = peers_.find(r.peer_id);
   if (it != peers_.end() && it->second.time_ms > r.time_ms) return false;

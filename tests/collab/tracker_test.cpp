@@ -168,6 +168,21 @@ TEST(Tracker, DonorsThatHoldTheSyncPointAskedForComeFirst) {
   EXPECT_EQ(d[0].peer_id, 2u);
 }
 
+TEST(Tracker, EpochSecondsByLifetimesIsTheLongestLifeOverEpoch) {
+  // The founder: 200 s for 10 epochs. A joiner that loaded epoch 9 five
+  // seconds ago: 0.5 s an epoch. The longest, 20 s, is the estimate.
+  auto lived = [](uint64_t id, int64_t epoch, int64_t seconds) {
+    ProgressRecord r = record(id, epoch, 0, 1);
+    r.since_ms = kNow - seconds * 1000;
+    return r;
+  };
+  EXPECT_DOUBLE_EQ(epoch_seconds_by_lifetimes({lived(2, 10, 200), lived(3, 10, 5)}), 20.0);
+  // Nothing to tell: epoch 0, or no start time.
+  ProgressRecord unknown = record(4, 7, 0, 1);
+  EXPECT_DOUBLE_EQ(epoch_seconds_by_lifetimes({lived(2, 0, 200), unknown}), 0.0);
+  EXPECT_DOUBLE_EQ(epoch_seconds_by_lifetimes({}), 0.0);
+}
+
 TEST(Tracker, RecordsAreExtrapolatedByTheirRateForAtMostOneSecond) {
   Tracker t(5000);
   t.merge(record(2, 3, 100, 50, /*age_ms=*/500));
