@@ -75,6 +75,10 @@ PROBE = "cat /proc/net/snmp; nft list table inet loomscale"
 # ("a bounded group of the N that met"), whose target is its share of it.
 AVG = re.compile(r"epoch (\d+): averaged gradients of (\d+) samples with (\d+) peers \(epoch \d+, attempt (\d+)"
                  r"(?:, a bounded group of the (\d+) that met)?\) \(matchmaking ([0-9.]+) ms")
+# A round whose group held a small part of the swarm's rate: its target was
+# capped (health.h's rate_capped_target) and is judged against that.
+CAPPED = re.compile(r"epoch (\d+): averaged gradients of (\d+) samples with \d+ peers \(epoch \d+, attempt (\d+)"
+                    r".*its target capped at (\d+) by its part of the swarm's rate")
 BROUGHT = re.compile(r"epoch (\d+): \d+ peers \(epoch \d+, attempt \d+[^)]*\) brought (\d+) of (\d+) samples; this peer adds")
 ROUND = re.compile(r"epoch (\d+): round ([0-9.]+) ms from the group's meeting")
 # A peer's last line on its progress reads (at exit): DHT reads and reads of
@@ -284,10 +288,13 @@ def run_size(n, args, out, run_no):
     # A part's samples count as its share of the whole (samples x met /
     # members), and each member's line as 1/members of the swarm's samples.
     groups, mm, rounds, shares, epoch_s, swarm_samples = {}, [], [], [], [], 0.0
+    capped = {}  # (epoch, attempt, samples) -> the capped target
     for p in everyone:
+        for t, m in p.grep(CAPPED, w0, w1):
+            capped[int(m[1]), int(m[3]), int(m[2])] = int(m[4])
         for t, m in p.grep(AVG, w0, w1):
             s_, k_, of_ = int(m[2]), int(m[3]), int(m[5] or 0)
-            groups[int(m[1]), int(m[4]), s_, k_, of_] = (s_, k_, of_)
+            groups[int(m[1]), int(m[4]), s_, k_, of_] = (s_, k_, of_, capped.get((int(m[1]), int(m[4]), s_)))
             swarm_samples += s_ / k_
             mm.append(float(m[6]))
         rounds += [float(m[2]) for _, m in p.grep(ROUND, w0, w1)]
@@ -307,9 +314,10 @@ def run_size(n, args, out, run_no):
     per_s = lambda k: [int(m[k]) / max(1, int(m[2])) for m in reads]  # over each peer's whole run
     requests = [m for p in everyone for _, m in p.grep(REQUESTS)[-1:]]
     req_s = lambda k: med([int(m[k]) / max(1, int(m[1])) for m in requests]) if requests else None
-    samples = [s * of // k if of else s for s, k, of in groups.values()]
+    samples = [s * of // k if of else s for s, k, of, _ in groups.values()]
     part = lambda k, of: -(-target * k // of) if of else target  # group_split.h's part_target
-    in_range = [part(k, of) <= s <= part(k, of) + k * BATCH for s, k, of in groups.values()]
+    # A capped round's target is the cap (a part's share of the swarm's rate).
+    in_range = [(cap or part(k, of)) <= s <= (cap or part(k, of)) + k * BATCH for s, k, of, cap in groups.values()]
     last = [int(m[1]) for p in everyone for _, m in p.grep(re.compile(r"training stops at step (\d+)"))]
     rss = [float(m[1]) for p in everyone for _, m in p.grep(re.compile(r"peak memory: ([0-9.]+) MiB"))]
     sent, recv = rates(before, after, "OutDatagrams"), rates(before, after, "InDatagrams")
@@ -323,7 +331,8 @@ def run_size(n, args, out, run_no):
         "samples_min": min(samples, default=None),
         "samples_max": max(samples, default=None), "rounds_in_range": sum(in_range),
         "first_meeting_share": med(list(first_meet.values())),
-        "topped_up_epochs": len(first_meet), "group_sizes": dict(collections.Counter(k for _, k, _ in groups.values())),
+        "topped_up_epochs": len(first_meet), "rounds_capped": sum(1 for g in groups.values() if g[3]),
+        "group_sizes": dict(collections.Counter(k for _, k, _, _ in groups.values())),
         "matchmaking_ms": med(mm), "round_ms": med(rounds), "epoch_s": med(epoch_s), "barrier_share": med(shares),
         "sent_per_s": med(sent), "sent_per_s_max": max(sent), "sent_per_s_by_peer": [round(x) for x in sent], "recv_per_s": med(recv), "recv_per_s_max": max(recv),
         "sent_kb_s": med(rates(before, after, "o_bytes")) / 1000,
@@ -420,6 +429,7 @@ def main():
               f"groups of {r['group_sizes']}; shutdown: {r['shutdown_datagrams']} datagrams sent in "
               f"{r['shutdown_s']:.1f} s; {r['topped_up_epochs']} epochs met short of the target first, "
               f"at {100 * r['first_meeting_share']:.0f}% of it (median), and were topped up; "
+              f"{r['rounds_capped']} rounds' targets capped by their groups' part of the swarm's rate; "
               f"RSS max {r['rss_mib_max']} MiB; UDP sent/s worst peer {r['sent_per_s_max']:.0f} (peer "
               f"{r['sent_per_s_by_peer'].index(round(r['sent_per_s_max']))}, the first being the seed)", flush=True)
         if r["table_kb_s"] is not None:

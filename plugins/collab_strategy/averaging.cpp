@@ -39,17 +39,28 @@ bool Peer::exchange_weights(GroupComm &comm, double weight, double norm, Clock::
   // The link rates ride along (balance_bandwidth's parts): every member
   // reads the same doubles, so all compute the same parts.
   // So do the training rates (top_up_shares).
-  std::vector<double> x(4 * n, 0.0);
+  // And each member's view of the swarm's training rate (rate_capped_target).
+  std::vector<double> x(5 * n, 0.0);
   x[r] = weight;
   x[n + r] = std::isfinite(norm) ? norm : -1.0;
   x[2 * n + r] = link_rate_.value();
   const double training = rate_.load();
   x[3 * n + r] = std::isfinite(training) && training > 0 ? training : 0.0;
+  // Client-mode peers' samples reach a group as its members' relayed
+  // weights, not in their rates: the swarm's rate here is its full peers'.
+  const SwarmView v = view();
+  double swarm = v.training_rate;
+  for (const auto &o : v.others)
+    if ((o.flags & ProgressRecord::kClient) && !(o.flags & ProgressRecord::kAway)) swarm -= o.samples_per_second;
+  x[4 * n + r] = std::isfinite(swarm) && swarm > 0 ? swarm : 0.0;
   if (comm.allreduce(x.data(), x.size(), LOOM_DTYPE_F64, LOOM_REDUCE_SUM, deadline, why) != LOOM_OK) return false;
   std::vector<double> norms(x.begin() + n, x.begin() + 2 * n);
   *out = member_weights(std::vector<double>(x.begin(), x.begin() + n), norms, factor);
   out->rate.assign(x.begin() + 2 * n, x.begin() + 3 * n);
-  out->training.assign(x.begin() + 3 * n, x.end());
+  out->training.assign(x.begin() + 3 * n, x.begin() + 4 * n);
+  out->swarm_training = 0;
+  for (size_t i = 4 * n; i < 5 * n; ++i)
+    if (x[i] > 0 && (out->swarm_training == 0 || x[i] < out->swarm_training)) out->swarm_training = x[i];
   for (size_t i : out->outliers) {
     if (i == r) {
       mark_unhealthy("this peer's norm " + number_text(norms[i]) + " is over " + number_text(factor) +
@@ -131,15 +142,20 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
     std::vector<uint64_t> shares;
     // A bounded group (target_group_size) brings its share of the target;
     // the swarm's groups together bring all of it.
-    const uint64_t target = round_target(group);
+    const uint64_t part = round_target(group);
+    uint64_t target = part;
     // A member that drew no batch of a short round's deficit meets the
     // others again at once (another batch would overshoot).
     for (bool waits = true; waits;) {
       // Contributions relayed for client-mode peers count as this member's.
       const double relayed = weight > 0 ? take_relayed(epoch, norm) : 0.0;
       if (!exchange_weights(*comm, weight + relayed, norm, deadline, &members, &why)) return failed();
-      const bool short_round = members.total > 0 && members.total < double(target);
       const uint64_t batch = std::max<uint64_t>(1, opt_.batch_size ? opt_.batch_size : state_.batch_size);
+      double group_rate = 0;
+      for (double t : members.training) group_rate += t;
+      target = part == 0 ? 0
+                         : rate_capped_target(part, opt_.target_batch_size, group_rate, members.swarm_training, batch);
+      const bool short_round = members.total > 0 && members.total < double(target);
       shares = short_round ? top_up_shares(target, members.weight, batch, members.training) : std::vector<uint64_t>{};
       share = short_round ? shares[size_t(comm->rank())] : 0;
       waits = short_round && share == 0 && members.weight[size_t(comm->rank())] > 0;
@@ -285,7 +301,10 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
            " samples with " + group_text(group) + " (matchmaking " + milliseconds_text(waited) + " ms" +
            (ahead ? ", group and communicator prepared ahead" : "") + ", averaging " + milliseconds_text(setup + reduced) +
            " ms: communicator " + milliseconds_text(setup) + " ms, " + combine_text(opt_, by_parts) + milliseconds_text(reduced) +
-           " ms" + (direct && !sliced ? ", scaled into the gradients" : "") + ")");
+           " ms" + (direct && !sliced ? ", scaled into the gradients" : "") +
+           (target < part ? ", its target capped at " + std::to_string(target) + " by its part of the swarm's rate"
+                          : std::string()) +
+           ")");
     comm_ = std::move(comm);
     last_local_reason_.clear();
     return RoundEnd::averaged;

@@ -34,6 +34,9 @@ struct MemberWeights {
   std::vector<size_t> outliers;  // ranks excluded for their norm
   std::vector<double> rate;      // per member: its link's measured rate, bytes a second (0: not yet)
   std::vector<double> training;  // per member: its training rate, samples a second (0: not yet)
+  // The smallest of the members' views of the swarm's training rate
+  // (SwarmView::training_rate), samples a second; 0: none known.
+  double swarm_training = 0;
 };
 
 // weights[i], norms[i]: what member i announced (norm < 0 or not finite: its
@@ -67,6 +70,18 @@ double sum_of_squares(const float *data, uint64_t n);
 // allreduce while another member drew 260,000 samples.)
 std::vector<uint64_t> top_up_shares(uint64_t target, const std::vector<double> &weights, uint64_t batch,
                                     const std::vector<double> &rates = {});
+
+// The target of a round whose group holds a small part of the swarm's
+// training rate: a whole group of 2 in a 64-peer swarm under churn (the
+// others in other rounds, loading, or gone) met with 1.6% of the target
+// and set out to top up the rest, about 1,000 s at its rate, while the
+// swarm ran 20 epochs on. When twice the group's share of the swarm's rate
+// (group_rate / swarm_rate of target_batch_size; the slack absorbs records
+// that lag) is under part (the round's part of the target), the target is
+// that, in whole batches; otherwise part. Every member computes the same
+// from the same exchanged rates.
+uint64_t rate_capped_target(uint64_t part, uint64_t target_batch_size, double group_rate, double swarm_rate,
+                            uint64_t batch);
 
 // How long the slowest member of a short round takes to train its share
 // (top_up_shares) at its rate, a member with no rate at the median of the
