@@ -109,7 +109,18 @@ class Churn:
         try:
             p.proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
-            self.fail(p, "did not end within 30 s of SIGKILL")
+            # loom not found as nsenter's child (or stuck): nsenter's whole
+            # process group goes, and the run goes on; said, not hidden.
+            print(f"  churn: peer {i} (pid {pid}) did not end within 30 s of SIGKILL; killing its nsenter "
+                  f"{p.proc.pid} too", flush=True)
+            try:
+                os.killpg(p.proc.pid, signal.SIGKILL)
+            except OSError:
+                p.proc.kill()
+            try:
+                p.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.fail(p, "did not end within 30 s of SIGKILL, nor 30 s after its nsenter's")
         p.killed_at = t
         self.peers[i] = None
         self.gone.append(p)

@@ -124,8 +124,13 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
   // waited for the group; setup: how long building its communicator took
   // (ahead: on the prematch thread, while this peer still trained). nullopt:
   // the round failed (logged); retry among the survivors.
+  // A pending group's meeting again keeps the target agreed before, or a
+  // lower one (set for that one call; another group agrees afresh).
+  uint64_t meet_again_target = 0;
   auto reduce = [&](const GroupRecord &group, std::unique_ptr<GroupComm> comm, Clock::duration waited,
                     Clock::duration setup, bool ahead) -> std::optional<RoundEnd> {
+    uint64_t agreed_target = meet_again_target;  // 0: none yet
+    meet_again_target = 0;
     std::string why;
     auto failed = [&] {
       round_met_.reset();
@@ -151,10 +156,19 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
       const double relayed = weight > 0 ? take_relayed(epoch, norm) : 0.0;
       if (!exchange_weights(*comm, weight + relayed, norm, deadline, &members, &why)) return failed();
       const uint64_t batch = std::max<uint64_t>(1, opt_.batch_size ? opt_.batch_size : state_.batch_size);
+      // Every member's rate, or none: a member in its first window has none.
       double group_rate = 0;
-      for (double t : members.training) group_rate += t;
+      bool all_rated = true;
+      for (double t : members.training) {
+        group_rate += t;
+        all_rated = all_rated && t > 0;
+      }
+      if (!all_rated) group_rate = 0;
       target = part == 0 ? 0
-                         : rate_capped_target(part, opt_.target_batch_size, group_rate, members.swarm_training, batch);
+                         : rate_capped_target(part, opt_.target_batch_size, group_rate, members.swarm_training, batch,
+                                              members.total, opt_.averaging_timeout);
+      if (agreed_target > 0) target = std::min(target, agreed_target);
+      agreed_target = target;
       const bool short_round = members.total > 0 && members.total < double(target);
       shares = short_round ? top_up_shares(target, members.weight, batch, members.training) : std::vector<uint64_t>{};
       share = short_round ? shares[size_t(comm->rank())] : 0;
@@ -181,6 +195,7 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
       p->group = group;
       p->comm = std::move(comm);
       p->until_samples = samples_.load() + share;
+      p->target = target;
       // A member that counts 0 trains on (uncounted) for as long as the
       // others need; one that counts but drew no batch of the deficit waits
       // for them in the exchange: about one batch's time.
@@ -314,6 +329,7 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
   if (pending_) {
     // The group whose round fell short meets again.
     std::unique_ptr<Pending> p = std::move(pending_);
+    meet_again_target = p->target;
     first_attempt = p->group.attempt + 1;
     // A member that drew a small share waits for the one that drew the
     // longest: at 64 peers a top-up took longer than averaging_timeout, and

@@ -75,13 +75,13 @@ double top_up_seconds(const std::vector<uint64_t> &shares, const std::vector<dou
 }
 
 uint64_t rate_capped_target(uint64_t part, uint64_t target_batch_size, double group_rate, double swarm_rate,
-                            uint64_t batch) {
+                            uint64_t batch, double total, double min_seconds) {
   if (!(group_rate > 0) || !(swarm_rate > 0) || !std::isfinite(group_rate) || !std::isfinite(swarm_rate)) return part;
   const double share = double(target_batch_size) * std::min(1.0, group_rate / swarm_rate);
-  const double capped = 2 * share;
-  if (capped >= double(part)) return part;
+  if (4 * share >= double(part)) return part;
+  if ((double(part) - total) / group_rate <= min_seconds) return part;
   const uint64_t b = std::max<uint64_t>(1, batch);
-  return std::min(part, std::max<uint64_t>(b, uint64_t(std::ceil(capped / double(b))) * b));
+  return std::min(part, std::max<uint64_t>(b, uint64_t(std::ceil(2 * share / double(b))) * b));
 }
 
 std::vector<uint64_t> top_up_shares(uint64_t target, const std::vector<double> &weights, uint64_t batch,

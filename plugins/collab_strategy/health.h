@@ -75,13 +75,17 @@ std::vector<uint64_t> top_up_shares(uint64_t target, const std::vector<double> &
 // training rate: a whole group of 2 in a 64-peer swarm under churn (the
 // others in other rounds, loading, or gone) met with 1.6% of the target
 // and set out to top up the rest, about 1,000 s at its rate, while the
-// swarm ran 20 epochs on. When twice the group's share of the swarm's rate
-// (group_rate / swarm_rate of target_batch_size; the slack absorbs records
-// that lag) is under part (the round's part of the target), the target is
-// that, in whole batches; otherwise part. Every member computes the same
-// from the same exchanged rates.
+// swarm ran 20 epochs on. When four times the group's share of the
+// swarm's rate (group_rate / swarm_rate of target_batch_size) is under
+// part (the round's part of the target) and the top-up from total would
+// take the group over min_seconds at its rate, the target is twice that
+// share, in whole batches; otherwise part. The margins keep rates that
+// lag or swing (a fast swarm's, a member's first windows) from capping a
+// sound round: in 6-peer digits runs a margin of 2 alone capped parts of
+// 86 samples at 64. group_rate 0 (a member without a rate): part. Every
+// member computes the same from the same exchanged values.
 uint64_t rate_capped_target(uint64_t part, uint64_t target_batch_size, double group_rate, double swarm_rate,
-                            uint64_t batch);
+                            uint64_t batch, double total, double min_seconds);
 
 // How long the slowest member of a short round takes to train its share
 // (top_up_shares) at its rate, a member with no rate at the median of the

@@ -227,9 +227,9 @@ std::optional<GroupRecord> Peer::matchmake(int64_t epoch, uint32_t attempt, Cloc
   auto groups = dht_->watch(gkey);
   uint64_t groups_seen = 0;
   auto next_get = leader_gone ? Clock::now() : std::max(Clock::now(), start + window) + kWatchSilence;
+  bool excluded = false;  // a group closed by a smaller leader, without this peer
   while (Clock::now() < wait_until && !cancelled() && !stopping()) {
     if (!background) serve_if_wanted();
-    bool excluded = false;
     std::optional<GroupRecord> g;
     std::vector<Bytes> pushed;
     if (groups->news(&groups_seen, &pushed)) {
@@ -247,7 +247,7 @@ std::optional<GroupRecord> Peer::matchmake(int64_t epoch, uint32_t attempt, Cloc
     if (excluded) break;
     groups->wait(groups_seen, kPoll);
   }
-  if (leader_gone) {
+  if (leader_gone && !excluded) {
     said("a follower whose leader " + std::to_string(leader) + " joined over " +
          std::to_string(int64_t(opt_.matchmaking_time * 1000) + kLeaderLateMs) +
          " ms ago and published no group (gone: the next attempt)");
