@@ -75,10 +75,10 @@ PROBE = "cat /proc/net/snmp; nft list table inet loomscale"
 # ("a bounded group of the N that met"), whose target is its share of it.
 AVG = re.compile(r"epoch (\d+): averaged gradients of (\d+) samples with (\d+) peers \(epoch \d+, attempt (\d+)"
                  r"(?:, a bounded group of the (\d+) that met)?\) \(matchmaking ([0-9.]+) ms")
-# A round whose group held a small part of the swarm's rate: its target was
-# capped (health.h's rate_capped_target) and is judged against that.
+# A round whose group was a small part of the swarm: its target was capped
+# (health.h's swarm_capped_target) and is judged against that.
 CAPPED = re.compile(r"epoch (\d+): averaged gradients of (\d+) samples with \d+ peers \(epoch \d+, attempt (\d+)"
-                    r".*its target capped at (\d+) by its part of the swarm's rate")
+                    r".*its target capped at (\d+) by its part of the swarm")
 BROUGHT = re.compile(r"epoch (\d+): \d+ peers \(epoch \d+, attempt \d+[^)]*\) brought (\d+) of (\d+) samples; this peer adds")
 ROUND = re.compile(r"epoch (\d+): round ([0-9.]+) ms from the group's meeting")
 # A peer's last line on its progress reads (at exit): DHT reads and reads of
@@ -316,8 +316,9 @@ def run_size(n, args, out, run_no):
     req_s = lambda k: med([int(m[k]) / max(1, int(m[1])) for m in requests]) if requests else None
     samples = [s * of // k if of else s for s, k, of, _ in groups.values()]
     part = lambda k, of: -(-target * k // of) if of else target  # group_split.h's part_target
-    # A capped round's target is the cap (a part's share of the swarm's rate).
-    in_range = [(cap or part(k, of)) <= s <= (cap or part(k, of)) + k * BATCH for s, k, of, cap in groups.values()]
+    # A capped round's target is the cap (a part's share of the swarm); one
+    # that met over its cap averaged what it had, short of its part.
+    in_range = [(cap or part(k, of)) <= s <= part(k, of) + k * BATCH for s, k, of, cap in groups.values()]
     last = [int(m[1]) for p in everyone for _, m in p.grep(re.compile(r"training stops at step (\d+)"))]
     rss = [float(m[1]) for p in everyone for _, m in p.grep(re.compile(r"peak memory: ([0-9.]+) MiB"))]
     sent, recv = rates(before, after, "OutDatagrams"), rates(before, after, "InDatagrams")
@@ -429,7 +430,7 @@ def main():
               f"groups of {r['group_sizes']}; shutdown: {r['shutdown_datagrams']} datagrams sent in "
               f"{r['shutdown_s']:.1f} s; {r['topped_up_epochs']} epochs met short of the target first, "
               f"at {100 * r['first_meeting_share']:.0f}% of it (median), and were topped up; "
-              f"{r['rounds_capped']} rounds' targets capped by their groups' part of the swarm's rate; "
+              f"{r['rounds_capped']} rounds' targets capped by their groups' part of the swarm; "
               f"RSS max {r['rss_mib_max']} MiB; UDP sent/s worst peer {r['sent_per_s_max']:.0f} (peer "
               f"{r['sent_per_s_by_peer'].index(round(r['sent_per_s_max']))}, the first being the seed)", flush=True)
         if r["table_kb_s"] is not None:

@@ -39,7 +39,7 @@ bool Peer::exchange_weights(GroupComm &comm, double weight, double norm, Clock::
   // The link rates ride along (balance_bandwidth's parts): every member
   // reads the same doubles, so all compute the same parts.
   // So do the training rates (top_up_shares).
-  // And each member's view of the swarm's training rate (rate_capped_target).
+  // And each member's count of the swarm's full training peers (swarm_capped_target).
   std::vector<double> x(5 * n, 0.0);
   x[r] = weight;
   x[n + r] = std::isfinite(norm) ? norm : -1.0;
@@ -47,20 +47,20 @@ bool Peer::exchange_weights(GroupComm &comm, double weight, double norm, Clock::
   const double training = rate_.load();
   x[3 * n + r] = std::isfinite(training) && training > 0 ? training : 0.0;
   // Client-mode peers' samples reach a group as its members' relayed
-  // weights, not in their rates: the swarm's rate here is its full peers'.
+  // weights: the swarm's count here is its full peers that train.
   const SwarmView v = view();
-  double swarm = v.training_rate;
+  double swarm = double(v.peers);
   for (const auto &o : v.others)
-    if ((o.flags & ProgressRecord::kClient) && !(o.flags & ProgressRecord::kAway)) swarm -= o.samples_per_second;
-  x[4 * n + r] = std::isfinite(swarm) && swarm > 0 ? swarm : 0.0;
+    if (o.flags & (ProgressRecord::kClient | ProgressRecord::kAway)) swarm -= 1;
+  x[4 * n + r] = std::max(0.0, swarm);
   if (comm.allreduce(x.data(), x.size(), LOOM_DTYPE_F64, LOOM_REDUCE_SUM, deadline, why) != LOOM_OK) return false;
   std::vector<double> norms(x.begin() + n, x.begin() + 2 * n);
   *out = member_weights(std::vector<double>(x.begin(), x.begin() + n), norms, factor);
   out->rate.assign(x.begin() + 2 * n, x.begin() + 3 * n);
   out->training.assign(x.begin() + 3 * n, x.begin() + 4 * n);
-  out->swarm_training = 0;
+  out->swarm_peers = 0;
   for (size_t i = 4 * n; i < 5 * n; ++i)
-    if (x[i] > 0 && (out->swarm_training == 0 || x[i] < out->swarm_training)) out->swarm_training = x[i];
+    if (x[i] > 0 && (out->swarm_peers == 0 || x[i] < out->swarm_peers)) out->swarm_peers = x[i];
   for (size_t i : out->outliers) {
     if (i == r) {
       mark_unhealthy("this peer's norm " + number_text(norms[i]) + " is over " + number_text(factor) +
@@ -165,8 +165,9 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
       }
       if (!all_rated) group_rate = 0;
       target = part == 0 ? 0
-                         : rate_capped_target(part, opt_.target_batch_size, group_rate, members.swarm_training, batch,
-                                              members.total, opt_.averaging_timeout);
+                         : swarm_capped_target(part, opt_.target_batch_size, double(members.training.size()),
+                                               members.swarm_peers, group_rate, batch, members.total,
+                                               opt_.averaging_timeout);
       if (agreed_target > 0) target = std::min(target, agreed_target);
       agreed_target = target;
       const bool short_round = members.total > 0 && members.total < double(target);
@@ -317,7 +318,7 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
            (ahead ? ", group and communicator prepared ahead" : "") + ", averaging " + milliseconds_text(setup + reduced) +
            " ms: communicator " + milliseconds_text(setup) + " ms, " + combine_text(opt_, by_parts) + milliseconds_text(reduced) +
            " ms" + (direct && !sliced ? ", scaled into the gradients" : "") +
-           (target < part ? ", its target capped at " + std::to_string(target) + " by its part of the swarm's rate"
+           (target < part ? ", its target capped at " + std::to_string(target) + " by its part of the swarm"
                           : std::string()) +
            ")");
     comm_ = std::move(comm);

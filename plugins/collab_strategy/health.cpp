@@ -74,10 +74,10 @@ double top_up_seconds(const std::vector<uint64_t> &shares, const std::vector<dou
   return slowest;
 }
 
-uint64_t rate_capped_target(uint64_t part, uint64_t target_batch_size, double group_rate, double swarm_rate,
-                            uint64_t batch, double total, double min_seconds) {
-  if (!(group_rate > 0) || !(swarm_rate > 0) || !std::isfinite(group_rate) || !std::isfinite(swarm_rate)) return part;
-  const double share = double(target_batch_size) * std::min(1.0, group_rate / swarm_rate);
+uint64_t swarm_capped_target(uint64_t part, uint64_t target_batch_size, double members, double swarm_peers,
+                             double group_rate, uint64_t batch, double total, double min_seconds) {
+  if (!(members > 0) || !(swarm_peers > 0) || !(group_rate > 0) || !std::isfinite(group_rate)) return part;
+  const double share = double(target_batch_size) * std::min(1.0, members / swarm_peers);
   if (4 * share >= double(part)) return part;
   if ((double(part) - total) / group_rate <= min_seconds) return part;
   const uint64_t b = std::max<uint64_t>(1, batch);

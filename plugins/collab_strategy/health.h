@@ -34,9 +34,9 @@ struct MemberWeights {
   std::vector<size_t> outliers;  // ranks excluded for their norm
   std::vector<double> rate;      // per member: its link's measured rate, bytes a second (0: not yet)
   std::vector<double> training;  // per member: its training rate, samples a second (0: not yet)
-  // The smallest of the members' views of the swarm's training rate
-  // (SwarmView::training_rate), samples a second; 0: none known.
-  double swarm_training = 0;
+  // The smallest of the members' views of how many full peers train in
+  // the swarm (not loading, diverged or in client mode); 0: none known.
+  double swarm_peers = 0;
 };
 
 // weights[i], norms[i]: what member i announced (norm < 0 or not finite: its
@@ -71,21 +71,22 @@ double sum_of_squares(const float *data, uint64_t n);
 std::vector<uint64_t> top_up_shares(uint64_t target, const std::vector<double> &weights, uint64_t batch,
                                     const std::vector<double> &rates = {});
 
-// The target of a round whose group holds a small part of the swarm's
-// training rate: a whole group of 2 in a 64-peer swarm under churn (the
-// others in other rounds, loading, or gone) met with 1.6% of the target
-// and set out to top up the rest, about 1,000 s at its rate, while the
-// swarm ran 20 epochs on. When four times the group's share of the
-// swarm's rate (group_rate / swarm_rate of target_batch_size) is under
-// part (the round's part of the target) and the top-up from total would
-// take the group over min_seconds at its rate, the target is twice that
-// share, in whole batches; otherwise part. The margins keep rates that
-// lag or swing (a fast swarm's, a member's first windows) from capping a
-// sound round: in 6-peer digits runs a margin of 2 alone capped parts of
-// 86 samples at 64. group_rate 0 (a member without a rate): part. Every
-// member computes the same from the same exchanged values.
-uint64_t rate_capped_target(uint64_t part, uint64_t target_batch_size, double group_rate, double swarm_rate,
-                            uint64_t batch, double total, double min_seconds);
+// The target of a round whose group is a small part of the swarm: a whole
+// group of 2 in a 64-peer swarm under churn (the others in other rounds,
+// loading, or gone) met with 1.6% of the target and set out to top up the
+// rest, about 1,000 s at its rate, while the swarm ran 20 epochs on. When
+// four times the group's share of the swarm by count (members / swarm_peers
+// of target_batch_size) is under part (the round's part of the target) and
+// the top-up from total would take the group over min_seconds at
+// group_rate, the target is twice that share, in whole batches; otherwise
+// part. By count, not by rate: a member's first windows after a long load
+// show a rate near 0, and a cap by rates capped two parts of 381,301
+// samples at 64 (64-peer churn run 7). The margins keep sound rounds whole
+// (6-peer digits parts of 86 samples were capped at 64 with a margin of 2
+// alone). group_rate 0 (a member without a rate): part. Every member
+// computes the same from the same exchanged values.
+uint64_t swarm_capped_target(uint64_t part, uint64_t target_batch_size, double members, double swarm_peers,
+                             double group_rate, uint64_t batch, double total, double min_seconds);
 
 // How long the slowest member of a short round takes to train its share
 // (top_up_shares) at its rate, a member with no rate at the median of the

@@ -63,9 +63,9 @@ struct Pending {
   Clock::time_point until_time{};  // and not before (a member with no share waits as long as the others)
   Clock::time_point others_by{};   // when the slowest member should be done with its share (top_up_seconds)
   // The round's target as the members agreed at their last meeting: a
-  // meeting again never raises it (rate_capped_target follows rates that
-  // move; a capped group of 3 met with 152,960, and met again to find
-  // 524,288).
+  // meeting again never raises it (swarm_capped_target follows counts and
+  // rates that move; a capped group of 3 met with 152,960, and met again to
+  // find 524,288).
   uint64_t target = 0;
 };
 

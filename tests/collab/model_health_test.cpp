@@ -189,24 +189,25 @@ TEST(Health, TopUpSharesFollowTheMembersRatesSoThatTheyFinishTogether) {
   EXPECT_EQ(zero[0], 0u);
 }
 
-TEST(RateCappedTarget, AGroupWithASmallPartOfTheSwarmsRateHoldsAtMostTwiceItsShare) {
-  // 2 peers at 500 samples/s of a swarm at 32,000: 1/32 of the rate. Met
-  // with 16,640 of the whole 1,048,576 target, the rest would take 1,032 s:
-  // twice 1/32 of the target (65,536), in whole batches of 64.
-  EXPECT_EQ(rate_capped_target(1048576, 1048576, 1000, 32000, 64, 16640, 30), 65536u);
-  // A bounded part asked for over four times its rate's share is capped too.
-  EXPECT_EQ(rate_capped_target(233017, 1048576, 1000, 32000, 64, 640, 30), 65536u);
-  // A group with a quarter of the swarm's rate or more keeps its part.
-  EXPECT_EQ(rate_capped_target(1048576, 1048576, 8000, 32000, 64, 0, 30), 1048576u);
-  EXPECT_EQ(rate_capped_target(262144, 1048576, 2048, 32000, 64, 0, 30), 262144u);
+TEST(SwarmCappedTarget, AGroupThatIsASmallPartOfTheSwarmHoldsAtMostTwiceItsShare) {
+  // 2 of 64 peers (1/32), at 1,000 samples/s together. Met with 16,640 of
+  // the whole 1,048,576 target, the rest would take 1,032 s: twice 1/32 of
+  // the target (65,536), in whole batches of 64.
+  EXPECT_EQ(swarm_capped_target(1048576, 1048576, 2, 64, 1000, 64, 16640, 30), 65536u);
+  // A bounded part asked for over four times its share is capped too, even
+  // when its members' rates say nearly nothing (first windows after a load).
+  EXPECT_EQ(swarm_capped_target(381301, 1048576, 4, 64, 0.01, 64, 832, 30), 131072u);
+  // A group of a quarter of the swarm or more keeps its part.
+  EXPECT_EQ(swarm_capped_target(1048576, 1048576, 16, 64, 1000, 64, 0, 30), 1048576u);
+  EXPECT_EQ(swarm_capped_target(349526, 1048576, 3, 9, 1000, 64, 0, 30), 349526u);
   // So does one whose top-up takes no longer than min_seconds at its rate
-  // (a fast swarm's rates swing: 6 digits peers' parts of 86 samples).
-  EXPECT_EQ(rate_capped_target(86, 256, 1000, 1e6, 32, 32, 30), 86u);
-  EXPECT_EQ(rate_capped_target(1048576, 1048576, 1000, 32000, 64, 1048576 - 20000, 30), 1048576u);
-  // Rates unknown: the part stands. Never under one batch.
-  EXPECT_EQ(rate_capped_target(4096, 4096, 0, 32000, 64, 0, 0), 4096u);
-  EXPECT_EQ(rate_capped_target(4096, 4096, 1000, 0, 64, 0, 0), 4096u);
-  EXPECT_EQ(rate_capped_target(4096, 4096, 1, 1e9, 64, 0, 0), 64u);
+  // (a fast swarm: 6 digits peers' parts of 86 samples).
+  EXPECT_EQ(swarm_capped_target(86, 256, 1, 6, 1000, 32, 32, 30), 86u);
+  EXPECT_EQ(swarm_capped_target(1048576, 1048576, 2, 64, 1000, 64, 1048576 - 20000, 30), 1048576u);
+  // Unknown: the part stands. Never under one batch.
+  EXPECT_EQ(swarm_capped_target(4096, 4096, 2, 64, 0, 64, 0, 0), 4096u);
+  EXPECT_EQ(swarm_capped_target(4096, 4096, 2, 0, 1000, 64, 0, 0), 4096u);
+  EXPECT_EQ(swarm_capped_target(4096, 4096, 1, 1e6, 1, 64, 0, 0), 64u);
 }
 
 }  // namespace
