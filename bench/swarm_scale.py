@@ -80,6 +80,7 @@ AVG = re.compile(r"epoch (\d+): averaged gradients of (\d+) samples with (\d+) p
 CAPPED = re.compile(r"epoch (\d+): averaged gradients of (\d+) samples with \d+ peers \(epoch \d+, attempt (\d+)"
                     r".*its target capped at (\d+) by its part of the swarm")
 BROUGHT = re.compile(r"epoch (\d+): \d+ peers \(epoch \d+, attempt \d+[^)]*\) brought (\d+) of (\d+) samples; this peer adds")
+TRAINING = re.compile(r"\] training \S+ \(\d+ parameters\)")
 ROUND = re.compile(r"epoch (\d+): round ([0-9.]+) ms from the group's meeting")
 # A peer's last line on its progress reads (at exit): DHT reads and reads of
 # peers' tables over TCP (progress_source = "peers"), which /proc/net/snmp's
@@ -246,6 +247,15 @@ def run_size(n, args, out, run_no):
                 fail(peers[0], f"saw no averaged epoch in {time.monotonic() - t0:.0f} s (nor did any other peer)")
             time.sleep(0.2)
         first_avg = min(p.grep(AVG)[0][0] for p in peers if p.grep(AVG))
+        # Churn begins once every peer has left its setup: one still waiting
+        # for min_peers = n when the first was killed never saw n, and died at
+        # bootstrap_timeout (6 peers of one run).
+        while args.churn and not all(p.grep(TRAINING) for p in peers):
+            check_alive(peers)
+            if time.monotonic() - t0 > 240 + 3 * n:
+                late = [p.i for p in peers if not p.grep(TRAINING)]
+                fail(peers[late[0]], f"peers {late} had not begun training {time.monotonic() - t0:.0f} s in")
+            time.sleep(0.2)
         time.sleep(args.warmup)
         check_alive(peers)
         sniff = None
