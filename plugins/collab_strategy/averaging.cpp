@@ -156,14 +156,9 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
       const double relayed = weight > 0 ? take_relayed(epoch, norm) : 0.0;
       if (!exchange_weights(*comm, weight + relayed, norm, deadline, &members, &why)) return failed();
       const uint64_t batch = std::max<uint64_t>(1, opt_.batch_size ? opt_.batch_size : state_.batch_size);
-      // Every member's rate, or none: a member in its first window has none.
-      double group_rate = 0;
-      bool all_rated = true;
-      for (double t : members.training) {
-        group_rate += t;
-        all_rated = all_rated && t > 0;
-      }
-      if (!all_rated) group_rate = 0;
+      // A member in its first window has no rate yet: taken at the median
+      // of the others' (as top_up_shares does); none known, no cap.
+      const double group_rate = group_training_rate(members.training);
       target = part == 0 ? 0
                          : swarm_capped_target(part, opt_.target_batch_size, double(members.training.size()),
                                                members.swarm_peers, group_rate, batch, members.total,

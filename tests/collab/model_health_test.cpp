@@ -189,6 +189,13 @@ TEST(Health, TopUpSharesFollowTheMembersRatesSoThatTheyFinishTogether) {
   EXPECT_EQ(zero[0], 0u);
 }
 
+TEST(GroupTrainingRate, AMemberWithoutARateCountsAtTheOthersMedian) {
+  EXPECT_DOUBLE_EQ(group_training_rate({500, 0, 700}), 500 + 600 + 700);
+  EXPECT_DOUBLE_EQ(group_training_rate({500, 400}), 900);
+  EXPECT_DOUBLE_EQ(group_training_rate({0, 0}), 0);
+  EXPECT_DOUBLE_EQ(group_training_rate({}), 0);
+}
+
 TEST(SwarmCappedTarget, AGroupThatIsASmallPartOfTheSwarmHoldsAtMostTwiceItsShare) {
   // 2 of 64 peers (1/32), at 1,000 samples/s together. Met with 16,640 of
   // the whole 1,048,576 target, the rest would take 1,032 s: twice 1/32 of
