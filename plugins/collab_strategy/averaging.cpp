@@ -201,7 +201,9 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
       p->others_by = Clock::now() + std::chrono::milliseconds(int64_t(1000 * top_up_seconds(shares, members.training)));
       detail("epoch " + std::to_string(epoch) + ": " + group_text(group) + " brought " + std::to_string(uint64_t(total)) +
              " of " + std::to_string(target) + " samples; this peer adds " + std::to_string(share) +
-             " before the group meets again");
+             " before the group meets again (the cap's inputs: " + std::to_string(int64_t(members.swarm_peers)) +
+             " full peers in the swarm by the members' smallest count, the group's rate " +
+             number_text(group_training_rate(members.training)) + " samples a second)");
       pending_ = std::move(p);
       return RoundEnd::short_of_target;
     }
