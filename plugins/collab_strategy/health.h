@@ -74,7 +74,8 @@ std::vector<uint64_t> top_up_shares(uint64_t target, const std::vector<double> &
 // The target of a round whose group is a small part of the swarm: a whole
 // group of 2 in a 64-peer swarm under churn (the others in other rounds,
 // loading, or gone) met with 1.6% of the target and set out to top up the
-// rest, about 1,000 s at its rate, while the swarm ran 20 epochs on. When
+// rest (about 1,000 s at an assumed 500 samples a second per peer, not
+// measured) while the swarm ran 20 epochs on. When
 // four times the group's share of the swarm by count (members / swarm_peers
 // of target_batch_size) is under part (the round's part of the target) and
 // the top-up from total would take the group over min_seconds at
