@@ -149,6 +149,7 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
     // the swarm's groups together bring all of it.
     const uint64_t part = round_target(group);
     uint64_t target = part;
+    double group_rate = 0;  // the members' training rates (group_training_rate), for the cap and its log
     // A member that drew no batch of a short round's deficit meets the
     // others again at once (another batch would overshoot).
     for (bool waits = true; waits;) {
@@ -158,7 +159,7 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
       const uint64_t batch = std::max<uint64_t>(1, opt_.batch_size ? opt_.batch_size : state_.batch_size);
       // A member in its first window has no rate yet: taken at the median
       // of the others' (as top_up_shares does); none known, no cap.
-      const double group_rate = group_training_rate(members.training);
+      group_rate = group_training_rate(members.training);
       target = part == 0 ? 0
                          : swarm_capped_target(part, opt_.target_batch_size, double(members.training.size()),
                                                members.swarm_peers, group_rate, batch, members.total,
@@ -203,7 +204,7 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
              " of " + std::to_string(target) + " samples; this peer adds " + std::to_string(share) +
              " before the group meets again (the cap's inputs: " + std::to_string(int64_t(members.swarm_peers)) +
              " full peers in the swarm by the members' smallest count, the group's rate " +
-             number_text(group_training_rate(members.training)) + " samples a second)");
+             number_text(group_rate) + " samples a second)");
       pending_ = std::move(p);
       return RoundEnd::short_of_target;
     }

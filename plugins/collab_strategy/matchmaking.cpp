@@ -214,9 +214,9 @@ std::optional<GroupRecord> Peer::matchmake(int64_t epoch, uint32_t attempt, Cloc
   // again and again). A follower then reads the group key once more and
   // moves on to the next attempt.
   bool leader_gone = false;
-  if (!stragglers_waited && joined_ms.count(leader)) {
-    const int64_t late_ms = wall_ms() - (joined_ms[leader] + int64_t(opt_.matchmaking_time * 1000) + kLeaderLateMs);
-    if (late_ms >= 0) {
+  const int64_t leader_late_after_ms = int64_t(opt_.matchmaking_time * 1000) + kLeaderLateMs;
+  if (auto it = joined_ms.find(leader); !stragglers_waited && it != joined_ms.end()) {
+    if (wall_ms() - it->second >= leader_late_after_ms) {
       leader_gone = true;
       wait_until = std::min(wait_until, Clock::now() + std::chrono::milliseconds(300));
     }
@@ -248,8 +248,7 @@ std::optional<GroupRecord> Peer::matchmake(int64_t epoch, uint32_t attempt, Cloc
     groups->wait(groups_seen, kPoll);
   }
   if (leader_gone && !excluded) {
-    said("a follower whose leader " + std::to_string(leader) + " joined over " +
-         std::to_string(int64_t(opt_.matchmaking_time * 1000) + kLeaderLateMs) +
+    said("a follower whose leader " + std::to_string(leader) + " joined over " + std::to_string(leader_late_after_ms) +
          " ms ago and published no group (gone: the next attempt)");
     return std::nullopt;
   }

@@ -109,9 +109,11 @@ struct ResyncPlan {
 ResyncPlan plan_resync(int64_t own_epoch, int64_t swarm_epoch, int64_t average_state_every, double epoch_seconds,
                        double load_state_timeout);
 // How long the swarm's epochs take, from its records alone (all a joiner
-// has at its start; the rate leaves rounds out, 5 s against 23 s at 64
-// peers on 2 cores): the longest of each peer's life over its epoch,
-// (time_ms - since_ms) / epoch, both on its own clock. A peer that loaded
+// has at its start). The rate is a compute rate and leaves rounds out:
+// epochs took 23 s at 64 peers on 2 cores where it gave a few seconds at
+// most (an estimate from the bench's rates, not logged). The estimate is
+// the longest of each peer's life over its epoch, (time_ms - since_ms) /
+// epoch, both on its own clock. A peer that loaded
 // its epoch has lived less per epoch than the swarm, the founder about as
 // long (its start and bootstrap included: an estimate on the long side,
 // which sends a joiner to the last sync point rather than waiting for the
