@@ -32,12 +32,15 @@ std::vector<double> capped_weights(const std::vector<double> &w) {
   for (double x : w)
     if (x > 0) positive.push_back(x);
   // The lower median: with two members the mean of both claims would let
-  // the larger one through whatever it is.
+  // the larger one through whatever it is. At most the median, not twice
+  // it: one member claiming twice the others' samples (a rogue can claim
+  // anything, and topping up lets a fast one really bring more) held 2 of
+  // the 5 shares of a group of four, 40% of the pull.
   double cap = 0;
   if (!positive.empty()) {
     const size_t mid = (positive.size() - 1) / 2;
     std::nth_element(positive.begin(), positive.begin() + long(mid), positive.end());
-    cap = 2 * positive[mid];
+    cap = positive[mid];
   }
   std::vector<double> out(w.size());
   for (size_t i = 0; i < w.size(); ++i) out[i] = w[i] > 0 ? std::min(w[i], cap) : 0.0;

@@ -32,7 +32,7 @@ ClipStats centered_clip(const std::vector<const float *> &copies, const std::vec
                         double radius, int iterations, float *out);
 
 // The weights CenteredClip gives members that claim weights w: a member
-// counts at most twice the (lower) median claim of those > 0, so one that claims a
+// counts at most the (lower) median claim of those > 0, so one that claims a
 // huge sample count gains no more pull than that.
 std::vector<double> capped_weights(const std::vector<double> &w);
 

@@ -100,9 +100,10 @@ TEST(CenteredClip, AnEmptySliceIsFine) {
   EXPECT_EQ(centered_clip(p, {1, 1}, 0, 1.0, 5, nullptr).clipped, 0u);
 }
 
-TEST(CenteredClip, AClaimOfManySamplesCountsAtMostTwiceTheMedian) {
-  EXPECT_EQ(capped_weights({100, 100, 120, 1e12}), (std::vector<double>{100, 100, 120, 200}));
-  EXPECT_EQ(capped_weights({100, 1e12}), (std::vector<double>{100, 200}));  // two members: still capped
+TEST(CenteredClip, AClaimOfManySamplesCountsAtMostTheMedian) {
+  EXPECT_EQ(capped_weights({100, 100, 120, 1e12}), (std::vector<double>{100, 100, 100, 100}));
+  EXPECT_EQ(capped_weights({100, 1e12}), (std::vector<double>{100, 100}));  // two members: still capped
+  EXPECT_EQ(capped_weights({30, 10, 20}), (std::vector<double>{20, 10, 20}));
   EXPECT_EQ(capped_weights({0, 50, 0}), (std::vector<double>{0, 50, 0}));
   EXPECT_EQ(capped_weights({0, 0}), (std::vector<double>{0, 0}));
 }
