@@ -170,6 +170,17 @@ std::optional<GroupRecord> Peer::matchmake(int64_t epoch, uint32_t attempt, Cloc
     // then no proof that every peer has. Close early only once as many
     // joined as the swarm is estimated to hold.
     if (all && now_view.sampled && joiners.size() < now_view.peers) all = false;
+    // The last epoch's group averages the parameters the run ends with. A
+    // joiner that loaded the state a few epochs before it, whose record the
+    // others had not yet read as training, came to attempt 0 after it
+    // closed, met its like at attempt 1, and two halves of the swarm ended
+    // on different parameters (the churn test in CI). There the leader
+    // waits its window for every full peer it knows of, loading or not.
+    if (all && max_steps_ >= 0 && epoch + 1 >= max_steps_ &&
+        std::any_of(now_view.others.begin(), now_view.others.end(), [&](const ProgressRecord &r) {
+          return !(r.flags & ProgressRecord::kClient) && !joiners.count(r.peer_id);
+        }))
+      all = false;
     if (all) break;
     if (Clock::now() >= close_at) {
       // Under local_steps every peer ends its epoch after as many local
