@@ -44,7 +44,7 @@ def med(xs):
 class Churn:
     """--churn: SIGKILLs one peer at a time (never the seed, peer 0) at even
     spacing, F x n a minute, and restarts it on its host --churn-down s later;
-    samples descriptors and RSS of the peers never killed every 20 s."""
+    samples descriptors and RSS of the peers never killed every 10 s."""
 
     def __init__(self, args, peers, hosts, start, t0, w0, port, averaged, fail):
         """start(i, join, life) starts peer i's next life; averaged: the
@@ -66,7 +66,7 @@ class Churn:
         t = self.now()
         if t >= self.next_sample:
             self.sample(t)
-            self.next_sample += 20
+            self.next_sample += 10
         if t >= self.next_kill:
             self.next_kill += self.every
             up = [i for i, p in enumerate(self.peers) if p and i != 0]
@@ -178,12 +178,15 @@ class Churn:
                 spreads.append((round(t - self.w0), max(es) - min(es), len(es)))
             t += 10
         # Descriptors and RSS swing with the rounds (a group's connections
-        # come and go): the median of the first minute's samples against the
-        # last minute's.
+        # come and go): the first minute's samples against the last minute's.
+        # Descriptors by their floor: a leak raises it, while a round's or a
+        # state transfer's sockets open at one sample and not the next (a
+        # 6-peer loopback run with a kill every 8 s swung 5 to 8 sockets and
+        # ended where it began; medians of three samples read that as +5).
         def growth(u):
             first = [x for x in u if x[0] - u[0][0] < 60] or u[:1]
             last = [x for x in u if u[-1][0] - x[0] < 60] or u[-1:]
-            return (med([x[1] for x in last]) - med([x[1] for x in first]),
+            return (min(x[1] for x in last) - min(x[1] for x in first),
                     (med([x[2] for x in last]) - med([x[2] for x in first])) / 1024)
         grow = [growth(u) for u in self.usage.values() if len(u) >= 2 and u[-1][0] - u[0][0] >= 120]
         restarted = [p for p in everyone if p.life]
@@ -217,7 +220,7 @@ def churn_verdicts(c, ok):
         f"({len(c['stalls'])} of {c['minutes_checked']} peer-minutes without one)",
         f"churn, no partition (settled peers within 2 epochs, every 10 s): "
         f"{ok(c['epoch_spread_max'] is not None and c['epoch_spread_max'] <= 2)} (widest {c['epoch_spread_max']})",
-        f"churn, nothing leaked (peers never killed, medians of the first and last minute: descriptors +<= 2, RSS +<= 16 MiB): "
+        f"churn, nothing leaked (peers never killed, first and last minute: descriptors' floor +<= 2, RSS median +<= 16 MiB): "
         f"{ok(c['long_lived'] and c['fd_growth_max'] <= 2 and c['rss_growth_mib_max'] <= 16)} "
         f"({c['fd_growth_max']:+.1f} descriptors, {c['rss_growth_mib_max']:+.1f} MiB worst, {c['long_lived']} peers)",
     ]
