@@ -325,6 +325,19 @@ def run_size(n, args, out, run_no):
     requests = [m for p in everyone for _, m in p.grep(REQUESTS)[-1:]]
     req_s = lambda k: med([int(m[k]) / max(1, int(m[1])) for m in requests]) if requests else None
     samples = [s * of // k if of else s for s, k, of, _ in groups.values()]
+    # The swarm's samples an epoch: every group's round at it, all attempts
+    # (cohorts that met apart each bring their parts). The window's first
+    # and last epochs are partly outside it.
+    # Each member logs its group's line: samples / members per line counts
+    # each group once (groups of equal samples at one attempt are common,
+    # so `groups` above, keyed by what the line says, merges some).
+    by_epoch, cohorts = collections.defaultdict(float), collections.defaultdict(set)
+    for p in everyone:
+        for t, m in p.grep(AVG, w0, w1):
+            by_epoch[int(m[1])] += int(m[2]) / int(m[3])
+            cohorts[int(m[1])].add(int(m[4]))
+    inner = sorted(by_epoch)[1:-1]
+    epoch_ratio = [by_epoch[e] / target for e in inner]
     part = lambda k, of: -(-target * k // of) if of else target  # group_split.h's part_target
     # A capped round's target is the cap (a part's share of the swarm); one
     # that met over its cap averaged what it had, short of its part.
@@ -343,6 +356,9 @@ def run_size(n, args, out, run_no):
         "samples_max": max(samples, default=None), "rounds_in_range": sum(in_range),
         "first_meeting_share": med(list(first_meet.values())),
         "topped_up_epochs": len(first_meet), "rounds_capped": sum(1 for g in groups.values() if g[3]),
+        "epoch_target_ratio": med(epoch_ratio), "epoch_target_ratio_min": min(epoch_ratio, default=None),
+        "epoch_target_ratio_max": max(epoch_ratio, default=None), "epochs_judged": len(inner),
+        "cohorts_per_epoch": med([len(cohorts[e]) for e in inner]),
         "group_sizes": dict(collections.Counter(k for _, k, _, _ in groups.values())),
         "matchmaking_ms": med(mm), "round_ms": med(rounds), "epoch_s": med(epoch_s), "barrier_share": med(shares),
         "sent_per_s": med(sent), "sent_per_s_max": max(sent), "sent_per_s_by_peer": [round(x) for x in sent], "recv_per_s": med(recv), "recv_per_s_max": max(recv),
@@ -387,6 +403,10 @@ def verdicts(r):
         f"{ok(max(r['sent_per_s_max'], r['recv_per_s_max']) <= 200)} "
         f"(sent {r['sent_per_s_max']:.0f}, received {r['recv_per_s_max']:.0f})",
         f"no receive-buffer drops: {ok(r['drops'] == 0)} ({r['drops']} in {r['window_s']:.0f} s)",
+        f"epochs at the target swarm-wide (every group's samples at an epoch, median of the window's whole epochs, "
+        f"in [0.9, 1.5] x target): {ok(r['epochs_judged'] and 0.9 <= r['epoch_target_ratio'] <= 1.5)} "
+        f"({r['epoch_target_ratio'] or 0:.2f} x, range {r['epoch_target_ratio_min'] or 0:.2f}..{r['epoch_target_ratio_max'] or 0:.2f}, "
+        f"{r['epochs_judged']} epochs, median {r['cohorts_per_epoch'] or 0} attempts' cohorts an epoch)",
         f"barrier wait <= 10% of an epoch (median): {ok(r['barrier_share'] <= 0.10)} "
         f"({100 * r['barrier_share']:.1f}% of {r['epoch_s']:.2f} s)",
     ] + churn_verdicts(r["churn"], ok)
