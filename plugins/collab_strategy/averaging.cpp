@@ -58,13 +58,9 @@ bool Peer::exchange_weights(GroupComm &comm, double weight, double norm, Clock::
   *out = member_weights(std::vector<double>(x.begin(), x.begin() + n), norms, factor);
   out->rate.assign(x.begin() + 2 * n, x.begin() + 3 * n);
   out->training.assign(x.begin() + 3 * n, x.begin() + 4 * n);
-  // The lower median: one member's young view (a joiner's, a few peers)
-  // must not undo the cap, nor one count swollen by dead records set it.
-  std::vector<double> counts;
+  out->swarm_peers = 0;
   for (size_t i = 4 * n; i < 5 * n; ++i)
-    if (x[i] > 0) counts.push_back(x[i]);
-  std::sort(counts.begin(), counts.end());
-  out->swarm_peers = counts.empty() ? 0 : counts[(counts.size() - 1) / 2];
+    if (x[i] > 0 && (out->swarm_peers == 0 || x[i] < out->swarm_peers)) out->swarm_peers = x[i];
   for (size_t i : out->outliers) {
     if (i == r) {
       mark_unhealthy("this peer's norm " + number_text(norms[i]) + " is over " + number_text(factor) +
@@ -153,6 +149,7 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
     // the swarm's groups together bring all of it.
     const uint64_t part = round_target(group);
     uint64_t target = part;
+    double group_rate = 0;  // the members' training rates (group_training_rate), for the cap and its log
     // A member that drew no batch of a short round's deficit meets the
     // others again at once (another batch would overshoot).
     for (bool waits = true; waits;) {
@@ -160,12 +157,13 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
       const double relayed = weight > 0 ? take_relayed(epoch, norm) : 0.0;
       if (!exchange_weights(*comm, weight + relayed, norm, deadline, &members, &why)) return failed();
       const uint64_t batch = std::max<uint64_t>(1, opt_.batch_size ? opt_.batch_size : state_.batch_size);
-      // A bounded group's cohort sums to its share of the swarm; a whole
-      // group is the swarm as it met (health.h).
-      target = part == 0 || opt_.target_group_size <= 0
-                   ? part
-                   : swarm_capped_target(part, opt_.target_batch_size, double(members.training.size()),
-                                         members.swarm_peers, batch);
+      // A member in its first window has no rate yet: taken at the median
+      // of the others' (as top_up_shares does); none known, no cap.
+      group_rate = group_training_rate(members.training);
+      target = part == 0 ? 0
+                         : swarm_capped_target(part, opt_.target_batch_size, double(members.training.size()),
+                                               members.swarm_peers, group_rate, batch, members.total,
+                                               opt_.averaging_timeout);
       if (agreed_target > 0) target = std::min(target, agreed_target);
       agreed_target = target;
       const bool short_round = members.total > 0 && members.total < double(target);
@@ -204,8 +202,9 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
       p->others_by = Clock::now() + std::chrono::milliseconds(int64_t(1000 * top_up_seconds(shares, members.training)));
       detail("epoch " + std::to_string(epoch) + ": " + group_text(group) + " brought " + std::to_string(uint64_t(total)) +
              " of " + std::to_string(target) + " samples; this peer adds " + std::to_string(share) +
-             " before the group meets again (the cap's input: " + std::to_string(int64_t(members.swarm_peers)) +
-             " full peers in the swarm by the members' median count)");
+             " before the group meets again (the cap's inputs: " + std::to_string(int64_t(members.swarm_peers)) +
+             " full peers in the swarm by the members' smallest count, the group's rate " +
+             number_text(group_rate) + " samples a second)");
       pending_ = std::move(p);
       return RoundEnd::short_of_target;
     }

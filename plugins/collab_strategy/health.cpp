@@ -74,13 +74,22 @@ double top_up_seconds(const std::vector<uint64_t> &shares, const std::vector<dou
   return slowest;
 }
 
+double group_training_rate(const std::vector<double> &rates) {
+  const double stand_in = median_rate(rates, std::vector<bool>(rates.size(), true));
+  if (!(stand_in > 0)) return 0;
+  double sum = 0;
+  for (size_t i = 0; i < rates.size(); ++i) sum += has_rate(rates, i) ? rates[i] : stand_in;
+  return sum;
+}
+
 uint64_t swarm_capped_target(uint64_t part, uint64_t target_batch_size, double members, double swarm_peers,
-                             uint64_t batch) {
-  if (!(members > 0) || !(swarm_peers > 0)) return part;
+                             double group_rate, uint64_t batch, double total, double min_seconds) {
+  if (!(members > 0) || !(swarm_peers > 0) || !(group_rate > 0) || !std::isfinite(group_rate)) return part;
   const double share = double(target_batch_size) * std::min(1.0, members / swarm_peers);
-  if (2 * share > double(part)) return part;
+  if (4 * share >= double(part)) return part;
+  if ((double(part) - total) / group_rate <= min_seconds) return part;
   const uint64_t b = std::max<uint64_t>(1, batch);
-  return std::min(part, std::max<uint64_t>(b, uint64_t(std::ceil(share / double(b))) * b));
+  return std::min(part, std::max<uint64_t>(b, uint64_t(std::ceil(2 * share / double(b))) * b));
 }
 
 std::vector<uint64_t> top_up_shares(uint64_t target, const std::vector<double> &weights, uint64_t batch,

@@ -34,8 +34,8 @@ struct MemberWeights {
   std::vector<size_t> outliers;  // ranks excluded for their norm
   std::vector<double> rate;      // per member: its link's measured rate, bytes a second (0: not yet)
   std::vector<double> training;  // per member: its training rate, samples a second (0: not yet)
-  // The lower median of the members' views of how many full peers train
-  // in the swarm (not loading, diverged or in client mode); 0: none known.
+  // The smallest of the members' views of how many full peers train in
+  // the swarm (not loading, diverged or in client mode); 0: none known.
   double swarm_peers = 0;
 };
 
@@ -71,21 +71,30 @@ double sum_of_squares(const float *data, uint64_t n);
 std::vector<uint64_t> top_up_shares(uint64_t target, const std::vector<double> &weights, uint64_t batch,
                                     const std::vector<double> &rates = {});
 
-// The target of a round whose attempt's cohort is a small part of the
-// swarm. A bounded group's part is its share of the peers that met at its
-// attempt (group_split.h). Peers reach an epoch seconds apart at 64 on two
-// cores, so one epoch's peers met in cohorts at attempts 0 to 5, and each
-// cohort's parts summed to a whole target: the swarm trained 2 to 5 targets
-// an epoch (64-peer churn run 10). A cohort's parts should sum to its share
-// of the swarm. When members / swarm_peers of target_batch_size (the share)
-// is at most half of part, the target is that share, in whole batches
-// (never over part); otherwise part. swarm_peers is the members' median
-// count of the swarm's full training peers: a count too low (a member whose
-// view is young) leaves the part; the margin of 2 keeps rounds whole
-// against a count that is a little high. Every member computes the same
-// from the same exchanged values.
+// The target of a round whose group is a small part of the swarm: a whole
+// group of 2 in a 64-peer swarm under churn (the others in other rounds,
+// loading, or gone) met with 1.6% of the target and set out to top up the
+// rest (about 1,000 s at an assumed 500 samples a second per peer, not
+// measured) while the swarm ran 20 epochs on. When
+// four times the group's share of the swarm by count (members / swarm_peers
+// of target_batch_size) is under part (the round's part of the target) and
+// the top-up from total would take the group over min_seconds at
+// group_rate, the target is twice that share, in whole batches; otherwise
+// part. By count, not by rate: a member's first windows after a long load
+// show a rate near 0, and a cap by rates capped two parts of 381,301
+// samples at 64 (64-peer churn run 7). The margins keep sound rounds whole
+// (6-peer digits parts of 86 samples were capped at 64 with a margin of 2
+// alone). group_rate 0 (a member without a rate): part. Every member
+// computes the same from the same exchanged values.
 uint64_t swarm_capped_target(uint64_t part, uint64_t target_batch_size, double members, double swarm_peers,
-                             uint64_t batch);
+                             double group_rate, uint64_t batch, double total, double min_seconds);
+
+// The members' training rates summed, a member without one (0) counted at
+// the median of the others'; 0 when none has a rate. Run 9 of the 64-peer
+// churn bench capped no round while groups of 3 of 64 set out to top up
+// 606,784 samples: requiring every member's own rate left early groups
+// out (likely; not confirmed in the logs).
+double group_training_rate(const std::vector<double> &rates);
 
 // How long the slowest member of a short round takes to train its share
 // (top_up_shares) at its rate, a member with no rate at the median of the

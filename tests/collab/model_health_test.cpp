@@ -189,31 +189,32 @@ TEST(Health, TopUpSharesFollowTheMembersRatesSoThatTheyFinishTogether) {
   EXPECT_EQ(zero[0], 0u);
 }
 
-TEST(SwarmCappedTarget, ACohortThatIsASmallPartOfTheSwarmHoldsItsShareOfIt) {
-  // 4 of the 15 that met at an attempt, in a swarm of 64: the part is
-  // 4/15 of the target, the share 4/64 (65,536), in whole batches of 64.
-  EXPECT_EQ(swarm_capped_target(279621, 1048576, 4, 64, 64), 65536u);
-  // A whole group of 2 of 64 (the swarm's others elsewhere).
-  EXPECT_EQ(swarm_capped_target(1048576, 1048576, 2, 64, 64), 32768u);
-  // 3 of 64, rounded up to whole batches.
-  EXPECT_EQ(swarm_capped_target(1048576, 1048576, 3, 64, 64), 49152u);
+TEST(GroupTrainingRate, AMemberWithoutARateCountsAtTheOthersMedian) {
+  EXPECT_DOUBLE_EQ(group_training_rate({500, 0, 700}), 500 + 600 + 700);
+  EXPECT_DOUBLE_EQ(group_training_rate({500, 400}), 900);
+  EXPECT_DOUBLE_EQ(group_training_rate({0, 0}), 0);
+  EXPECT_DOUBLE_EQ(group_training_rate({}), 0);
 }
 
-TEST(SwarmCappedTarget, APartOverHalfItsShareOrAnUnknownCountStands) {
-  // 4 of the 40 that met in a swarm of 64: the part (104,858) is under
-  // twice the share (131,072).
-  EXPECT_EQ(swarm_capped_target(104858, 1048576, 4, 64, 64), 104858u);
-  // 6 digits peers in groups of 2 (parts of 86 of 256), the count a little
-  // high (dead records): the part stands.
-  EXPECT_EQ(swarm_capped_target(86, 256, 2, 6, 32), 86u);
-  EXPECT_EQ(swarm_capped_target(86, 256, 2, 9, 32), 86u);
-  // A count too low (a young view) leaves the part.
-  EXPECT_EQ(swarm_capped_target(279621, 1048576, 4, 20, 64), 279621u);
-  // Unknown: the part stands. Never under one batch, never over the part.
-  EXPECT_EQ(swarm_capped_target(4096, 4096, 2, 0, 64), 4096u);
-  EXPECT_EQ(swarm_capped_target(4096, 4096, 0, 64, 64), 4096u);
-  EXPECT_EQ(swarm_capped_target(4096, 4096, 1, 1e6, 64), 64u);
-  EXPECT_EQ(swarm_capped_target(100, 4096, 1, 1e6, 256), 100u);
+TEST(SwarmCappedTarget, AGroupThatIsASmallPartOfTheSwarmHoldsAtMostTwiceItsShare) {
+  // 2 of 64 peers (1/32), at 1,000 samples/s together. Met with 16,640 of
+  // the whole 1,048,576 target, the rest would take 1,032 s: twice 1/32 of
+  // the target (65,536), in whole batches of 64.
+  EXPECT_EQ(swarm_capped_target(1048576, 1048576, 2, 64, 1000, 64, 16640, 30), 65536u);
+  // A bounded part asked for over four times its share is capped too, even
+  // when its members' rates say nearly nothing (first windows after a load).
+  EXPECT_EQ(swarm_capped_target(381301, 1048576, 4, 64, 0.01, 64, 832, 30), 131072u);
+  // A group of a quarter of the swarm or more keeps its part.
+  EXPECT_EQ(swarm_capped_target(1048576, 1048576, 16, 64, 1000, 64, 0, 30), 1048576u);
+  EXPECT_EQ(swarm_capped_target(349526, 1048576, 3, 9, 1000, 64, 0, 30), 349526u);
+  // So does one whose top-up takes no longer than min_seconds at its rate
+  // (a fast swarm: 6 digits peers' parts of 86 samples).
+  EXPECT_EQ(swarm_capped_target(86, 256, 1, 6, 1000, 32, 32, 30), 86u);
+  EXPECT_EQ(swarm_capped_target(1048576, 1048576, 2, 64, 1000, 64, 1048576 - 20000, 30), 1048576u);
+  // Unknown: the part stands. Never under one batch.
+  EXPECT_EQ(swarm_capped_target(4096, 4096, 2, 64, 0, 64, 0, 0), 4096u);
+  EXPECT_EQ(swarm_capped_target(4096, 4096, 2, 0, 1000, 64, 0, 0), 4096u);
+  EXPECT_EQ(swarm_capped_target(4096, 4096, 1, 1e6, 1, 64, 0, 0), 64u);
 }
 
 }  // namespace
