@@ -299,12 +299,15 @@ def run_size(n, args, out, run_no):
     # members), and each member's line as 1/members of the swarm's samples.
     groups, mm, rounds, shares, epoch_s, swarm_samples = {}, [], [], [], [], 0.0
     capped = {}  # (epoch, attempt, samples) -> the capped target
+    lines = collections.Counter()  # members' lines of each group key
     for p in everyone:
         for t, m in p.grep(CAPPED, w0, w1):
             capped[int(m[1]), int(m[3]), int(m[2])] = int(m[4])
         for t, m in p.grep(AVG, w0, w1):
             s_, k_, of_ = int(m[2]), int(m[3]), int(m[5] or 0)
-            groups[int(m[1]), int(m[4]), s_, k_, of_] = (s_, k_, of_, capped.get((int(m[1]), int(m[4]), s_)))
+            key = (int(m[1]), int(m[4]), s_, k_, of_)
+            lines[key] += 1
+            groups[key] = (s_, k_, of_, capped.get((int(m[1]), int(m[4]), s_)))
             swarm_samples += s_ / k_
             mm.append(float(m[6]))
         rounds += [float(m[2]) for _, m in p.grep(ROUND, w0, w1)]
@@ -324,13 +327,15 @@ def run_size(n, args, out, run_no):
     per_s = lambda k: [int(m[k]) / max(1, int(m[2])) for m in reads]  # over each peer's whole run
     requests = [m for p in everyone for _, m in p.grep(REQUESTS)[-1:]]
     req_s = lambda k: med([int(m[k]) / max(1, int(m[1])) for m in requests]) if requests else None
-    samples = [s * of // k if of else s for s, k, of, _ in groups.values()]
+    # Groups at one attempt often average the same samples (whole batches
+    # of one part): one line a member, so a key's lines / members groups.
+    groups = [g for key, g in groups.items() for _ in range(max(1, -(-lines[key] // g[1])))]
+    samples = [s * of // k if of else s for s, k, of, _ in groups]
     # The swarm's samples an epoch: every group's round at it, all attempts
     # (cohorts that met apart each bring their parts). The window's first
     # and last epochs are partly outside it.
     # Each member logs its group's line: samples / members per line counts
-    # each group once (groups of equal samples at one attempt are common,
-    # so `groups` above, keyed by what the line says, merges some).
+    # each group once.
     by_epoch, cohorts = collections.defaultdict(float), collections.defaultdict(set)
     for p in everyone:
         for t, m in p.grep(AVG, w0, w1):
@@ -341,7 +346,7 @@ def run_size(n, args, out, run_no):
     part = lambda k, of: -(-target * k // of) if of else target  # group_split.h's part_target
     # A capped round's target is the cap (a part's share of the swarm); one
     # that met over its cap averaged what it had, short of its part.
-    in_range = [(cap or part(k, of)) <= s <= part(k, of) + k * BATCH for s, k, of, cap in groups.values()]
+    in_range = [(cap or part(k, of)) <= s <= part(k, of) + k * BATCH for s, k, of, cap in groups]
     last = [int(m[1]) for p in everyone for _, m in p.grep(re.compile(r"training stops at step (\d+)"))]
     rss = [float(m[1]) for p in everyone for _, m in p.grep(re.compile(r"peak memory: ([0-9.]+) MiB"))]
     sent, recv = rates(before, after, "OutDatagrams"), rates(before, after, "InDatagrams")
@@ -355,11 +360,11 @@ def run_size(n, args, out, run_no):
         "samples_min": min(samples, default=None),
         "samples_max": max(samples, default=None), "rounds_in_range": sum(in_range),
         "first_meeting_share": med(list(first_meet.values())),
-        "topped_up_epochs": len(first_meet), "rounds_capped": sum(1 for g in groups.values() if g[3]),
+        "topped_up_epochs": len(first_meet), "rounds_capped": sum(1 for g in groups if g[3]),
         "epoch_target_ratio": med(epoch_ratio), "epoch_target_ratio_min": min(epoch_ratio, default=None),
         "epoch_target_ratio_max": max(epoch_ratio, default=None), "epochs_judged": len(inner),
         "cohorts_per_epoch": med([len(cohorts[e]) for e in inner]),
-        "group_sizes": dict(collections.Counter(k for _, k, _, _ in groups.values())),
+        "group_sizes": dict(collections.Counter(k for _, k, _, _ in groups)),
         "matchmaking_ms": med(mm), "round_ms": med(rounds), "epoch_s": med(epoch_s), "barrier_share": med(shares),
         "sent_per_s": med(sent), "sent_per_s_max": max(sent), "sent_per_s_by_peer": [round(x) for x in sent], "recv_per_s": med(recv), "recv_per_s_max": max(recv),
         "sent_kb_s": med(rates(before, after, "o_bytes")) / 1000,
