@@ -209,6 +209,14 @@ SwarmView Tracker::view(uint64_t me, int64_t my_epoch, uint64_t my_samples, doub
   return v;
 }
 
+size_t Tracker::recent_peers(uint64_t me, int64_t now_ms, int64_t age_ms) const {
+  size_t n = 0;
+  for (const auto &[id, r] : peers_)
+    if (id != me && !(r.flags & (ProgressRecord::kLeft | ProgressRecord::kCheckpointer)) && now_ms - r.time_ms <= age_ms)
+      ++n;
+  return n;
+}
+
 std::vector<ProgressRecord> Tracker::live_records(int64_t now_ms) const {
   std::vector<ProgressRecord> out;
   for (const auto &[id, r] : peers_)

@@ -146,6 +146,10 @@ class Tracker {
   // Every live peer's record, checkpointers included (view() leaves them
   // out: they do not train), by peer id.
   std::vector<ProgressRecord> live_records(int64_t now_ms) const;
+  // Peers other than `me` (checkpointers left out) whose newest record is
+  // at most age_ms old and not a goodbye: a count for waiting on min_peers,
+  // where records age past the live horizon on a loaded machine.
+  size_t recent_peers(uint64_t me, int64_t now_ms, int64_t age_ms) const;
   // view()'s global_epoch alone, without copying the records.
   int64_t global_epoch(uint64_t me, int64_t my_epoch, int64_t now_ms) const;
 

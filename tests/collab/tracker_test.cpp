@@ -202,6 +202,19 @@ TEST(Tracker, StaleRecordsAndGoodbyesAreNotPeers) {
   EXPECT_TRUE(t.donors(kMe, 0, kNow).empty());
 }
 
+TEST(Tracker, RecentPeersCountRecordsPastTheLiveHorizonButNotGoodbyesOrCheckpointers) {
+  Tracker t(5000);
+  t.merge(record(2, 0, 0, 0, /*age_ms=*/6000));   // not live, but recent
+  t.merge(record(3, 0, 0, 0, /*age_ms=*/11000));  // past the DHT's expiry
+  t.merge(record(4, 0, 0, 0, 0, ProgressRecord::kLeft));
+  t.merge(record(5, 0, 0, 0, 0, ProgressRecord::kCheckpointer));
+  t.merge(record(6, 0, 0, 0, /*age_ms=*/100));
+  t.merge(record(kMe, 0, 0, 0, 0));
+  EXPECT_EQ(t.view(kMe, 0, 0, 0, kNow).peers, 2u);  // this one and 6
+  EXPECT_EQ(t.recent_peers(kMe, kNow, 10000), 2u);  // 2 and 6
+  EXPECT_EQ(t.recent_peers(kMe, kNow, 5000), 1u);
+}
+
 TEST(Tracker, AnOlderCopyNeverReplacesANewerRecord) {
   Tracker t(5000);
   t.merge(record(2, 5, 0, 0, /*age_ms=*/100));
