@@ -313,19 +313,7 @@ loom_status Peer::setup(const loom_training_state_v1 &state, std::string *why) {
   if (opt_.min_peers > 1) {
     const auto until = Clock::now() + std::chrono::milliseconds(int64_t(opt_.bootstrap_timeout * 1000));
     log(Level::info, "waiting for " + std::to_string(opt_.min_peers) + " peers (min_peers) before training");
-    // Counted over the DHT's expiry, not the live horizon: 64 peers starting
-    // LibTorch on 2 cores put records that readers found 5 s old, and a
-    // peer whose reads brought 40 records counted 4 of them and gave up
-    // (churn runs 11 and 13 lost their start so).
-    auto seen = [this] {
-      size_t recent = 0;
-      {
-        std::lock_guard<std::mutex> lock(mutex_);
-        recent = 1 + tracker_.recent_peers(id_, wall_ms(), kRecordTtlMs);
-      }
-      return std::max(view().peers, recent);
-    };
-    while (seen() < size_t(opt_.min_peers)) {
+    while (peers_seen() < size_t(opt_.min_peers)) {
       if (misfit(why)) return LOOM_ERR_INVALID_ARGUMENT;
       // Asked to stop while waiting: the trainer stops before its first
       // step, and teardown says goodbye.
@@ -336,7 +324,7 @@ loom_status Peer::setup(const loom_training_state_v1 &state, std::string *why) {
       // them late, so the verdict gets its moment past the deadline.
       const auto grace = suspect_misfit_ ? std::chrono::milliseconds(kMisfitVerdictGraceMs) : Clock::duration(0);
       if (Clock::now() >= until + grace) {
-        *why = "only " + std::to_string(seen()) + " of min_peers = " + std::to_string(opt_.min_peers) +
+        *why = "only " + std::to_string(peers_seen()) + " of min_peers = " + std::to_string(opt_.min_peers) +
                " peers were in the swarm after bootstrap_timeout = " + seconds_text(opt_.bootstrap_timeout) + " s";
         return LOOM_ERR_TIMEOUT;
       }

@@ -102,6 +102,14 @@ class Peer {
   int64_t read_interval_ms() const;
   ProgressRecord own_record() const;
   SwarmView view() const;
+  // The swarm's size for decisions that end a peer (min_peers, a diverged
+  // peer with nobody to heal from): view().peers, or, where more, this peer
+  // and the others whose records are younger than the DHT's expiry. On a
+  // loaded machine records age past the live horizon: a peer whose reads
+  // brought 40 records counted 4 of 64 and gave up at bootstrap (churn
+  // runs 11 and 13), and a diverged one counted itself alone and exited
+  // (run 14).
+  size_t peers_seen() const;
   // The highest epoch of another live peer that is not away, checkpointers
   // included (view() leaves them out); -1 when none.
   int64_t newest_epoch() const;

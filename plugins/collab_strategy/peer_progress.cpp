@@ -110,6 +110,15 @@ SwarmView Peer::view() const {
                        sample_ ? &*sample_ : nullptr);
 }
 
+size_t Peer::peers_seen() const {
+  size_t recent = 0;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    recent = 1 + tracker_.recent_peers(id_, wall_ms(), kRecordTtlMs);
+  }
+  return std::max(view().peers, recent);
+}
+
 void Peer::wake_background() {
   std::lock_guard<std::mutex> lock(mutex_);
   wake_now_ = true;
