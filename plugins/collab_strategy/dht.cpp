@@ -319,6 +319,10 @@ bool SwarmDht::put_now(const std::string &key, uint64_t value_id, const Bytes &v
   }
   auto v = std::make_shared<dht::Value>(kTypeId, std::move(data), value_id ^ kIdMask);
 
+  {
+    std::lock_guard<std::mutex> lock(impl_->ops_mu);
+    ++impl_->ops_of(key).puts;
+  }
   auto w = std::make_shared<Waiter>();
   const auto created = dht::clock::now() - (kMaxTtl - ttl);
   impl_->runner.put(
@@ -335,6 +339,28 @@ bool SwarmDht::put_now(const std::string &key, uint64_t value_id, const Bytes &v
 }
 
 uint64_t SwarmDht::gets_started() const { return impl_->gets_started.load(); }
+
+std::string dht_key_kind(const std::string &key) {
+  if (key.rfind("loom/", 0) != 0) return "other";
+  for (const char *kind : {"join", "group", "oob", "fingerprint"})
+    if (key.find("/" + std::string(kind) + "/") != std::string::npos) return kind;
+  const std::string progress = "/progress";
+  const size_t at = key.find(progress);
+  if (at != std::string::npos && (at + progress.size() == key.size() || key[at + progress.size()] == '/'))
+    return "progress";
+  return "other";
+}
+
+std::string SwarmDht::ops_by_kind() const {
+  std::lock_guard<std::mutex> lock(impl_->ops_mu);
+  std::string out;
+  for (const auto &[kind, o] : impl_->ops) {
+    if (!out.empty()) out += "; ";
+    out += kind + ": " + std::to_string(o.gets) + " gets (" + std::to_string(o.values) + " values), " +
+           std::to_string(o.puts) + " puts, " + std::to_string(o.watches) + " watches";
+  }
+  return out.empty() ? "none" : out;
+}
 
 // GetMode::shared: at most one get per key is under way; a call while one
 // is waits for that one (up to its timeout) and answers what it has found
@@ -386,6 +412,10 @@ Opened keep_newest(HeldValues *held, const dht::Value &v, const Sealer *sealer, 
 // them held part of a key's values (tried 2026-12-04). Hence gets.
 void SwarmDht::start_get(Impl *impl, const std::string &key, const Flight &f) {
   impl->gets_started.fetch_add(1);
+  {
+    std::lock_guard<std::mutex> lock(impl->ops_mu);
+    ++impl->ops_of(key).gets;
+  }
   auto found = f.found;
   auto w = f.waiter;
   const dht::InfoHash at = impl->where(key);
@@ -423,6 +453,10 @@ std::vector<Bytes> SwarmDht::collect(Impl *impl, const std::string &key, const F
     }
   }
   if (unopened) impl->count_unopened(key, unopened);
+  {
+    std::lock_guard<std::mutex> lock(impl->ops_mu);
+    impl->ops_of(key).values += out.size();
+  }
   if (ended && mode == GetMode::shared) {
     std::lock_guard<std::mutex> lock(impl->flights_mu);
     auto it = impl->flights.find(key);

@@ -34,6 +34,10 @@ struct DhtConfig {
 // port 1-65535); false when text is not that.
 bool split_host_port(const std::string &text, std::string *host, uint16_t *port);
 
+// The kind of a swarm key, for counting what a node asks: "progress",
+// "join", "group", "oob", "fingerprint", or "other".
+std::string dht_key_kind(const std::string &key);
+
 class SwarmDht {
  public:
   // Starts the node and contacts the bootstrap peers (without waiting).
@@ -145,6 +149,11 @@ class SwarmDht {
   // Gets this node has sent into the network (calls that waited for one
   // already under way not counted): for tests and diagnostics.
   uint64_t gets_started() const;
+  // What this node began, by kind of key (dht_key_kind), for the log at
+  // exit: "progress: 12 gets (480 values), 50 puts, 0 watches; join: ...".
+  // A get of N values costs each node asked N + 1 requests (paging), so
+  // the values read say which kind the get requests went to.
+  std::string ops_by_kind() const;
 
  private:
   bool put_now(const std::string &key, uint64_t value_id, const Bytes &value, std::chrono::seconds ttl,

@@ -105,6 +105,14 @@ struct SwarmDht::Impl {
   std::atomic<uint64_t> watches_started{0};
   std::mutex requests_mu;
   Requests requests;  // OpenDHT resets its counts at each read: summed here
+  // What this node began, by the kind of key (ops_by_kind): each get of N
+  // values costs N + 1 requests per node, so values show where requests go.
+  struct Ops {
+    uint64_t gets = 0, values = 0, puts = 0, watches = 0;
+  };
+  std::mutex ops_mu;
+  std::map<std::string, Ops> ops;
+  Ops &ops_of(const std::string &key) { return ops[dht_key_kind(key)]; }  // under ops_mu
   std::mutex unopened_mu;
   uint64_t unopened = 0;  // values dropped since the last report
   int64_t unopened_logged_ms = 0;

@@ -53,6 +53,10 @@ void SwarmDht::Watch::start_if_connected() {
   if (dht_->good_nodes() == 0) return;
   Impl *impl = dht_->impl_.get();
   impl->watches_started.fetch_add(1);
+  {
+    std::lock_guard<std::mutex> lock(impl->ops_mu);
+    ++impl->ops_of(key_).watches;
+  }
   std::weak_ptr<State> weak = state_;
   const Sealer *sealer = impl->sealer.get();  // outlives every callback: the destructor joins the runner first
   const dht::InfoHash at = state_->at;

@@ -414,6 +414,7 @@ loom_status Peer::teardown() {
                     static_cast<unsigned long long>(q.put), static_cast<unsigned long long>(q.find),
                     static_cast<unsigned long long>(q.ping), static_cast<unsigned long long>(dht_->watches_started()));
       detail(line);
+      detail("DHT operations this peer began, by key: " + dht_->ops_by_kind());
     }
   }
   log(Level::info, "handed the collective " + std::to_string(GroupComm::payload_bytes()) +

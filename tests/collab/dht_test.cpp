@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "records.h"
 #include "seal.h"
 #include "dht_support.hpp"
 #include "udp_buffer.h"
@@ -229,6 +230,31 @@ TEST_F(Swarm, CallsWhileAGetIsUnderWayShareItAndTheNextOneIsFresh) {
   const uint64_t fresh_from = reader.gets_started();
   for (int i = 0; i < 3; ++i) EXPECT_EQ(texts(reader.get("k/shared", kOp)), std::vector<std::string>{"second"});
   EXPECT_EQ(reader.gets_started(), fresh_from + 3);
+}
+
+TEST(SwarmDht, KeysAreCountedByTheirKind) {
+  EXPECT_EQ(dht_key_kind(progress_key("run")), "progress");
+  EXPECT_EQ(dht_key_kind(progress_key("run") + "/2/3"), "progress");
+  EXPECT_EQ(dht_key_kind(join_key("run", 4, 1)), "join");
+  EXPECT_EQ(dht_key_kind(group_key("run", 4, 1)), "group");
+  EXPECT_EQ(dht_key_kind(oob_key("run", 4, 1, 99)), "oob");
+  EXPECT_EQ(dht_key_kind(fingerprint_key("run", 7)), "fingerprint");
+  // A run id that looks like a kind is no kind.
+  EXPECT_EQ(dht_key_kind(progress_key("join-progressive")), "progress");
+  EXPECT_EQ(dht_key_kind("loom/progressive/x"), "other");
+  EXPECT_EQ(dht_key_kind("k/join/1"), "other");
+}
+
+TEST_F(Swarm, OperationsAreCountedByKindWithTheValuesTheirGetsRead) {
+  const std::string join = join_key("ops", 3, 0);
+  ASSERT_TRUE(nodes[1]->put(join, 1, bytes("a"), seconds(60), kOp));
+  ASSERT_TRUE(nodes[2]->put(join, 2, bytes("b"), seconds(60), kOp));
+  SwarmDht &reader = *nodes[0];
+  EXPECT_EQ(reader.get(join, kOp).size(), 2u);
+  EXPECT_EQ(reader.get(join, kOp).size(), 2u);
+  ASSERT_TRUE(reader.put(progress_key("ops"), 5, bytes("p"), seconds(60), kOp));
+  EXPECT_EQ(reader.ops_by_kind(), "join: 2 gets (4 values), 0 puts, 0 watches; progress: 0 gets (0 values), 1 puts, 0 watches");
+  EXPECT_NE(nodes[1]->ops_by_kind().find("join: 0 gets (0 values), 1 puts"), std::string::npos) << nodes[1]->ops_by_kind();
 }
 
 TEST_F(Swarm, GetManyAnswersEachKeyAsAGetWouldInOneRoundTrip) {
