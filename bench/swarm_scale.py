@@ -300,6 +300,7 @@ def run_size(n, args, out, run_no):
     groups, mm, rounds, shares, epoch_s, swarm_samples = {}, [], [], [], [], 0.0
     capped = {}  # (epoch, attempt, samples) -> the capped target
     lines = collections.Counter()  # members' lines of each group key
+    by_epoch, cohorts = collections.defaultdict(float), collections.defaultdict(set)  # the swarm's samples an epoch
     for p in everyone:
         for t, m in p.grep(CAPPED, w0, w1):
             capped[int(m[1]), int(m[3]), int(m[2])] = int(m[4])
@@ -309,6 +310,10 @@ def run_size(n, args, out, run_no):
             lines[key] += 1
             groups[key] = (s_, k_, of_, capped.get((int(m[1]), int(m[4]), s_)))
             swarm_samples += s_ / k_
+            # Each member logs its group's line: samples / members per line
+            # counts each group once, at every attempt of the epoch.
+            by_epoch[int(m[1])] += s_ / k_
+            cohorts[int(m[1])].add(int(m[4]))
             mm.append(float(m[6]))
         rounds += [float(m[2]) for _, m in p.grep(ROUND, w0, w1)]
         # An epoch lasts from one round line (its end) to the next; the
@@ -329,24 +334,17 @@ def run_size(n, args, out, run_no):
     req_s = lambda k: med([int(m[k]) / max(1, int(m[1])) for m in requests]) if requests else None
     # Groups at one attempt often average the same samples (whole batches
     # of one part): one line a member, so a key's lines / members groups.
-    groups = [g for key, g in groups.items() for _ in range(max(1, -(-lines[key] // g[1])))]
-    samples = [s * of // k if of else s for s, k, of, _ in groups]
+    rounds_seen = [g for key, g in groups.items() for _ in range(max(1, -(-lines[key] // g[1])))]
+    samples = [s * of // k if of else s for s, k, of, _ in rounds_seen]
     # The swarm's samples an epoch: every group's round at it, all attempts
     # (cohorts that met apart each bring their parts). The window's first
     # and last epochs are partly outside it.
-    # Each member logs its group's line: samples / members per line counts
-    # each group once.
-    by_epoch, cohorts = collections.defaultdict(float), collections.defaultdict(set)
-    for p in everyone:
-        for t, m in p.grep(AVG, w0, w1):
-            by_epoch[int(m[1])] += int(m[2]) / int(m[3])
-            cohorts[int(m[1])].add(int(m[4]))
     inner = sorted(by_epoch)[1:-1]
     epoch_ratio = [by_epoch[e] / target for e in inner]
     part = lambda k, of: -(-target * k // of) if of else target  # group_split.h's part_target
     # A capped round's target is the cap (a part's share of the swarm); one
     # that met over its cap averaged what it had, short of its part.
-    in_range = [(cap or part(k, of)) <= s <= part(k, of) + k * BATCH for s, k, of, cap in groups]
+    in_range = [(cap or part(k, of)) <= s <= part(k, of) + k * BATCH for s, k, of, cap in rounds_seen]
     last = [int(m[1]) for p in everyone for _, m in p.grep(re.compile(r"training stops at step (\d+)"))]
     rss = [float(m[1]) for p in everyone for _, m in p.grep(re.compile(r"peak memory: ([0-9.]+) MiB"))]
     sent, recv = rates(before, after, "OutDatagrams"), rates(before, after, "InDatagrams")
@@ -356,15 +354,15 @@ def run_size(n, args, out, run_no):
         "peers": n, "target": target, "window_s": w1 - w0, "first_avg_s": first_avg,
         "all_averaged_s": max((p.grep(AVG)[0][0] for p in peers if p.grep(AVG)), default=None),
         "never_averaged": [p.i for p in peers if not p.grep(AVG)],
-        "rounds": len(groups), "swarm_samples_per_s": swarm_samples / (w1 - w0), "samples_median": med(samples),
+        "rounds": len(rounds_seen), "swarm_samples_per_s": swarm_samples / (w1 - w0), "samples_median": med(samples),
         "samples_min": min(samples, default=None),
         "samples_max": max(samples, default=None), "rounds_in_range": sum(in_range),
         "first_meeting_share": med(list(first_meet.values())),
-        "topped_up_epochs": len(first_meet), "rounds_capped": sum(1 for g in groups if g[3]),
+        "topped_up_epochs": len(first_meet), "rounds_capped": sum(1 for g in rounds_seen if g[3]),
         "epoch_target_ratio": med(epoch_ratio), "epoch_target_ratio_min": min(epoch_ratio, default=None),
         "epoch_target_ratio_max": max(epoch_ratio, default=None), "epochs_judged": len(inner),
         "cohorts_per_epoch": med([len(cohorts[e]) for e in inner]),
-        "group_sizes": dict(collections.Counter(k for _, k, _, _ in groups)),
+        "group_sizes": dict(collections.Counter(k for _, k, _, _ in rounds_seen)),
         "matchmaking_ms": med(mm), "round_ms": med(rounds), "epoch_s": med(epoch_s), "barrier_share": med(shares),
         "sent_per_s": med(sent), "sent_per_s_max": max(sent), "sent_per_s_by_peer": [round(x) for x in sent], "recv_per_s": med(recv), "recv_per_s_max": max(recv),
         "sent_kb_s": med(rates(before, after, "o_bytes")) / 1000,

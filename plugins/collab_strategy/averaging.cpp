@@ -219,7 +219,7 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
     // where that pays or rates must be measured; the ring otherwise.
     // delay_averaging: the data moves on a helper thread; the last epoch's
     // round is not delayed (nothing would apply it).
-    const bool delayed = opt_.delay_averaging && !(max_steps_ >= 0 && epoch + 1 >= max_steps_);
+    const bool delayed = opt_.delay_averaging && !is_last_epoch(epoch);
     const bool by_parts = opt_.balance_bandwidth && opt_.compression == Codec::none && !delayed &&
                           parts_pay(members.rate, epoch);
     const bool sliced = opt_.centered_clip || opt_.compression != Codec::none || by_parts;

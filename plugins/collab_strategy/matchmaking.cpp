@@ -176,7 +176,7 @@ std::optional<GroupRecord> Peer::matchmake(int64_t epoch, uint32_t attempt, Cloc
     // closed, met its like at attempt 1, and two halves of the swarm ended
     // on different parameters (the churn test in CI). There the leader
     // waits its window for every full peer it knows of, loading or not.
-    if (all && max_steps_ >= 0 && epoch + 1 >= max_steps_ &&
+    if (all && is_last_epoch(epoch) &&
         std::any_of(now_view.others.begin(), now_view.others.end(), [&](const ProgressRecord &r) {
           return !(r.flags & ProgressRecord::kClient) && !joiners.count(r.peer_id);
         }))

@@ -70,6 +70,8 @@ class Peer {
   }
   // The swarm reached max_steps (this peer may have jumped there by loading state).
   bool finished() const { return max_steps_ >= 0 && epoch_.load() >= max_steps_; }
+  // Whether `epoch` is the run's last (its step reaches max_steps).
+  bool is_last_epoch(int64_t epoch) const { return max_steps_ >= 0 && epoch + 1 >= max_steps_; }
   std::string status_line() const;
 
  private:

@@ -130,8 +130,8 @@ int64_t Tracker::newest(uint64_t peer) const {
   return it == peers_.end() ? 0 : it->second.time_ms;
 }
 
-bool Tracker::live(const ProgressRecord &r, int64_t now_ms) const {
-  return !(r.flags & ProgressRecord::kLeft) && now_ms - r.time_ms <= ttl_ms_;
+bool Tracker::live(const ProgressRecord &r, int64_t now_ms, int64_t horizon_ms) const {
+  return !(r.flags & ProgressRecord::kLeft) && now_ms - r.time_ms <= (horizon_ms < 0 ? ttl_ms_ : horizon_ms);
 }
 
 namespace {
@@ -212,8 +212,7 @@ SwarmView Tracker::view(uint64_t me, int64_t my_epoch, uint64_t my_samples, doub
 size_t Tracker::recent_peers(uint64_t me, int64_t now_ms, int64_t age_ms) const {
   size_t n = 0;
   for (const auto &[id, r] : peers_)
-    if (id != me && !(r.flags & (ProgressRecord::kLeft | ProgressRecord::kCheckpointer)) && now_ms - r.time_ms <= age_ms)
-      ++n;
+    if (id != me && live(r, now_ms, age_ms) && !(r.flags & ProgressRecord::kCheckpointer)) ++n;
   return n;
 }
 

@@ -176,7 +176,8 @@ class Tracker {
   std::vector<Donor> donors(uint64_t me, int64_t min_epoch, int64_t now_ms, int64_t period = 1) const;
 
  private:
-  bool live(const ProgressRecord &r, int64_t now_ms) const;
+  // Not a goodbye, and at most horizon_ms old (ttl_ms_ when negative).
+  bool live(const ProgressRecord &r, int64_t now_ms, int64_t horizon_ms = -1) const;
   int64_t ttl_ms_;
   std::map<uint64_t, ProgressRecord> peers_;
   std::map<uint64_t, std::map<int64_t, uint64_t>> syncs_;  // peer -> its recent (sync_epoch -> sync_hash)
