@@ -403,6 +403,15 @@ loom_status Peer::teardown() {
                   static_cast<unsigned long long>(push_ ? push_->received() : 0),
                   static_cast<unsigned long long>(push_ ? push_->unopened() : 0));
     detail(line);
+    std::snprintf(line, sizeof line,
+                  "progress keys read from the DHT: %llu due (%lld to %lld ms apart), %llu that no known peer writes "
+                  "to, %llu whose peer's table failed, %llu probes of another level",
+                  static_cast<unsigned long long>(reads_.keys_due), static_cast<long long>(reads_.shortest_interval_ms),
+                  static_cast<long long>(reads_.longest_interval_ms),
+                  static_cast<unsigned long long>(reads_.keys_nobody),
+                  static_cast<unsigned long long>(reads_.keys_failed),
+                  static_cast<unsigned long long>(reads_.keys_probed));
+    detail(line);
     if (dht_) {
       // What the node asked of others, by kind (datagrams it sent are more:
       // each get of N values pages through N + 1 requests per node).

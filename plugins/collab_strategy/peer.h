@@ -447,7 +447,9 @@ class Peer {
   std::atomic<double> swarm_estimate_{1};  // the swarm's size as the latest read estimated it
   // What one progress key held: merged into the tracker as refresh() always
   // has, when ids is given (a probe of another level only counts); returns
-  // how many live records of other peers it held, and *ids gets their ids.
+  // how many records of other peers it held that the DHT still keeps (not
+  // goodbyes, within kRecordTtlMs: the swarm's size), and *ids gets the
+  // live ones' peers (kRecordLiveMs: the sample).
   // pulled: the values came from a peer's progress table, where copies older
   // than what this peer holds are the usual case, not worth a log line.
   uint64_t take_progress(const std::vector<Bytes> &values, std::vector<uint64_t> *ids, bool pulled = false);

@@ -149,6 +149,11 @@ void Peer::refresh() {
   // write there).
   const int64_t dht_every = dht_read_interval_ms();
   const bool from_peers = progress_from_peers_now();
+  if (from_peers) {
+    reads_.shortest_interval_ms =
+        reads_.shortest_interval_ms ? std::min(reads_.shortest_interval_ms, dht_every) : dht_every;
+    reads_.longest_interval_ms = std::max(reads_.longest_interval_ms, dht_every);
+  }
   std::vector<size_t> from_dht;
   std::vector<Read> kept;
   for (size_t i = 0; i < reads.size(); ++i) {
@@ -167,6 +172,9 @@ void Peer::refresh() {
       // peer's reads were nearly all DHT reads. (A sampled shard nobody
       // known writes to is still read: its count feeds the estimate.)
       if (nobody && reads[i].level == 0) continue;
+      ++(nobody ? reads_.keys_nobody : reads_.keys_failed);
+    } else {
+      ++reads_.keys_due;
     }
     from_dht.push_back(kept.size());
     kept.push_back(std::move(reads[i]));
@@ -179,6 +187,7 @@ void Peer::refresh() {
       from_dht.push_back(reads.size());
       reads.push_back({probe, shard_of(id_, probe), {}});
       reads_.last_probe_ms = start;
+      ++reads_.keys_probed;
     }
   }
   if (!from_dht.empty()) {
@@ -195,11 +204,13 @@ void Peer::refresh() {
   }
   if (!reads.empty()) ++progress_reads_;
   std::vector<uint64_t> fresh;
+  uint64_t kept_here = 0;  // the records this level's reads held, and the live ones (fresh)
   for (const auto &r : reads) {
     std::vector<uint64_t> ids;
-    const uint64_t live = take_progress(r.values, r.level == level ? &ids : nullptr, r.pulled);
+    const uint64_t kept = take_progress(r.values, r.level == level ? &ids : nullptr, r.pulled);
     records_read_ += r.values.size();
-    shards_->saw(r.level, r.shard, live, wall_ms());
+    shards_->saw(r.level, r.shard, kept, wall_ms());
+    if (r.level == level) kept_here += kept;
     fresh.insert(fresh.end(), ids.begin(), ids.end());
   }
   const double estimate = shards_->peers(wall_ms(), kShardMaxAgeMs);
@@ -221,7 +232,12 @@ void Peer::refresh() {
     std::sort(fresh.begin(), fresh.end());
     fresh.erase(std::unique(fresh.begin(), fresh.end()), fresh.end());
     std::lock_guard<std::mutex> lock(mutex_);
-    if (level > 0 && shards_->level() == level) sample_ = SampledProgress{std::move(fresh), estimate};
+    // The sample's swarm is the live part of the estimate, in the
+    // proportion the reads held: the view scales the live records read up
+    // to it, as it did when the estimate counted live records alone.
+    const double live_part = kept_here > 0 ? std::min(1.0, double(fresh.size()) / double(kept_here)) : 1.0;
+    if (level > 0 && shards_->level() == level)
+      sample_ = SampledProgress{std::move(fresh), 1 + (estimate - 1) * live_part};
     else if (shards_->level() == 0) sample_.reset();
   }
   // Keep every peer seen lately in the DHT's routing table (its state server
@@ -356,14 +372,15 @@ void Peer::share_progress(int64_t now_ms) {
   if (!server_) return;
   std::vector<const decltype(reads_.raw_records)::value_type *> live;
   for (auto it = reads_.raw_records.begin(); it != reads_.raw_records.end();) {
-    const int64_t age = now_ms - it->second.first;
-    if (age > kRecordTtlMs) {
+    // Every record the DHT would still hold (goodbyes too, so that they
+    // spread): readers count them for the swarm's size (take_progress),
+    // and their views keep the live ones only. Tables of live records
+    // alone left a reader on a loaded machine estimating 8 of 64 peers.
+    if (now_ms - it->second.first > kRecordTtlMs) {
       it = reads_.raw_records.erase(it);
       continue;
     }
-    // Live ones only (goodbyes too, so that they spread): an older one is
-    // a dead peer whatever its record says.
-    if (age <= kRecordLiveMs) live.push_back(&*it);
+    live.push_back(&*it);
     ++it;
   }
   // Newest first: a table cut at kMaxProgressBytes keeps the freshest.
@@ -386,7 +403,7 @@ void Peer::take_pushed() {
 }
 
 uint64_t Peer::take_progress(const std::vector<Bytes> &values, std::vector<uint64_t> *ids, bool pulled) {
-  uint64_t live = 0;
+  uint64_t kept = 0;
   const bool merge = ids != nullptr;
   const int64_t now = wall_ms();
   for (const auto &raw : values) {
@@ -407,8 +424,15 @@ uint64_t Peer::take_progress(const std::vector<Bytes> &values, std::vector<uint6
       continue;
     }
     if (r->peer_id == id_) continue;
+    // The swarm's size counts every record the DHT still keeps (a peer
+    // puts its copy every kPushRepublishMs, and the copy lives
+    // kRecordTtlMs), not the live horizon: on a loaded machine copies age
+    // past it, and at 64 peers on 2 cores the estimate fell to 8 or less
+    // (of 64), below kPullMinPeers, so that every read went to the DHT:
+    // 0.19 DHT reads a second per peer where one per 120 s was designed
+    // (64-peer churn run 17). Live records alone are the sample (ids).
     const bool alive = !(r->flags & ProgressRecord::kLeft) && now - r->time_ms <= kRecordLiveMs;
-    if (alive) ++live;
+    if (!(r->flags & ProgressRecord::kLeft) && now - r->time_ms <= kRecordTtlMs) ++kept;
     // A probe of another level only counts: a peer that writes two levels
     // may have left an older copy on the other, which is no replay.
     if (!merge) continue;
@@ -460,7 +484,7 @@ uint64_t Peer::take_progress(const std::vector<Bytes> &values, std::vector<uint6
       else addresses_[r->peer_id] = {r->state_host, r->state_port, wall_ms()};
     }
   }
-  return live;
+  return kept;
 }
 
 void Peer::publish(bool force) {

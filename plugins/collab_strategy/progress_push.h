@@ -39,6 +39,13 @@ struct PeerReads {
   int64_t last_probe_ms = 0;                        // of another level's key
   std::map<uint64_t, int64_t> pull_failed;          // peer id -> not asked before this time
   uint64_t dht_reads = 0, pulls = 0, pull_failures = 0, pull_bytes = 0;  // for the log at exit
+  // Why keys were read from the DHT rather than from a peer's table (the
+  // log at exit): the key's interval was due (or tables are not read at
+  // this size), no known peer writes to it, the table's peer failed, a
+  // probe of another level. And the interval's range, which follows the
+  // swarm's estimated size.
+  uint64_t keys_due = 0, keys_nobody = 0, keys_failed = 0, keys_probed = 0;
+  int64_t shortest_interval_ms = 0, longest_interval_ms = 0;
   uint64_t pull_seed = 0;
 };
 
