@@ -48,19 +48,20 @@ bool Peer::exchange_weights(GroupComm &comm, double weight, double norm, Clock::
   x[3 * n + r] = std::isfinite(training) && training > 0 ? training : 0.0;
   // Client-mode peers' samples reach a group as its members' relayed
   // weights: the swarm's count here is its full peers that train.
+  // Counted over the DHT's expiry where the live view saw fewer (peers_seen:
+  // on a loaded machine records age past the live horizon).
   const SwarmView v = view();
-  double swarm = double(v.peers);
+  double excluded = 0;
   for (const auto &o : v.others)
-    if (o.flags & (ProgressRecord::kClient | ProgressRecord::kAway)) swarm -= 1;
+    if (o.flags & (ProgressRecord::kClient | ProgressRecord::kAway)) excluded += 1;
+  const double swarm = double(std::max(v.peers, peers_seen())) - excluded;
   x[4 * n + r] = std::max(0.0, swarm);
   if (comm.allreduce(x.data(), x.size(), LOOM_DTYPE_F64, LOOM_REDUCE_SUM, deadline, why) != LOOM_OK) return false;
   std::vector<double> norms(x.begin() + n, x.begin() + 2 * n);
   *out = member_weights(std::vector<double>(x.begin(), x.begin() + n), norms, factor);
   out->rate.assign(x.begin() + 2 * n, x.begin() + 3 * n);
   out->training.assign(x.begin() + 3 * n, x.begin() + 4 * n);
-  out->swarm_peers = 0;
-  for (size_t i = 4 * n; i < 5 * n; ++i)
-    if (x[i] > 0 && (out->swarm_peers == 0 || x[i] < out->swarm_peers)) out->swarm_peers = x[i];
+  out->swarm_peers = swarm_count(std::vector<double>(x.begin() + 4 * n, x.begin() + 5 * n));
   for (size_t i : out->outliers) {
     if (i == r) {
       mark_unhealthy("this peer's norm " + number_text(norms[i]) + " is over " + number_text(factor) +
@@ -203,7 +204,7 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
       detail("epoch " + std::to_string(epoch) + ": " + group_text(group) + " brought " + std::to_string(uint64_t(total)) +
              " of " + std::to_string(target) + " samples; this peer adds " + std::to_string(share) +
              " before the group meets again (the cap's inputs: " + std::to_string(int64_t(members.swarm_peers)) +
-             " full peers in the swarm by the members' smallest count, the group's rate " +
+             " full peers in the swarm by the members' median count, the group's rate " +
              number_text(group_rate) + " samples a second)");
       pending_ = std::move(p);
       return RoundEnd::short_of_target;

@@ -82,6 +82,15 @@ double group_training_rate(const std::vector<double> &rates) {
   return sum;
 }
 
+double swarm_count(const std::vector<double> &counts) {
+  std::vector<double> known;
+  for (double c : counts)
+    if (c > 0 && std::isfinite(c)) known.push_back(c);
+  if (known.empty()) return 0;
+  std::sort(known.begin(), known.end());
+  return known[(known.size() - 1) / 2];
+}
+
 uint64_t swarm_capped_target(uint64_t part, uint64_t target_batch_size, double members, double swarm_peers,
                              double group_rate, uint64_t batch, double total, double min_seconds) {
   if (!(members > 0) || !(swarm_peers > 0) || !(group_rate > 0) || !std::isfinite(group_rate)) return part;

@@ -34,10 +34,18 @@ struct MemberWeights {
   std::vector<size_t> outliers;  // ranks excluded for their norm
   std::vector<double> rate;      // per member: its link's measured rate, bytes a second (0: not yet)
   std::vector<double> training;  // per member: its training rate, samples a second (0: not yet)
-  // The smallest of the members' views of how many full peers train in
-  // the swarm (not loading, diverged or in client mode); 0: none known.
+  // The members' views of how many full peers train in the swarm (not
+  // loading, diverged or in client mode), taken at swarm_count; 0: none known.
   double swarm_peers = 0;
 };
+
+// The members' count of the swarm's full peers: the lower median of the
+// counts they sent (0: a member that knows none). The smallest, as it was,
+// let one member whose view was young or collapsed set it: at 64 peers
+// groups capped with counts of 1 and 19, so the cap never held, and groups
+// of 2 and 3 set out to top up 458,048 and 387,136 samples while the swarm
+// ran on (64-peer churn run 18). 0 when no member sent a count.
+double swarm_count(const std::vector<double> &counts);
 
 // weights[i], norms[i]: what member i announced (norm < 0 or not finite: its
 // data is not finite). Members announcing weight 0 are not part of the

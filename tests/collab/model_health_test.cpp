@@ -196,6 +196,16 @@ TEST(GroupTrainingRate, AMemberWithoutARateCountsAtTheOthersMedian) {
   EXPECT_DOUBLE_EQ(group_training_rate({}), 0);
 }
 
+TEST(SwarmCount, TheMembersCountIsTheirLowerMedianSoThatOneYoungViewDoesNotSetIt) {
+  // Run 18's group: one member counted 1 peer, the others 58 to 64.
+  EXPECT_DOUBLE_EQ(swarm_count({1, 58, 64}), 58);
+  EXPECT_DOUBLE_EQ(swarm_count({64, 1, 61, 19}), 19);  // lower median of four
+  EXPECT_DOUBLE_EQ(swarm_count({0, 0, 40}), 40);        // 0: a member that knows none
+  EXPECT_DOUBLE_EQ(swarm_count({0, 0}), 0);
+  EXPECT_DOUBLE_EQ(swarm_count({}), 0);
+  EXPECT_DOUBLE_EQ(swarm_count({std::nan(""), 12}), 12);
+}
+
 TEST(SwarmCappedTarget, AGroupThatIsASmallPartOfTheSwarmHoldsAtMostTwiceItsShare) {
   // 2 of 64 peers (1/32), at 1,000 samples/s together. Met with 16,640 of
   // the whole 1,048,576 target, the rest would take 1,032 s: twice 1/32 of
