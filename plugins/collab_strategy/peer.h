@@ -39,6 +39,7 @@
 #include "state_transfer.h"
 #include "../common/huge_pages.h"
 #include "tracker.h"
+#include "training_rate.h"
 
 namespace loom_collab {
 
@@ -433,6 +434,7 @@ class Peer {
   bool copy_own_state(Bytes *out);
   std::atomic<uint64_t> samples_{0};
   std::atomic<double> rate_{0};
+  TrainingRate training_rate_{3.0};  // rate_ over the last few seconds trained (training thread)
   std::atomic<uint32_t> flags_{0};
   std::atomic<int64_t> epoch_start_ms_{0};  // wall clock when this peer entered its epoch
   mutable std::mutex mutex_;  // guards tracker_ and the wake-up

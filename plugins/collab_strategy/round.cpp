@@ -53,9 +53,8 @@ loom_status Peer::after_backward(uint64_t local_samples, loom_step_decision *dec
   if (window_started_) {
     const double seconds = std::chrono::duration<double>(tick - window_start_).count();
     if (seconds > 0) {
-      const double instant = double(counted) / seconds;
-      const double r = rate_.load();
-      rate_ = r == 0 ? instant : 0.8 * r + 0.2 * instant;  // smoothed: one slow step must not stall the estimate
+      training_rate_.add(double(counted), seconds);  // training_rate.h says why not a mean of window rates
+      rate_ = training_rate_.rate();
     }
   }
   window_start_ = tick;
