@@ -54,7 +54,7 @@ bool Peer::exchange_weights(GroupComm &comm, double weight, double norm, Clock::
   double excluded = 0;
   for (const auto &o : v.others)
     if (o.flags & (ProgressRecord::kClient | ProgressRecord::kAway)) excluded += 1;
-  const double swarm = double(std::max(v.peers, peers_seen())) - excluded;
+  const double swarm = double(peers_seen(v)) - excluded;
   x[4 * n + r] = std::max(0.0, swarm);
   if (comm.allreduce(x.data(), x.size(), LOOM_DTYPE_F64, LOOM_REDUCE_SUM, deadline, why) != LOOM_OK) return false;
   std::vector<double> norms(x.begin() + n, x.begin() + 2 * n);

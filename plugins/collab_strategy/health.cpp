@@ -12,15 +12,11 @@ MemberWeights member_weights(const std::vector<double> &weights, const std::vect
   std::vector<double> counted;
   for (size_t i = 0; i < weights.size(); ++i)
     if (weights[i] > 0 && std::isfinite(norms[i]) && norms[i] > 0) counted.push_back(norms[i]);
-  double median = 0;
-  if (!counted.empty()) {
-    // The lower median: with two members, the smaller norm is the reference,
-    // so a diverged one cannot pull it up. Zero norms (a member that has not
-    // moved since it loaded the state) are no reference: against 0, every
-    // member that moved at all would be an outlier.
-    std::nth_element(counted.begin(), counted.begin() + (counted.size() - 1) / 2, counted.end());
-    median = counted[(counted.size() - 1) / 2];
-  }
+  // The lower median: with two members, the smaller norm is the reference,
+  // so a diverged one cannot pull it up. Zero norms (a member that has not
+  // moved since it loaded the state) are no reference: against 0, every
+  // member that moved at all would be an outlier.
+  const double median = lower_median(std::move(counted));
   for (size_t i = 0; i < weights.size(); ++i) {
     if (!(weights[i] > 0)) continue;
     if (!std::isfinite(norms[i]) || norms[i] < 0) continue;  // said so itself: weight 0 already, normally
@@ -82,13 +78,18 @@ double group_training_rate(const std::vector<double> &rates) {
   return sum;
 }
 
+double lower_median(std::vector<double> values) {
+  if (values.empty()) return 0;
+  const auto mid = values.begin() + long((values.size() - 1) / 2);
+  std::nth_element(values.begin(), mid, values.end());
+  return *mid;
+}
+
 double swarm_count(const std::vector<double> &counts) {
   std::vector<double> known;
   for (double c : counts)
     if (c > 0 && std::isfinite(c)) known.push_back(c);
-  if (known.empty()) return 0;
-  std::sort(known.begin(), known.end());
-  return known[(known.size() - 1) / 2];
+  return lower_median(std::move(known));
 }
 
 uint64_t swarm_capped_target(uint64_t part, uint64_t target_batch_size, double members, double swarm_peers,

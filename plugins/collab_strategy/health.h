@@ -39,6 +39,10 @@ struct MemberWeights {
   double swarm_peers = 0;
 };
 
+// The lower median of values (the smaller middle one of an even count);
+// 0 when there are none. Callers pick which values count.
+double lower_median(std::vector<double> values);
+
 // The members' count of the swarm's full peers: the lower median of the
 // counts they sent (0: a member that knows none). The smallest, as it was,
 // let one member whose view was young or collapsed set it: at 64 peers

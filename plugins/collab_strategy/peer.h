@@ -113,6 +113,7 @@ class Peer {
   // runs 11 and 13), and a diverged one counted itself alone and exited
   // (run 14).
   size_t peers_seen() const;
+  size_t peers_seen(const SwarmView &v) const;  // with the view already taken
   // The highest epoch of another live peer that is not away, checkpointers
   // included (view() leaves them out); -1 when none.
   int64_t newest_epoch() const;

@@ -110,13 +110,11 @@ SwarmView Peer::view() const {
                        sample_ ? &*sample_ : nullptr);
 }
 
-size_t Peer::peers_seen() const {
-  size_t recent = 0;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    recent = 1 + tracker_.recent_peers(id_, wall_ms(), kRecordTtlMs);
-  }
-  return std::max(view().peers, recent);
+size_t Peer::peers_seen() const { return peers_seen(view()); }
+
+size_t Peer::peers_seen(const SwarmView &v) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return std::max(v.peers, 1 + tracker_.recent_peers(id_, wall_ms(), kRecordTtlMs));
 }
 
 void Peer::wake_background() {

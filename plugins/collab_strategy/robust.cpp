@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "robust.h"
 
+#include "health.h"
+
 #include <algorithm>
 #include <cmath>
 
@@ -36,12 +38,7 @@ std::vector<double> capped_weights(const std::vector<double> &w) {
   // it: one member claiming twice the others' samples (a rogue can claim
   // anything, and topping up lets a fast one really bring more) held 2 of
   // the 5 shares of a group of four, 40% of the pull.
-  double cap = 0;
-  if (!positive.empty()) {
-    const size_t mid = (positive.size() - 1) / 2;
-    std::nth_element(positive.begin(), positive.begin() + long(mid), positive.end());
-    cap = positive[mid];
-  }
+  const double cap = lower_median(std::move(positive));
   std::vector<double> out(w.size());
   for (size_t i = 0; i < w.size(); ++i) out[i] = w[i] > 0 ? std::min(w[i], cap) : 0.0;
   return out;

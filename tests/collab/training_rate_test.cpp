@@ -9,10 +9,10 @@ namespace loom_collab {
 namespace {
 
 TEST(TrainingRate, BurstsOfQuickWindowsBetweenWaitsForTheCpuGiveWhatWasTrained) {
-  // A peer that gets the CPU in slices: ten windows of 64 samples in 1 ms
-  // each, then 290 ms descheduled before the next window ends. It trains
-  // 640 samples every 300 ms: 2,133 a second. The mean of the window rates
-  // is about 58,000 (ten at 64,000, one at 221).
+  // A peer that gets the CPU in slices: nine windows of 64 samples in 1 ms
+  // each, then one that ends 291 ms later (descheduled meanwhile). It
+  // trains 640 samples every 300 ms: 2,133 a second. The mean of the window
+  // rates is about 57,600 (nine at 64,000, one at 220).
   TrainingRate rate(3.0);
   for (int slice = 0; slice < 40; ++slice) {
     for (int w = 0; w < 9; ++w) rate.add(64, 0.001);
