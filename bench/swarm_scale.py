@@ -137,7 +137,7 @@ class Peer:
         self.thread.start()
 
     def _read(self, t0):
-        with open(self.log_path, "w") as log:
+        with open(self.log_path, "w", buffering=1) as log:  # line by line: a live log can be watched
             for raw in iter(self.proc.stdout.readline, b""):
                 t, text = time.monotonic() - t0, raw.decode(errors="replace").rstrip("\n")
                 self.lines.append((t, text))

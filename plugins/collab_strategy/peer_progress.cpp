@@ -230,13 +230,11 @@ void Peer::refresh() {
     std::sort(fresh.begin(), fresh.end());
     fresh.erase(std::unique(fresh.begin(), fresh.end()), fresh.end());
     std::lock_guard<std::mutex> lock(mutex_);
-    // The sample's swarm is the live part of the estimate, in the
-    // proportion the reads held: the view scales the live records read up
-    // to it, as it did when the estimate counted live records alone.
-    const double live_part = kept_here > 0 ? std::min(1.0, double(fresh.size()) / double(kept_here)) : 1.0;
-    if (level > 0 && shards_->level() == level)
-      sample_ = SampledProgress{std::move(fresh), 1 + (estimate - 1) * live_part};
-    else if (shards_->level() == 0) sample_.reset();
+    // The sample's swarm is the live part of the estimate (sampled_swarm).
+    if (level > 0 && shards_->level() == level) {
+      const double peers = sampled_swarm(estimate, fresh.size(), kept_here);
+      sample_ = SampledProgress{std::move(fresh), peers};
+    } else if (shards_->level() == 0) sample_.reset();
   }
   // Keep every peer seen lately in the DHT's routing table (its state server
   // listens on its DHT node's port number whenever that was free).
@@ -429,8 +427,9 @@ uint64_t Peer::take_progress(const std::vector<Bytes> &values, std::vector<uint6
     // (of 64), below kPullMinPeers, so that every read went to the DHT:
     // 0.26 DHT reads a second per peer (median) where one per 120 s was
     // designed (64-peer churn run 17). Live records alone are the sample (ids).
-    const bool alive = !(r->flags & ProgressRecord::kLeft) && now - r->time_ms <= kRecordLiveMs;
-    if (!(r->flags & ProgressRecord::kLeft) && now - r->time_ms <= kRecordTtlMs) ++kept;
+    const RecordCount counts = count_record(*r, now, kRecordLiveMs, kRecordTtlMs);
+    const bool alive = counts.live;
+    if (counts.in_size) ++kept;
     // A probe of another level only counts: a peer that writes two levels
     // may have left an older copy on the other, which is no replay.
     if (!merge) continue;

@@ -250,4 +250,15 @@ std::vector<Donor> Tracker::donors(uint64_t me, int64_t min_epoch, int64_t now_m
   return out;
 }
 
+RecordCount count_record(const ProgressRecord &r, int64_t now_ms, int64_t live_ms, int64_t ttl_ms) {
+  if (r.flags & ProgressRecord::kLeft) return {};
+  const int64_t age = now_ms - r.time_ms;
+  return {age <= ttl_ms, age <= live_ms};
+}
+
+double sampled_swarm(double estimate, size_t live, uint64_t kept) {
+  const double live_part = kept > 0 ? std::min(1.0, double(live) / double(kept)) : 1.0;
+  return 1 + (estimate - 1) * live_part;
+}
+
 }  // namespace loom_collab

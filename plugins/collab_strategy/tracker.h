@@ -129,6 +129,21 @@ struct SampledProgress {
   double peers = 0;             // the swarm's estimated size, this peer included
 };
 
+// How one record read counts at now_ms (its sender's clock): in the swarm's
+// size while the DHT still keeps it (not a goodbye, at most ttl_ms old: a
+// copy is put every few seconds and lives ttl_ms), in the sample only while
+// live (at most live_ms old). At 64 peers on 2 cores copies aged past the
+// live horizon, and a size of live records alone fell to 8 or less of 64.
+struct RecordCount {
+  bool in_size = false;
+  bool live = false;
+};
+RecordCount count_record(const ProgressRecord &r, int64_t now_ms, int64_t live_ms, int64_t ttl_ms);
+// The swarm a sample stands for, this peer included: the estimate (of
+// every record kept) scaled by the live part of what the reads held, `live`
+// of `kept` records, so that the view scales live records up to live peers.
+double sampled_swarm(double estimate, size_t live, uint64_t kept);
+
 class Tracker {
  public:
   // ttl_ms: a record older than this (by its sender's clock) is a dead peer.

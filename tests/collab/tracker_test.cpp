@@ -347,5 +347,31 @@ TEST(Tracker, ACatchUpLoadsTheLastSyncPointWhenTheNextIsFarAndFollows) {
   EXPECT_EQ(p.follow_to, -1);
 }
 
+TEST(Tracker, ARecordCountsInTheSwarmsSizeWhileTheDhtKeepsItAndInTheSampleWhileLive) {
+  constexpr int64_t kLive = 5000, kTtl = 10000;
+  auto counts = [&](int64_t age_ms, uint32_t flags = 0) {
+    const RecordCount c = count_record(record(2, 3, 0, 0, age_ms, flags), kNow, kLive, kTtl);
+    return std::make_pair(c.in_size, c.live);
+  };
+  EXPECT_EQ(counts(0), std::make_pair(true, true));
+  EXPECT_EQ(counts(kLive), std::make_pair(true, true));
+  // Aged past the live horizon (a loaded machine's copy): still a peer of the swarm, not of the sample.
+  EXPECT_EQ(counts(kLive + 1), std::make_pair(true, false));
+  EXPECT_EQ(counts(kTtl), std::make_pair(true, false));
+  EXPECT_EQ(counts(kTtl + 1), std::make_pair(false, false));  // the DHT has dropped it: gone
+  EXPECT_EQ(counts(0, ProgressRecord::kLeft), std::make_pair(false, false));  // a goodbye never counts
+  EXPECT_EQ(counts(-2000), std::make_pair(true, true));  // a clock ahead of this peer's
+}
+
+TEST(Tracker, ASampledSwarmIsTheLivePartOfTheEstimate) {
+  // 64 peers estimated from every record kept; the reads held 16 records,
+  // 8 of them live: the 8 stand for half the swarm besides this peer.
+  EXPECT_DOUBLE_EQ(sampled_swarm(64, 8, 16), 1 + 63 * 0.5);
+  EXPECT_DOUBLE_EQ(sampled_swarm(64, 16, 16), 64);
+  EXPECT_DOUBLE_EQ(sampled_swarm(64, 0, 0), 64);   // nothing read: the estimate as it is
+  EXPECT_DOUBLE_EQ(sampled_swarm(64, 20, 16), 64);  // never above the estimate
+  EXPECT_DOUBLE_EQ(sampled_swarm(1, 3, 4), 1);      // alone stays alone
+}
+
 }  // namespace
 }  // namespace loom_collab
