@@ -61,6 +61,9 @@ const loom_option_decl kOptions[kNumOptions] = {
      "value: groups that mix them fail their rounds as mismatched operations."},
     {sizeof(loom_option_decl), LOOM_OPTION_BOOL, "verbose", "false",
      "Log matchmaking and averaging details at info level instead of debug."},
+    {sizeof(loom_option_decl), LOOM_OPTION_FLOAT, "report_quiet_after", "30.0",
+     "Seconds a peer may stay at one epoch before it logs what it is doing (what its training thread waits for, "
+     "the samples it holds, the swarm as it reads it), and again every as many seconds; 0: never."},
     // The state server's limits (ServeLimits in state_transfer.h says how they work together).
     {sizeof(loom_option_decl), LOOM_OPTION_INT, "serve_max_transfers", "16",
      "State transfers this peer serves at once; when all are taken a new request replaces a stalled or slow one "
@@ -323,6 +326,7 @@ bool read_options(const loom_host_v1 *host, Options *o, std::string *why) {
   if (!r.text(kOptCollective, &o->collective)) return false;
   if (!r.text(kOptVerbose, &t)) return false;
   o->verbose = t == "true";
+  if (!r.number(kOptReportQuietAfter, 0, 86400, &o->report_quiet_after)) return false;
   if (!r.text(kOptAverageOptimizerState, &t)) return false;
   o->average_optimizer_state = t == "true";
   if (!r.text(kOptScaledAllreduce, &t)) return false;

@@ -37,6 +37,7 @@ enum OptionIndex {
   kOptCollective,
   kOptScaledAllreduce,
   kOptVerbose,
+  kOptReportQuietAfter,
   kOptServeMaxTransfers,
   kOptServeMaxPerAddress,
   kOptServeRequestsPerMinute,
@@ -90,6 +91,7 @@ struct Options {
   std::string collective;
   bool scaled_allreduce = true;
   bool verbose = false;
+  double report_quiet_after = 30;  // seconds at one epoch before a peer says what it does (0: never)
   ServeLimits serve;  // the state server's serve_* limits
   std::string swarm_key_path;                // empty: an open swarm
   std::optional<loom_key::SwarmKey> swarm_key;  // read from swarm_key_path

@@ -438,6 +438,36 @@ class Peer {
   TrainingRate training_rate_{3.0};  // rate_ over the last few seconds trained (training thread)
   std::atomic<uint32_t> flags_{0};
   std::atomic<int64_t> epoch_start_ms_{0};  // wall clock when this peer entered its epoch
+  // What the training thread is doing, for the line a peer that has stayed
+  // at one epoch for a while logs (say_if_quiet): at 64 peers on 2 cores
+  // peers logged nothing for 40 to 90 s while the swarm moved 4 to 7
+  // epochs, and their logs could not say whether they trained, waited for
+  // their group or stood still. A string literal, set by a Doing for a
+  // scope; "training" outside them.
+  std::atomic<const char *> doing_{"training"};
+  std::atomic<int64_t> doing_since_ms_{0};
+  std::atomic<int64_t> last_backward_ms_{0};  // the host's last micro-batch (after_backward)
+  std::atomic<uint64_t> top_up_until_{0};     // samples_ a short round's top-up runs to (0: none)
+  // The host's training thread (after_backward's): a Doing elsewhere (a
+  // delayed round's helper, the prematch thread) says nothing.
+  std::atomic<std::thread::id> training_thread_{};
+  int64_t quiet_said_ms_ = 0;                 // background thread only
+  class Doing {
+   public:
+    Doing(Peer *peer, const char *what);
+    ~Doing();
+    Doing(const Doing &) = delete;
+    Doing &operator=(const Doing &) = delete;
+
+   private:
+    Peer *peer_;  // null: not on the training thread
+    const char *before_;
+    int64_t before_since_;
+  };
+  // From the background thread: a peer at one epoch for report_quiet_after
+  // or more says so, with what its training thread does and what it reads
+  // of the swarm, and again every report_quiet_after.
+  void say_if_quiet(int64_t now_ms, int64_t last_read_ms);
   mutable std::mutex mutex_;  // guards tracker_ and the wake-up
   Tracker tracker_{kRecordLiveMs};
   // Sampled progress (progress_shards.h). shards_ and written_levels_:

@@ -588,6 +588,7 @@ void Peer::background() {
         refresh();
       }
       check_announced_address();
+      say_if_quiet(wall_ms(), last_read_ms);
     } catch (const std::exception &e) {
       log(Level::warn, std::string("swarm background update failed: ") + e.what());
     }

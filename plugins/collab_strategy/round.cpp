@@ -49,6 +49,8 @@ loom_status Peer::after_backward(uint64_t local_samples, loom_step_decision *dec
   samples_ += counted;
   ++windows_;
   const int64_t now = wall_ms();
+  last_backward_ms_ = now;
+  training_thread_ = std::this_thread::get_id();
   const auto tick = Clock::now();
   if (window_started_) {
     const double seconds = std::chrono::duration<double>(tick - window_start_).count();
@@ -94,7 +96,10 @@ loom_status Peer::after_backward(uint64_t local_samples, loom_step_decision *dec
   // A group formed ahead for this epoch is completed even when the swarm
   // moved on meanwhile: its members wait for each other in the barrier.
   if (prematch_ && prematch_->epoch == epoch_ && v.global_epoch > epoch_) {
-    if (prematch_->thread.joinable()) prematch_->thread.join();  // bounded by matchmaking
+    if (prematch_->thread.joinable()) {
+      Doing doing(this, "waiting for its group forming ahead");
+      prematch_->thread.join();  // bounded by matchmaking
+    }
     if (prematch_->comm) return close_window(decision);
     prematch_.reset();
   }

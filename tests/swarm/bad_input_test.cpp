@@ -41,6 +41,7 @@ TEST(Swarm, BadOptionsExitWithCode2AndTheReason) {
       {"strategy.options.initial_peers=nonsense", {"initial_peers", "'nonsense'", "host:port"}},
       {"strategy.options.initial_peers=127.0.0.1:70000", {"initial_peers", "70000", "1 to 65535"}},
       {"strategy.options.averaging_timeout=0", {"averaging_timeout", "= 0", "from 0.1 to 86400"}},
+      {"strategy.options.report_quiet_after=-1", {"report_quiet_after", "= -1", "from 0 to 86400"}},
       {"strategy.options.run_id=no spaces", {"run_id", "'no spaces'", "[A-Za-z0-9_.-]"}},
       {"strategy.options.serve_max_per_address=0", {"serve_max_per_address", "= 0", "from 1 to 1024"}},
       {"strategy.options.serve_idle_timeout=0", {"serve_idle_timeout", "= 0", "from 0.1 to 3600"}},
