@@ -22,6 +22,10 @@ Judgement judge(const StateCheck &c) {
     if (v.count(c.digest) > 0)
       return {Verdict::keep, of + " matches the parameters' hash that " + tally(c.digest) +
                                  " published (the donor's group; groups are bounded by target_group_size)"};
+    if (auto it = v.vouchers.find(c.digest); it != v.vouchers.end() && it->second > 0)
+      return {Verdict::keep, of + " matches the parameters' hash that " + std::to_string(it->second) +
+                                 " other peers published in records older than the live horizon (the donor's "
+                                 "group; groups are bounded by target_group_size)"};
     if (ahead) return {Verdict::wait, ""};
     if (v.others_reached < v.others && !c.out_of_time) return {Verdict::wait, ""};
     if (v.others == 0)

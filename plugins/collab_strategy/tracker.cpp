@@ -122,6 +122,13 @@ SyncVotes Tracker::sync_votes(int64_t epoch, uint64_t donor, int64_t now_ms) con
     auto at = h->second.find(epoch);
     if (at != h->second.end()) ++v.votes[at->second];
   }
+  for (const auto &[id, history] : syncs_) {
+    if (id == donor) continue;
+    auto r = peers_.find(id);
+    if (r != peers_.end() && (r->second.flags & ProgressRecord::kCheckpointer)) continue;  // it trains nothing
+    auto at = history.find(epoch);
+    if (at != history.end()) ++v.vouchers[at->second];
+  }
   return v;
 }
 

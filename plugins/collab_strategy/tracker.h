@@ -57,6 +57,12 @@ struct SyncVotes {
   std::map<uint64_t, size_t> votes;  // hash -> other peers that published it for the epoch
   size_t others = 0;                 // other peers that publish hashes at all
   size_t others_reached = 0;         // of them, those that published this epoch or a later one
+  // hash -> other peers that published it for the epoch in any record this
+  // tracker holds, live or not (a hash never changes): the evidence for a
+  // bounded group's state, whose few mates' records, under sampled progress
+  // at 64 peers, were mostly older than the live horizon, so that joiners
+  // refused honest donors' states.
+  std::map<uint64_t, size_t> vouchers;
   // The hash more than half of the others published (it cannot change).
   std::optional<uint64_t> majority() const;
   // The hash more of the others published than any other (none on a tie).

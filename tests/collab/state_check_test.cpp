@@ -142,5 +142,24 @@ TEST(StateCheck, WithBoundedGroupsAMemberOfTheDonorsGroupVouches) {
   EXPECT_EQ(judge(c).verdict, Verdict::trust);
 }
 
+TEST(StateCheck, WithBoundedGroupsAMateWhoseRecordIsNoLongerLiveStillVouches) {
+  // The donor's group-mates published its hash in records older than the
+  // live horizon; the live peers are in other groups.
+  StateCheck c = check(kHonest, {{0xCCC, 2}}, 2, 2);
+  c.votes.vouchers = {{kHonest, 2}, {0xCCC, 2}};
+  c.bounded = true;
+  Judgement j = judge(c);
+  EXPECT_EQ(j.verdict, Verdict::keep) << j.why;
+  EXPECT_NE(j.why.find("older than the live horizon"), std::string::npos) << j.why;
+  // A hash nobody published, live or not, is still refused in the end.
+  c.digest = kPoisoned;
+  c.out_of_time = true;
+  EXPECT_EQ(judge(c).verdict, Verdict::refuse);
+  // Without bounded groups the live majority decides, as before.
+  c = check(kHonest, {{0xCCC, 2}}, 2, 2);
+  c.votes.vouchers = {{kHonest, 5}};
+  EXPECT_EQ(judge(c).verdict, Verdict::refuse);
+}
+
 }  // namespace
 }  // namespace loom_collab

@@ -84,6 +84,22 @@ TEST(Tracker, SyncVotesCountTheOtherPeersNeverTheDonor) {
   EXPECT_EQ(*t.sync_votes(5, 4, kNow).majority(), 0xAAAu);
 }
 
+TEST(Tracker, RecordsPastTheLiveHorizonVouchForTheirHashesButDoNotVote) {
+  Tracker t(5000);
+  t.merge(synced(2, 5, 0xAAA, 8000));  // the donor's group-mate, its record 8 s old
+  t.merge(synced(3, 5, 0xCCC, 100));   // another group's, live
+  t.merge(synced(4, 5, 0xAAA, 100));   // the donor
+  ProgressRecord keeper = synced(5, 5, 0xAAA, 9000);
+  keeper.flags = ProgressRecord::kCheckpointer;  // trains nothing: vouches for nothing
+  t.merge(keeper);
+  const SyncVotes v = t.sync_votes(5, 4, kNow);
+  EXPECT_EQ(v.count(0xAAA), 0u);  // no live record besides the donor's published it
+  EXPECT_EQ(v.others, 1u);
+  ASSERT_EQ(v.vouchers.count(0xAAA), 1u);
+  EXPECT_EQ(v.vouchers.at(0xAAA), 1u);  // peer 2 only: not the donor, not the checkpointer
+  EXPECT_EQ(v.vouchers.at(0xCCC), 1u);
+}
+
 TEST(Tracker, ARecordsEarlierSyncPointsVoteForEpochsThisTrackerNeverSawAsNewest) {
   // The swarm passed sync points 10 and 15 between two reads of peer 2's
   // record: its record at 20 still vouches for them.
