@@ -83,6 +83,13 @@ class Peer {
   static constexpr int64_t kRepublishMs = 1000;
   static constexpr int64_t kPushRepublishMs = 4000;  // the DHT copy, while pulls push the record (< kRecordLiveMs)
   static constexpr int64_t kRecordLiveMs = 5000;  // a record younger than this is a live peer
+  // ... under sampled progress: kRecordTtlMs. There a record comes in a
+  // peer's table, pushed by its owner when it last pulled that table, which
+  // in a shard of S peers each pulling one table a second or so is every S
+  // seconds; at 64 peers on 2 cores, in the last two minutes, a third of
+  // the quiet peers' views held no live record but their own ("1 peer"),
+  // so they never saw the swarm move on and stalled (64-peer run 23).
+  int64_t live_ms() const;
   static constexpr int64_t kClockSlackMs = 2000;  // peers' wall clocks may differ by this much
   // Another model must be the swarm's this long before this peer concludes
   // it is the misfit (model_check.cpp); a start-up wait gives that verdict

@@ -112,6 +112,8 @@ SwarmView Peer::view() const {
 
 size_t Peer::peers_seen() const { return peers_seen(view()); }
 
+int64_t Peer::live_ms() const { return shards_ && shards_->level() > 0 ? kRecordTtlMs : kRecordLiveMs; }
+
 size_t Peer::peers_seen(const SwarmView &v) const {
   std::lock_guard<std::mutex> lock(mutex_);
   return std::max(v.peers, 1 + tracker_.recent_peers(id_, wall_ms(), kRecordTtlMs));
@@ -213,6 +215,10 @@ void Peer::refresh() {
   }
   const double estimate = shards_->peers(wall_ms(), kShardMaxAgeMs);
   swarm_estimate_ = estimate;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    tracker_.set_ttl_ms(live_ms());
+  }
   if (shards_->level() != logged_level_) {
     const int now_level = shards_->level();
     if (now_level > 0)
@@ -427,7 +433,7 @@ uint64_t Peer::take_progress(const std::vector<Bytes> &values, std::vector<uint6
     // (of 64), below kPullMinPeers, so that every read went to the DHT:
     // 0.26 DHT reads a second per peer (median) where one per 120 s was
     // designed (64-peer churn run 17). Live records alone are the sample (ids).
-    const RecordCount counts = count_record(*r, now, kRecordLiveMs, kRecordTtlMs);
+    const RecordCount counts = count_record(*r, now, live_ms(), kRecordTtlMs);
     const bool alive = counts.live;
     if (counts.in_size) ++kept;
     // A probe of another level only counts: a peer that writes two levels

@@ -154,6 +154,10 @@ class Tracker {
  public:
   // ttl_ms: a record older than this (by its sender's clock) is a dead peer.
   explicit Tracker(int64_t ttl_ms) : ttl_ms_(ttl_ms) {}
+  // The live horizon from now on (the swarm's reads may change how fresh
+  // the records they bring can be).
+  void set_ttl_ms(int64_t ttl_ms) { ttl_ms_ = ttl_ms; }
+  int64_t ttl_ms() const { return ttl_ms_; }
 
   // Keeps the newest record of each peer. A goodbye record removes the peer
   // until it publishes a newer one. Returns false, and keeps what it had,
