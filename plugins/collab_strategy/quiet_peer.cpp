@@ -33,6 +33,11 @@ void Peer::say_if_quiet(int64_t now_ms, int64_t last_read_ms) {
   quiet_said_ms_ = now_ms;
   auto seconds = [now_ms](int64_t ms) { return std::to_string((now_ms - ms + 500) / 1000) + " s"; };
   const SwarmView v = view();
+  std::pair<size_t, int64_t> held_records;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    held_records = tracker_.held(id_, now_ms);
+  }
   std::string doing = doing_.load();
   const int64_t doing_since = doing_since_ms_.load();
   if (doing_since > 0) doing += " (for " + seconds(doing_since) + ")";
@@ -45,7 +50,10 @@ void Peer::say_if_quiet(int64_t now_ms, int64_t last_read_ms) {
          "; the swarm as read " + (last_read_ms > 0 ? seconds(last_read_ms) + " ago" : "never") + ": epoch " +
          std::to_string(v.global_epoch) + ", " + std::to_string(v.samples) + " of " +
          std::to_string(opt_.target_batch_size) + " samples there, " + std::to_string(v.peers) + (v.peers == 1 ? " peer" : " peers") +
-         (v.sampled ? " (sampled)" : ""));
+         (v.sampled ? " (sampled)" : "") + "; of " + std::to_string(held_records.first) +
+         " other peers' records held, the youngest " +
+         (held_records.second < 0 ? "none" : std::to_string(held_records.second) + " ms old") + " (live: " +
+         std::to_string(live_ms()) + " ms)");
 }
 
 }  // namespace loom_collab

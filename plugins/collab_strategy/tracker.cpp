@@ -216,6 +216,18 @@ SwarmView Tracker::view(uint64_t me, int64_t my_epoch, uint64_t my_samples, doub
   return v;
 }
 
+std::pair<size_t, int64_t> Tracker::held(uint64_t me, int64_t now_ms) const {
+  size_t n = 0;
+  int64_t youngest = -1;
+  for (const auto &[id, r] : peers_) {
+    if (id == me || (r.flags & ProgressRecord::kLeft)) continue;
+    ++n;
+    const int64_t age = std::max<int64_t>(0, now_ms - r.time_ms);
+    youngest = youngest < 0 ? age : std::min(youngest, age);
+  }
+  return {n, youngest};
+}
+
 size_t Tracker::recent_peers(uint64_t me, int64_t now_ms, int64_t age_ms) const {
   size_t n = 0;
   for (const auto &[id, r] : peers_)

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "records.h"
@@ -175,6 +176,9 @@ class Tracker {
   // at most age_ms old and not a goodbye: a count for waiting on min_peers,
   // where records age past the live horizon on a loaded machine.
   size_t recent_peers(uint64_t me, int64_t now_ms, int64_t age_ms) const;
+  // Of the records held (peers other than me, goodbyes left out): how many,
+  // and the age of the youngest at now_ms (-1: none), for the log.
+  std::pair<size_t, int64_t> held(uint64_t me, int64_t now_ms) const;
   // view()'s global_epoch alone, without copying the records.
   int64_t global_epoch(uint64_t me, int64_t my_epoch, int64_t now_ms) const;
 

@@ -100,6 +100,16 @@ TEST(Tracker, RecordsPastTheLiveHorizonVouchForTheirHashesButDoNotVote) {
   EXPECT_EQ(v.vouchers.at(0xCCC), 1u);
 }
 
+TEST(Tracker, HeldCountsOtherPeersRecordsAndTheYoungestAgeLiveOrNot) {
+  Tracker t(5000);
+  EXPECT_EQ(t.held(kMe, kNow), std::make_pair(size_t(0), int64_t(-1)));
+  t.merge(record(kMe, 3, 0, 0, 0));  // this peer's own: not counted
+  t.merge(record(2, 3, 0, 0, 12000));
+  t.merge(record(3, 3, 0, 0, 7000));
+  t.merge(record(4, 3, 0, 0, 100, ProgressRecord::kLeft));  // a goodbye
+  EXPECT_EQ(t.held(kMe, kNow), std::make_pair(size_t(2), int64_t(7000)));
+}
+
 TEST(Tracker, ARecordsEarlierSyncPointsVoteForEpochsThisTrackerNeverSawAsNewest) {
   // The swarm passed sync points 10 and 15 between two reads of peer 2's
   // record: its record at 20 still vouches for them.
