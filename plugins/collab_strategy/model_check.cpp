@@ -54,6 +54,13 @@ void Peer::mark_unhealthy(const std::string &why) {
   wake_background();  // its record says so: no donor, nobody waits for it
 }
 
+bool Peer::alone_for_good() const {
+  if (peers_seen() > 1) return false;
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto [held, youngest_ms] = tracker_.held(id_, wall_ms());
+  return held == 0 || youngest_ms > kAloneMs;
+}
+
 void Peer::heal() {
   if (!unhealthy_) return;
   const int64_t now = wall_ms();

@@ -405,12 +405,14 @@ loom_status Peer::teardown() {
     detail(line);
     std::snprintf(line, sizeof line,
                   "progress keys read from the DHT: %llu due (%lld to %lld ms apart), %llu that no known peer writes "
-                  "to, %llu whose peer's table failed, %llu probes of another level",
+                  "to, %llu whose peer's table failed, %llu probes of another level; %llu tables asked of peers whose "
+                  "records were past the live horizon (none live)",
                   static_cast<unsigned long long>(reads_.keys_due), static_cast<long long>(reads_.shortest_interval_ms),
                   static_cast<long long>(reads_.longest_interval_ms),
                   static_cast<unsigned long long>(reads_.keys_nobody),
                   static_cast<unsigned long long>(reads_.keys_failed),
-                  static_cast<unsigned long long>(reads_.keys_probed));
+                  static_cast<unsigned long long>(reads_.keys_probed),
+                  static_cast<unsigned long long>(reads_.stale_pulls));
     detail(line);
     if (dht_) {
       // What the node asked of others, by kind (datagrams it sent are more:

@@ -269,6 +269,13 @@ class Peer {
   // (averaged them, or loaded the state), and how far they moved since: the
   // drift state averaging compares (health.h).
   void mark_synced();
+  // No other peer seen over the DHT's expiry, and no record held younger
+  // than kAloneMs: a diverged peer then has nobody to heal from and fails.
+  // Under load every record held can be older than the expiry (64-peer run
+  // 25: a peer marked diverged read the youngest of 121 records at 11 s,
+  // called itself alone and exited 1 while the swarm trained on).
+  bool alone_for_good() const;
+  static constexpr int64_t kAloneMs = 60 * 1000;
   // Sync points (sync_state.cpp): at every state-averaging epoch (and the
   // last) a peer records its parameters' digest (and those of its buffers,
   // and of the optimizer's statistics when they are averaged too) in its
@@ -596,6 +603,7 @@ class Peer {
   // Health (set on the training thread, read by the background's records).
   std::atomic<bool> unhealthy_{false};
   std::vector<float> synced_;  // see mark_synced
+  int64_t synced_epoch_ = 0;   // epoch_ at mark_synced
   // A digest of synced_, kept under a lossy state_compression: a group whose
   // members all hold the same last synced parameters averages their drift
   // from them, so the codec rounds the drift, not the weights.

@@ -45,6 +45,7 @@ struct PeerReads {
   // probe of another level. And the interval's range, which follows the
   // swarm's estimated size.
   uint64_t keys_due = 0, keys_nobody = 0, keys_failed = 0, keys_probed = 0;
+  uint64_t stale_pulls = 0;  // tables asked of peers whose records were past the live horizon
   int64_t shortest_interval_ms = 0, longest_interval_ms = 0;
   uint64_t pull_seed = 0;
 };

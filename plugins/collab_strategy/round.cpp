@@ -69,7 +69,7 @@ loom_status Peer::after_backward(uint64_t local_samples, loom_step_decision *dec
     // its record says so) until it has reloaded the swarm's state; what it
     // computes meanwhile is dropped.
     heal();  // at most every few seconds; a loaded state restarts the window
-    if (unhealthy_ && peers_seen() == 1) {
+    if (unhealthy_ && !stopping() && alone_for_good()) {
       *why = "this peer diverged (its loss or gradients were not finite, or far larger than its group's) and no "
              "other peer is left in the swarm to reload the state from";
       return LOOM_ERR_UNAVAILABLE;

@@ -69,6 +69,7 @@ bool Peer::average_views(std::vector<FloatView> &views, const MemberWeights &mem
 }
 
 void Peer::mark_synced() {
+  synced_epoch_ = epoch_.load();
   synced_.resize(numel_);
   copy_from_views(params_, synced_.data());
   if (opt_.state_compression != Codec::none) {
@@ -122,7 +123,13 @@ void Peer::average_parameters(const char *reason) {
   // Each member counts 1, or 0 when it diverged since it last loaded the
   // swarm's state (its parameters may be finite but huge) or its drift since
   // it last synced is an outlier (health.h); those take the others' mean.
-  const double drift = drift_since_sync();
+  // Per epoch since then: members that synced at different times drift
+  // apart by their steps, not their health. In a group of two, one whose
+  // last sync was many epochs back (it had followed the swarm) drifted 1.42
+  // against its partner's tenth of that, and was taken for diverged (64-peer
+  // run 25); a peer at a learning rate 10^5 times too high is still 10^5
+  // times over per step.
+  const double drift = drift_since_sync() / double(std::max<int64_t>(1, epoch_.load() - synced_epoch_));
   // Clients relaying through this peer average theirs with it.
   std::vector<float> relayed;
   const double relayed_weight =

@@ -216,6 +216,13 @@ SwarmView Tracker::view(uint64_t me, int64_t my_epoch, uint64_t my_samples, doub
   return v;
 }
 
+std::vector<ProgressRecord> Tracker::held_records() const {
+  std::vector<ProgressRecord> out;
+  for (const auto &[id, r] : peers_)
+    if (!(r.flags & ProgressRecord::kLeft)) out.push_back(r);
+  return out;
+}
+
 std::pair<size_t, int64_t> Tracker::held(uint64_t me, int64_t now_ms) const {
   size_t n = 0;
   int64_t youngest = -1;

@@ -176,6 +176,8 @@ class Tracker {
   // at most age_ms old and not a goodbye: a count for waiting on min_peers,
   // where records age past the live horizon on a loaded machine.
   size_t recent_peers(uint64_t me, int64_t now_ms, int64_t age_ms) const;
+  // Every record held but goodbyes, live or not, by peer id.
+  std::vector<ProgressRecord> held_records() const;
   // Of the records held (peers other than me, goodbyes left out): how many,
   // and the age of the youngest at now_ms (-1: none), for the log.
   std::pair<size_t, int64_t> held(uint64_t me, int64_t now_ms) const;
