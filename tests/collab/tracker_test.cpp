@@ -108,6 +108,11 @@ TEST(Tracker, HeldCountsOtherPeersRecordsAndTheYoungestAgeLiveOrNot) {
   t.merge(record(3, 3, 0, 0, 7000));
   t.merge(record(4, 3, 0, 0, 100, ProgressRecord::kLeft));  // a goodbye
   EXPECT_EQ(t.held(kMe, kNow), std::make_pair(size_t(2), int64_t(7000)));
+  // What a view with no live record pulls tables from: every record but goodbyes, however old.
+  EXPECT_TRUE(t.live_records(kNow).size() == 1);  // this peer's own, 0 ms old
+  std::vector<uint64_t> ids;
+  for (const auto& r : t.held_records()) ids.push_back(r.peer_id);
+  EXPECT_EQ(ids, (std::vector<uint64_t>{kMe, 2, 3}));
 }
 
 TEST(Tracker, ARecordsEarlierSyncPointsVoteForEpochsThisTrackerNeverSawAsNewest) {
