@@ -33,7 +33,7 @@ std::string combine_text(const Options &o, bool by_parts) {
 
 bool Peer::exchange_weights(GroupComm &comm, double weight, double norm, Clock::time_point deadline,
                             MemberWeights *out, std::string *why, double factor) {
-  Doing doing(this, "exchanging weights with its group (a member still trains its share, or has not come)");
+  Doing doing(activity_, "exchanging weights with its group (a member still trains its share, or has not come)");
   // One slot per member for each value, the others' zero: a sum is then an
   // allgather. A norm that is not finite travels as -1 (nan would spread).
   const size_t n = size_t(comm.size()), r = size_t(comm.rank());
@@ -131,7 +131,7 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
   uint64_t meet_again_target = 0;
   auto reduce = [&](const GroupRecord &group, std::unique_ptr<GroupComm> comm, Clock::duration waited,
                     Clock::duration setup, bool ahead) -> std::optional<RoundEnd> {
-    Doing doing(this, "in its group's round");
+    Doing doing(activity_, "in its group's round");
     uint64_t agreed_target = meet_again_target;  // 0: none yet
     meet_again_target = 0;
     std::string why;
@@ -208,7 +208,7 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
              " before the group meets again (the cap's inputs: " + std::to_string(int64_t(members.swarm_peers)) +
              " full peers in the swarm by the members' median count, the group's rate " +
              number_text(group_rate) + " samples a second)");
-      top_up_until_ = p->until_samples;
+      activity_.top_up_until = p->until_samples;
       pending_ = std::move(p);
       return RoundEnd::short_of_target;
     }
@@ -332,7 +332,7 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
   if (pending_) {
     // The group whose round fell short meets again.
     std::unique_ptr<Pending> p = std::move(pending_);
-    top_up_until_ = 0;
+    activity_.top_up_until = 0;
     meet_again_target = p->target;
     first_attempt = p->group.attempt + 1;
     // A member that drew a small share waits for the one that drew the
@@ -344,7 +344,7 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
     // The group was being formed while this peer accumulated: wait for it
     // (matchmaking is bounded) and average over it if it came together.
     if (prematch_->thread.joinable()) {
-      Doing doing(this, "waiting for its group forming ahead");
+      Doing doing(activity_, "waiting for its group forming ahead");
       prematch_->thread.join();
     }
     std::unique_ptr<Prematch> p = std::move(prematch_);
@@ -378,7 +378,7 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
     attempt = first_open_attempt(epoch, attempt);
     std::optional<GroupRecord> group;
     {
-      Doing doing(this, "matchmaking");
+      Doing doing(activity_, "matchmaking");
       group = matchmake(epoch, attempt, deadline);
     }
     if (!group) {
@@ -409,7 +409,7 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
     // so that the survivors still have time to retry without it.
     const auto setup_deadline =
         std::min(deadline, matched + std::chrono::milliseconds(int64_t(opt_.matchmaking_time * 1000) + 2000));
-    Doing opening(this, "connecting its group");
+    Doing opening(activity_, "connecting its group");
     if (comm->open(*group, id_, setup_deadline, &why) != LOOM_OK) {
       log_limited(Level::warn, "round open", "averaging with " + group_text(*group) + " could not start: " + why + "; retrying");
       last_failure = why;

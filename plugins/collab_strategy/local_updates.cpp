@@ -234,7 +234,7 @@ void Peer::average_buffers(int64_t epoch) {
 }
 
 bool Peer::catch_up_local(int64_t global_epoch) {
-  Doing doing(this, "loading the swarm's state (local updates)");
+  Doing doing(activity_, "loading the swarm's state (local updates)");
   std::string reason;
   log(Level::info, "this peer is at epoch " + std::to_string(epoch_.load()) + ", the swarm at " +
                        std::to_string(global_epoch) + ": loading the swarm's state (local updates)");

@@ -32,6 +32,7 @@
 #include "peer_util.h"
 #include "progress_push.h"
 #include "progress_shards.h"
+#include "quiet_peer.h"
 #include "records.h"
 #include "round_state.h"
 #include "relay.h"
@@ -83,12 +84,9 @@ class Peer {
   static constexpr int64_t kRepublishMs = 1000;
   static constexpr int64_t kPushRepublishMs = 4000;  // the DHT copy, while pulls push the record (< kRecordLiveMs)
   static constexpr int64_t kRecordLiveMs = 5000;  // a record younger than this is a live peer
-  // ... under sampled progress: kRecordTtlMs. There a record comes in a
-  // peer's table, pushed by its owner when it last pulled that table, which
-  // in a shard of S peers each pulling one table a second or so is every S
-  // seconds; at 64 peers on 2 cores, in the last two minutes, a third of
-  // the quiet peers' views held no live record but their own ("1 peer"),
-  // so they never saw the swarm move on and stalled (64-peer run 23).
+  // ... kRecordTtlMs under sampled progress, where a record comes in a
+  // peer's table, pushed there when its owner last pulled it: about every
+  // S seconds in a shard of S peers (not measured: README, run 24).
   int64_t live_ms() const;
   static constexpr int64_t kClockSlackMs = 2000;  // peers' wall clocks may differ by this much
   // Another model must be the swarm's this long before this peer concludes
@@ -269,11 +267,8 @@ class Peer {
   // (averaged them, or loaded the state), and how far they moved since: the
   // drift state averaging compares (health.h).
   void mark_synced();
-  // No other peer seen over the DHT's expiry, and no record held younger
-  // than kAloneMs: a diverged peer then has nobody to heal from and fails.
-  // Under load every record held can be older than the expiry (64-peer run
-  // 25: a peer marked diverged read the youngest of 121 records at 11 s,
-  // called itself alone and exited 1 while the swarm trained on).
+  // No other peer seen over the DHT's expiry, nor a record held younger than
+  // kAloneMs (under load all can be older than the expiry: 64-peer run 25).
   bool alone_for_good() const;
   static constexpr int64_t kAloneMs = 60 * 1000;
   // Sync points (sync_state.cpp): at every state-averaging epoch (and the
@@ -452,32 +447,8 @@ class Peer {
   TrainingRate training_rate_{3.0};  // rate_ over the last few seconds trained (training thread)
   std::atomic<uint32_t> flags_{0};
   std::atomic<int64_t> epoch_start_ms_{0};  // wall clock when this peer entered its epoch
-  // What the training thread is doing, for the line a peer that has stayed
-  // at one epoch for a while logs (say_if_quiet): at 64 peers on 2 cores
-  // peers logged nothing for 40 to 90 s while the swarm moved 4 to 7
-  // epochs, and their logs could not say whether they trained, waited for
-  // their group or stood still. A string literal, set by a Doing for a
-  // scope; "training" outside them.
-  std::atomic<const char *> doing_{"training"};
-  std::atomic<int64_t> doing_since_ms_{0};
-  std::atomic<int64_t> last_backward_ms_{0};  // the host's last micro-batch (after_backward)
-  std::atomic<uint64_t> top_up_until_{0};     // samples_ a short round's top-up runs to (0: none)
-  // The host's training thread (after_backward's): a Doing elsewhere (a
-  // delayed round's helper, the prematch thread) says nothing.
-  std::atomic<std::thread::id> training_thread_{};
-  int64_t quiet_said_ms_ = 0;                 // background thread only
-  class Doing {
-   public:
-    Doing(Peer *peer, const char *what);
-    ~Doing();
-    Doing(const Doing &) = delete;
-    Doing &operator=(const Doing &) = delete;
-
-   private:
-    Peer *peer_;  // null: not on the training thread
-    const char *before_;
-    int64_t before_since_;
-  };
+  TrainingActivity activity_;  // quiet_peer.h
+  int64_t quiet_said_ms_ = 0;  // background thread only
   // From the background thread: a peer at one epoch for report_quiet_after
   // or more says so, with what its training thread does and what it reads
   // of the swarm, and again every report_quiet_after.

@@ -44,7 +44,6 @@ constexpr int64_t kMinDhtReadMs = 1000;
 // keys costs about 2,000 datagrams, 17 a second at this cap against 67 at
 // the 30 s it was (README, "Push-pull progress").
 constexpr int64_t kMaxDhtReadMs = 120000;
-constexpr std::chrono::milliseconds kPullTimeout{500};
 // Reads that ask peers come at most this often (besides the read at each
 // epoch change): they cost so little that, spaced by the time to the target
 // alone (10 ms to 1 s), they came 11.4 a second per peer at 16 peers, 50 kB/s
@@ -55,7 +54,6 @@ constexpr std::chrono::milliseconds kPullTimeout{500};
 // met them in a round.
 constexpr int64_t kMinPullIntervalMs = 200;
 constexpr double kPullMsPerPeer = 12.5;
-constexpr int64_t kPullBackoffMs = 10000;  // a peer whose table could not be read is not asked again this long
 
 }  // namespace
 
@@ -294,129 +292,6 @@ bool Peer::progress_from_peers_now() const {
 int64_t Peer::dht_read_interval_ms() const {
   return std::clamp<int64_t>(int64_t(1000.0 * swarm_estimate_.load() / kDhtReadsPerSecond), kMinDhtReadMs,
                              kMaxDhtReadMs);
-}
-
-std::optional<std::vector<Bytes>> Peer::pull_progress(int level, uint32_t shard, bool *nobody) {
-  const int64_t now = wall_ms();
-  struct Candidate {
-    uint64_t id;
-    std::string host;
-    uint16_t port;
-  };
-  std::vector<Candidate> candidates;
-  bool stale = false;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto pick = [&](const std::vector<ProgressRecord> &records) {
-      for (const auto &r : records) {
-        // Full peers that write to this key.
-        if (r.peer_id == id_ || !serves_progress(r) || shard_of(r.peer_id, level) != shard) continue;
-        auto failed = reads_.pull_failed.find(r.peer_id);
-        if (failed != reads_.pull_failed.end() && now < failed->second) continue;
-        candidates.push_back({r.peer_id, r.state_host, r.state_port});
-      }
-    };
-    pick(tracker_.live_records(now));
-    // No live record: those held past the live horizon, whose peers most
-    // often still run (a dead one fails, and waits out kPullBackoffMs). A
-    // view with no live record pulled from nobody, and at level 0 read
-    // nothing until its next DHT read (16 to 120 s): at 64 peers starting
-    // on 2 cores, views held 63 records, the youngest 20 to 83 s old, and
-    // saw the swarm as this peer alone (run 25).
-    if (candidates.empty()) {
-      pick(tracker_.held_records());
-      stale = !candidates.empty();
-    }
-  }
-  if (candidates.empty()) {
-    if (nobody) *nobody = true;
-    return std::nullopt;
-  }
-  // A counter mixed with this peer's id: each peer its own sequence.
-  const auto &[peer, host, port] = candidates[mix64(id_ + 0x9e3779b97f4a7c15ull * ++reads_.pull_seed) % candidates.size()];
-  std::string why;
-  uint64_t bytes = 0;
-  ++reads_.pulls;
-  reads_.stale_pulls += stale;
-  auto got = fetch_progress(host, port, run_, level, shard, kPullTimeout, &why, opt_.swarm_key, &bytes,
-                            own_push_.empty() ? nullptr : &own_push_);
-  if (!got) {
-    ++reads_.pull_failures;
-    // Not asked again for a while: a peer that died, or that others cannot
-    // reach, would cost every read a timeout and a DHT read after it.
-    for (auto it = reads_.pull_failed.begin(); it != reads_.pull_failed.end();)
-      it = it->second <= now ? reads_.pull_failed.erase(it) : std::next(it);
-    reads_.pull_failed[peer] = now + kPullBackoffMs;
-    log_limited(opt_.verbose ? Level::info : Level::debug, "progress pull",
-                "could not read the progress records peer " + host + ":" + std::to_string(port) + " holds (" + why +
-                    "); read the DHT instead");
-    return std::nullopt;
-  }
-  reads_.pull_bytes += bytes;
-  ++tables_;
-  return got;
-}
-
-void Peer::push_goodbye(const Bytes &bye) {
-  if (!push_) return;
-  constexpr size_t kGoodbyePushes = 3;
-  constexpr std::chrono::milliseconds kGoodbyeTimeout{300};
-  std::vector<std::tuple<uint64_t, std::string, uint16_t>> to;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (const auto &r : tracker_.live_records(wall_ms()))
-      if (r.peer_id != id_ && serves_progress(r)) to.emplace_back(r.peer_id, r.state_host, r.state_port);
-  }
-  // The key each serves (its own shard), so that the reply is small.
-  const int level = shards_ ? shards_->level() : 0;
-  // Which few: a random start, so that leavers do not all tell the same peers.
-  const size_t first = to.empty() ? 0 : size_t(mix64(id_ ^ uint64_t(wall_ms())) % to.size());
-  const Bytes wrapped = push_->wrap(bye);
-  size_t told = 0;
-  for (size_t i = 0; i < to.size() && told < kGoodbyePushes; ++i) {
-    const auto &[peer, host, port] = to[(first + i) % to.size()];
-    std::string why;
-    told += fetch_progress(host, port, run_, level, shard_of(peer, level), kGoodbyeTimeout, &why, opt_.swarm_key,
-                           nullptr, &wrapped)
-                ? 1
-                : 0;
-  }
-  detail("pushed this peer's goodbye to " + std::to_string(told) + " of " + std::to_string(to.size()) +
-         " live peers");
-}
-
-void Peer::share_progress(int64_t now_ms) {
-  if (!server_) return;
-  std::vector<const decltype(reads_.raw_records)::value_type *> kept;
-  for (auto it = reads_.raw_records.begin(); it != reads_.raw_records.end();) {
-    // Every record the DHT would still hold (goodbyes too, so that they
-    // spread): readers count them for the swarm's size (take_progress),
-    // and their views keep the live ones only. Tables of live records
-    // alone left a reader on a loaded machine estimating 8 of 64 peers.
-    if (now_ms - it->second.first > kRecordTtlMs) {
-      it = reads_.raw_records.erase(it);
-      continue;
-    }
-    kept.push_back(&*it);
-    ++it;
-  }
-  // Newest first: a table cut at kMaxProgressBytes keeps the freshest.
-  std::sort(kept.begin(), kept.end(), [](const auto *a, const auto *b) { return a->second.first > b->second.first; });
-  std::vector<std::pair<uint64_t, Bytes>> table;
-  table.reserve(kept.size());
-  for (const auto *e : kept) table.emplace_back(e->first, e->second.second);
-  server_->publish_progress(std::move(table));
-}
-
-void Peer::take_pushed() {
-  if (!push_) return;
-  const std::vector<Bytes> pushed = push_->take();
-  if (pushed.empty()) return;
-  // Each checked as a pulled record is; a record of a key this peer does not
-  // read counts only where a read's sample names it (tracker.h), so pushes
-  // from other shards change no sum.
-  std::vector<uint64_t> ids;
-  take_progress(pushed, &ids, /*pulled=*/true);
 }
 
 uint64_t Peer::take_progress(const std::vector<Bytes> &values, std::vector<uint64_t> *ids, bool pulled) {

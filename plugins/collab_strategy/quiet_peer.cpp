@@ -11,19 +11,19 @@
 
 namespace loom_collab {
 
-Peer::Doing::Doing(Peer *peer, const char *what)
-    : peer_(peer->training_thread_.load() == std::this_thread::get_id() ? peer : nullptr),
-      before_(peer->doing_.load()),
-      before_since_(peer->doing_since_ms_.load()) {
-  if (!peer_) return;
-  peer_->doing_since_ms_ = wall_ms();
-  peer_->doing_ = what;
+Doing::Doing(TrainingActivity &activity, const char *what)
+    : activity_(activity.thread.load() == std::this_thread::get_id() ? &activity : nullptr),
+      before_(activity.doing.load()),
+      before_since_(activity.since_ms.load()) {
+  if (!activity_) return;
+  activity_->since_ms = wall_ms();
+  activity_->doing = what;
 }
 
-Peer::Doing::~Doing() {
-  if (!peer_) return;
-  peer_->doing_ = before_;
-  peer_->doing_since_ms_ = before_since_;
+Doing::~Doing() {
+  if (!activity_) return;
+  activity_->doing = before_;
+  activity_->since_ms = before_since_;
 }
 
 void Peer::say_if_quiet(int64_t now_ms, int64_t last_read_ms) {
@@ -38,13 +38,13 @@ void Peer::say_if_quiet(int64_t now_ms, int64_t last_read_ms) {
     std::lock_guard<std::mutex> lock(mutex_);
     held_records = tracker_.held(id_, now_ms);
   }
-  std::string doing = doing_.load();
-  const int64_t doing_since = doing_since_ms_.load();
+  std::string doing = activity_.doing.load();
+  const int64_t doing_since = activity_.since_ms.load();
   if (doing_since > 0) doing += " (for " + seconds(doing_since) + ")";
-  const uint64_t until = top_up_until_.load();
+  const uint64_t until = activity_.top_up_until.load();
   std::string held = std::to_string(samples_.load()) + " samples held";
   if (until > 0) held += ", topping up its group's short round to " + std::to_string(until);
-  const int64_t backward = last_backward_ms_.load();
+  const int64_t backward = activity_.last_backward_ms.load();
   log(Level::info, "at epoch " + std::to_string(epoch_.load()) + " for " + seconds(since) + ": the training thread is " + doing +
          "; its last micro-batch " + (backward > 0 ? seconds(backward) + " ago" : "none yet") + "; " + held +
          "; the swarm as read " + (last_read_ms > 0 ? seconds(last_read_ms) + " ago" : "never") + ": epoch " +

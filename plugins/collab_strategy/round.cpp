@@ -49,8 +49,8 @@ loom_status Peer::after_backward(uint64_t local_samples, loom_step_decision *dec
   samples_ += counted;
   ++windows_;
   const int64_t now = wall_ms();
-  last_backward_ms_ = now;
-  training_thread_ = std::this_thread::get_id();
+  activity_.last_backward_ms = now;
+  activity_.thread = std::this_thread::get_id();
   const auto tick = Clock::now();
   if (window_started_) {
     const double seconds = std::chrono::duration<double>(tick - window_start_).count();
@@ -97,7 +97,7 @@ loom_status Peer::after_backward(uint64_t local_samples, loom_step_decision *dec
   // moved on meanwhile: its members wait for each other in the barrier.
   if (prematch_ && prematch_->epoch == epoch_ && v.global_epoch > epoch_) {
     if (prematch_->thread.joinable()) {
-      Doing doing(this, "waiting for its group forming ahead");
+      Doing doing(activity_, "waiting for its group forming ahead");
       prematch_->thread.join();  // bounded by matchmaking
     }
     if (prematch_->comm) return close_window(decision);

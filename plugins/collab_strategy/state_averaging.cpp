@@ -123,13 +123,16 @@ void Peer::average_parameters(const char *reason) {
   // Each member counts 1, or 0 when it diverged since it last loaded the
   // swarm's state (its parameters may be finite but huge) or its drift since
   // it last synced is an outlier (health.h); those take the others' mean.
-  // Per epoch since then: members that synced at different times drift
-  // apart by their steps, not their health. In a group of two, one whose
-  // last sync was many epochs back (it had followed the swarm) drifted 1.42
-  // against its partner's tenth of that, and was taken for diverged (64-peer
-  // run 25); a peer at a learning rate 10^5 times too high is still 10^5
-  // times over per step.
-  const double drift = drift_since_sync() / double(std::max<int64_t>(1, epoch_.load() - synced_epoch_));
+  // Members compare it per epoch since then: members that synced at
+  // different times drift apart by their steps, not their health. In a
+  // group of two, one whose last sync was many epochs back (it had followed
+  // the swarm) drifted 1.42 against its partner's tenth of that, and was
+  // taken for diverged (64-peer run 25); a peer at a learning rate 10^5
+  // times too high is still 10^5 times over per step. Clients' parameters
+  // are still judged against the whole drift (their distance from this
+  // peer's parameters is not per epoch).
+  const double drift = drift_since_sync();
+  const double drift_per_epoch = drift / double(std::max<int64_t>(1, epoch_.load() - synced_epoch_));
   // Clients relaying through this peer average theirs with it.
   std::vector<float> relayed;
   const double relayed_weight =
@@ -141,7 +144,8 @@ void Peer::average_parameters(const char *reason) {
     ~Answer() { p->answer_relayed_parameters(v, averaged); }
   } answer{this, views};
   MemberWeights members;
-  if (!exchange_weights(*comm_, unhealthy_ ? 0.0 : 1.0 + relayed_weight, std::isfinite(drift) ? drift : -1.0, deadline,
+  if (!exchange_weights(*comm_, unhealthy_ ? 0.0 : 1.0 + relayed_weight,
+                        std::isfinite(drift_per_epoch) ? drift_per_epoch : -1.0, deadline,
                         &members, &why, kParameterOutlierFactor)) {
     log_limited(Level::warn, "state averaging", std::string(reason) + ": parameter averaging failed (" + why +
                                                     "); keeping this peer's");

@@ -211,7 +211,7 @@ bool Peer::load_state(int64_t min_epoch, std::string *why) {
 }
 
 bool Peer::catch_up(int64_t swarm_epoch, bool must_load, std::string *why) {
-  Doing doing(this, "loading the swarm's state");
+  Doing doing(activity_, "loading the swarm's state");
   const SwarmView v = view();
   // How long an epoch takes: the swarm's target over its rate, the time
   // between its epochs as seen (a joiner has seen none), or the peers'

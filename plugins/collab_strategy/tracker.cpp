@@ -216,13 +216,6 @@ SwarmView Tracker::view(uint64_t me, int64_t my_epoch, uint64_t my_samples, doub
   return v;
 }
 
-std::vector<ProgressRecord> Tracker::held_records() const {
-  std::vector<ProgressRecord> out;
-  for (const auto &[id, r] : peers_)
-    if (!(r.flags & ProgressRecord::kLeft)) out.push_back(r);
-  return out;
-}
-
 std::pair<size_t, int64_t> Tracker::held(uint64_t me, int64_t now_ms) const {
   size_t n = 0;
   int64_t youngest = -1;
@@ -242,10 +235,10 @@ size_t Tracker::recent_peers(uint64_t me, int64_t now_ms, int64_t age_ms) const 
   return n;
 }
 
-std::vector<ProgressRecord> Tracker::live_records(int64_t now_ms) const {
+std::vector<ProgressRecord> Tracker::live_records(int64_t now_ms, int64_t horizon_ms) const {
   std::vector<ProgressRecord> out;
   for (const auto &[id, r] : peers_)
-    if (live(r, now_ms)) out.push_back(r);
+    if (live(r, now_ms, horizon_ms)) out.push_back(r);
   return out;
 }
 

@@ -158,7 +158,6 @@ class Tracker {
   // The live horizon from now on (the swarm's reads may change how fresh
   // the records they bring can be).
   void set_ttl_ms(int64_t ttl_ms) { ttl_ms_ = ttl_ms; }
-  int64_t ttl_ms() const { return ttl_ms_; }
 
   // Keeps the newest record of each peer. A goodbye record removes the peer
   // until it publishes a newer one. Returns false, and keeps what it had,
@@ -170,14 +169,14 @@ class Tracker {
   // The newest time_ms merged from peer (0: none).
   int64_t newest(uint64_t peer) const;
   // Every live peer's record, checkpointers included (view() leaves them
-  // out: they do not train), by peer id.
-  std::vector<ProgressRecord> live_records(int64_t now_ms) const;
+  // out: they do not train), by peer id; with horizon_ms, every record at
+  // most that old that is not a goodbye (kAnyAge: every one held).
+  std::vector<ProgressRecord> live_records(int64_t now_ms, int64_t horizon_ms = -1) const;
+  static constexpr int64_t kAnyAge = INT64_MAX / 2;
   // Peers other than `me` (checkpointers left out) whose newest record is
   // at most age_ms old and not a goodbye: a count for waiting on min_peers,
   // where records age past the live horizon on a loaded machine.
   size_t recent_peers(uint64_t me, int64_t now_ms, int64_t age_ms) const;
-  // Every record held but goodbyes, live or not, by peer id.
-  std::vector<ProgressRecord> held_records() const;
   // Of the records held (peers other than me, goodbyes left out): how many,
   // and the age of the youngest at now_ms (-1: none), for the log.
   std::pair<size_t, int64_t> held(uint64_t me, int64_t now_ms) const;

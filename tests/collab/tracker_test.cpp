@@ -111,7 +111,7 @@ TEST(Tracker, HeldCountsOtherPeersRecordsAndTheYoungestAgeLiveOrNot) {
   // What a view with no live record pulls tables from: every record but goodbyes, however old.
   EXPECT_TRUE(t.live_records(kNow).size() == 1);  // this peer's own, 0 ms old
   std::vector<uint64_t> ids;
-  for (const auto& r : t.held_records()) ids.push_back(r.peer_id);
+  for (const auto& r : t.live_records(kNow, Tracker::kAnyAge)) ids.push_back(r.peer_id);
   EXPECT_EQ(ids, (std::vector<uint64_t>{kMe, 2, 3}));
 }
 
