@@ -126,9 +126,10 @@ void Peer::average_parameters(const char *reason) {
   // Members compare it per epoch since then: members that synced at
   // different times drift apart by their steps, not their health. In a
   // group of two, one whose last sync was many epochs back (it had followed
-  // the swarm) drifted 1.42 against its partner's tenth of that, and was
-  // taken for diverged (64-peer run 25); a peer at a learning rate 10^5
-  // times too high is still 10^5 times over per step. Clients' parameters
+  // the swarm) drifted 1.42, over 10 times its partner's (whose drift was
+  // not logged), and was taken for diverged (64-peer run 25); a peer whose
+  // learning rate is 10^5 times too high (health.h: 3.4 against 1e-5) is
+  // still as far over per step (reasoned, not measured). Clients' parameters
   // are still judged against the whole drift (their distance from this
   // peer's parameters is not per epoch).
   const double drift = drift_since_sync();
