@@ -3,6 +3,7 @@
 
 #include <cstring>
 
+#include "progress_shards.h"
 #include "seal.h"
 
 namespace loom_collab {
@@ -58,6 +59,28 @@ std::vector<Bytes> ProgressPush::take() {
     else ++bad;
   }
   unopened_ += bad;
+  return out;
+}
+
+std::vector<PullCandidate> pull_candidates(const std::vector<ProgressRecord> &live,
+                                           const std::vector<ProgressRecord> &held, uint64_t me, int level,
+                                           uint32_t shard, const std::map<uint64_t, int64_t> &failed, int64_t now_ms,
+                                           bool *stale) {
+  std::vector<PullCandidate> out;
+  auto pick = [&](const std::vector<ProgressRecord> &records) {
+    for (const auto &r : records) {
+      if (r.peer_id == me || !serves_progress(r) || shard_of(r.peer_id, level) != shard) continue;
+      const auto f = failed.find(r.peer_id);
+      if (f != failed.end() && now_ms < f->second) continue;
+      out.push_back({r.peer_id, r.state_host, r.state_port});
+    }
+  };
+  pick(live);
+  *stale = false;
+  if (out.empty()) {
+    pick(held);
+    *stale = !out.empty();
+  }
   return out;
 }
 

@@ -19,35 +19,13 @@ constexpr int64_t kPullBackoffMs = 10000;  // a peer whose table could not be re
 
 std::optional<std::vector<Bytes>> Peer::pull_progress(int level, uint32_t shard, bool *nobody) {
   const int64_t now = wall_ms();
-  struct Candidate {
-    uint64_t id;
-    std::string host;
-    uint16_t port;
-  };
-  std::vector<Candidate> candidates;
+  std::vector<PullCandidate> candidates;
   bool stale = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    auto pick = [&](const std::vector<ProgressRecord> &records) {
-      for (const auto &r : records) {
-        // Full peers that write to this key.
-        if (r.peer_id == id_ || !serves_progress(r) || shard_of(r.peer_id, level) != shard) continue;
-        auto failed = reads_.pull_failed.find(r.peer_id);
-        if (failed != reads_.pull_failed.end() && now < failed->second) continue;
-        candidates.push_back({r.peer_id, r.state_host, r.state_port});
-      }
-    };
-    pick(tracker_.live_records(now));
-    // No live record: those held past the live horizon, whose peers most
-    // often still run (a dead one fails, and waits out kPullBackoffMs). A
-    // view with no live record pulled from nobody, and at level 0 read
-    // nothing until its next DHT read (16 to 120 s): at 64 peers starting
-    // on 2 cores, views held 63 records, the youngest 20 to 83 s old, and
-    // saw the swarm as this peer alone (run 25).
-    if (candidates.empty()) {
-      pick(tracker_.live_records(now, Tracker::kAnyAge));
-      stale = !candidates.empty();
-    }
+    // Held records only when no live one names a peer to ask (pull_candidates).
+    candidates = pull_candidates(tracker_.live_records(now), tracker_.live_records(now, Tracker::kAnyAge), id_, level,
+                                 shard, reads_.pull_failed, now, &stale);
   }
   if (candidates.empty()) {
     if (nobody) *nobody = true;

@@ -7,6 +7,7 @@
 #include <mutex>
 
 #include "progress_push.h"
+#include "progress_shards.h"
 #include "state_transfer_support.hpp"
 
 namespace loom_collab {
@@ -154,6 +155,76 @@ TEST(ProgressPush, TheQueueKeepsTheNewestWhenItOverflows) {
   EXPECT_EQ(got.front(), (Bytes{10, 0}));  // the 10 oldest went
   EXPECT_EQ(peer.overflowed(), 10u);
   EXPECT_EQ(peer.received(), ProgressPush::kMaxQueued + 10);
+}
+
+// A full peer's record that answers progress requests.
+ProgressRecord serving(uint64_t id) {
+  ProgressRecord r;
+  r.peer_id = id;
+  r.state_host = "10.0.0." + std::to_string(id % 250);
+  r.state_port = uint16_t(7000 + id % 1000);
+  return r;
+}
+
+std::vector<uint64_t> ids_of(const std::vector<PullCandidate> &c) {
+  std::vector<uint64_t> out;
+  for (const auto &x : c) out.push_back(x.id);
+  return out;
+}
+
+TEST(PullCandidates, TheLiveServingPeersOfTheKeyOtherThanMe) {
+  ProgressRecord client = serving(3), left = serving(4), away = serving(5), no_server = serving(6);
+  client.flags = ProgressRecord::kClient;
+  left.flags = ProgressRecord::kLeft;
+  away.flags = ProgressRecord::kAway;
+  no_server.state_port = 0;
+  bool stale = true;
+  const auto got = pull_candidates({serving(1), serving(2), client, left, away, no_server}, {serving(9)}, 1, 0, 0, {},
+                                   1000, &stale);
+  EXPECT_EQ(ids_of(got), (std::vector<uint64_t>{2}));
+  EXPECT_FALSE(stale) << "a live record names a peer: the held ones are not asked";
+  EXPECT_EQ(got[0].host, "10.0.0.2");
+  EXPECT_EQ(got[0].port, 7002);
+}
+
+TEST(PullCandidates, WithNoLivePeerToAskThoseOfTheRecordsHeldAreAskedAndSaidStale) {
+  ProgressRecord client = serving(3);
+  client.flags = ProgressRecord::kClient;
+  bool stale = false;
+  auto got = pull_candidates({client}, {client, serving(7), serving(8)}, 1, 0, 0, {}, 1000, &stale);
+  EXPECT_EQ(ids_of(got), (std::vector<uint64_t>{7, 8}));
+  EXPECT_TRUE(stale);
+  // Nothing held either: nobody to ask, and not stale.
+  got = pull_candidates({}, {}, 1, 0, 0, {}, 1000, &stale);
+  EXPECT_TRUE(got.empty());
+  EXPECT_FALSE(stale);
+}
+
+TEST(PullCandidates, APeerWhosePullFailedWaitsOutItsBackoff) {
+  const std::map<uint64_t, int64_t> failed = {{2, 5000}};
+  bool stale = false;
+  // Its record is the only live one: during the backoff the held records
+  // are asked instead, without it.
+  auto got = pull_candidates({serving(2)}, {serving(2), serving(7)}, 1, 0, 0, failed, 4999, &stale);
+  EXPECT_EQ(ids_of(got), (std::vector<uint64_t>{7}));
+  EXPECT_TRUE(stale);
+  got = pull_candidates({serving(2)}, {serving(2), serving(7)}, 1, 0, 0, failed, 5000, &stale);
+  EXPECT_EQ(ids_of(got), (std::vector<uint64_t>{2}));
+  EXPECT_FALSE(stale);
+}
+
+TEST(PullCandidates, OnlyPeersThatWriteToTheKeysShard) {
+  std::vector<ProgressRecord> live;
+  for (uint64_t id = 10; id < 74; ++id) live.push_back(serving(id * 0x9e3779b97f4a7c15ull));
+  for (uint32_t shard = 0; shard < 4; ++shard) {
+    bool stale = false;
+    const auto got = pull_candidates(live, live, 1, 2, shard, {}, 0, &stale);
+    EXPECT_FALSE(got.empty()) << "64 ids leave no shard of 4 empty";
+    for (const auto &c : got) EXPECT_EQ(shard_of(c.id, 2), shard);
+    size_t expected = 0;
+    for (const auto &r : live) expected += shard_of(r.peer_id, 2) == shard;
+    EXPECT_EQ(got.size(), expected);
+  }
 }
 
 }  // namespace
