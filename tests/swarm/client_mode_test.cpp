@@ -8,16 +8,44 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <regex>
 
 #include "records.h"
 #include "relay.h"
+#include "state_transfer.h"
 #include "support/subprocess.hpp"
 #include "swarm.hpp"
 #include "test_paths.hpp"
 
 namespace loom::swarm {
 namespace {
+
+// The parameters (tensors p0, p1, ...) of a state in Loom's raw format
+// (core/src/train/state_format.cpp), in order; empty when the bytes are not
+// such a state.
+std::vector<float> parameters_of_state(const std::vector<uint8_t> &state) {
+  if (state.size() < 16 || std::memcmp(state.data(), "LOOMST02", 8) != 0) return {};
+  uint64_t header = 0;
+  for (int i = 7; i >= 0; --i) header = (header << 8) | state[8 + i];
+  if (header > state.size() - 16) return {};
+  const std::string text(reinterpret_cast<const char *>(state.data() + 16), size_t(header));
+  const size_t data = (16 + size_t(header) + 63) / 64 * 64;
+  std::vector<float> out;
+  for (int i = 0;; ++i) {
+    const std::string tag = "\ntensor p" + std::to_string(i) + " Float ";
+    const size_t at = text.find(tag);
+    if (at == std::string::npos) return out;
+    char shape[256] = {};
+    unsigned long long offset = 0, bytes = 0;
+    if (std::sscanf(text.c_str() + at + tag.size(), "%255s %llu %llu", shape, &offset, &bytes) != 3 ||
+        data + offset + bytes > state.size() || bytes % 4 != 0)
+      return {};
+    const size_t first = out.size();
+    out.resize(first + bytes / 4);
+    std::memcpy(out.data() + first, state.data() + data + offset, bytes);
+  }
+}
 
 TEST(ClientMode, AClientTrainsThroughARelayAndEndsWithTheSwarmsParameters) {
   Scratch scratch;
@@ -299,6 +327,65 @@ TEST(ClientMode, ARelayRefusesWhatAClientMustNotSend) {
   EXPECT_NE(log.find("its gradients are not finite"), std::string::npos);
   EXPECT_NE(log.find("is not a positive sample count"), std::string::npos);
   EXPECT_LE(max_parameter_difference(p0->final_dir(), p1->final_dir()), 1e-6);
+}
+
+// A relay judges a client's parameters against its own whole drift since
+// its last sync, not that drift per epoch (which its members compare): a
+// client that sends the swarm's parameters of the last sync point lies
+// exactly the relay's whole drift from the relay's parameters, and is
+// averaged. Twenty epochs between syncs put such a client at 20 times the
+// per-epoch drift, over the outlier rule's 10 (592aa5f's regression).
+TEST(ClientMode, ARelayWhoseLastSyncIsManyEpochsOldTakesAClientsParametersOfThatSync) {
+  Scratch scratch;
+  constexpr int64_t kEvery = 20;
+  const std::string run = unique_run_id("client-old-sync");
+  const std::vector<std::string> sets = {"trainer.threads=1", "strategy.options.listen=127.0.0.1",
+                                         "strategy.options.verbose=true", "strategy.options.min_peers=2",
+                                         "trainer.max_steps=" + std::to_string(4 * kEvery),
+                                         "strategy.options.average_state_every=" + std::to_string(kEvery),
+                                         "strategy.options.run_id=" + run};
+  auto p0 = std::make_unique<Peer>(scratch, "p0", digits_config(), sets);
+  ASSERT_TRUE(wait_until([&] { return !p0->address().empty(); }, seconds(30))) << p0->tail();
+  auto p1 = std::make_unique<Peer>(scratch, "p1", digits_config(), sets,
+                                   std::map<std::string, std::string>{{"LOOM_INITIAL_PEERS", p0->address()}});
+  auto epoch_now = [&] {
+    const auto rounds = averaged_rounds(p0->log());
+    return rounds.empty() ? int64_t(0) : rounds.back().epoch;
+  };
+  ASSERT_TRUE(wait_until([&] { return epoch_now() > kEvery; }, seconds(120))) << p0->tail();
+  const std::string where = state_address(*p0);
+  const std::string host = where.substr(0, where.rfind(':'));
+  const uint16_t port = uint16_t(std::stoul(where.substr(where.rfind(':') + 1)));
+  // The swarm's parameters of the last sync point, as a joiner gets them.
+  std::string why;
+  auto got = loom_collab::download_state({loom_collab::Donor{1, host, port, kEvery}}, loom_collab::run_hash(run),
+                                         kEvery, milliseconds(20000), milliseconds(5000),
+                                         [](loom_collab::Level, const std::string &) {}, &why);
+  ASSERT_TRUE(got) << why;
+  ASSERT_EQ(got->epoch % kEvery, 0) << "a donor serves the state of a sync point";
+  std::vector<float> values = parameters_of_state(got->bytes);
+  ASSERT_FALSE(values.empty()) << "not a raw Loom state";
+  const int64_t next_sync = got->epoch + kEvery;
+  ASSERT_LT(epoch_now(), next_sync - 2) << "too late to send for the next sync point";
+  auto link = loom_collab::RelayLink::open(host, port, loom_collab::run_hash(run), std::nullopt, milliseconds(5000), &why);
+  ASSERT_TRUE(link) << why;
+  loom_collab::RelayMessage m;
+  m.kind = loom_collab::RelayKind::parameters;
+  m.epoch = next_sync;
+  m.weight = 1;
+  m.peer = 42;
+  m.values = values;
+  ASSERT_TRUE(link->exchange(m, values.size() + 4096, Clock::now() + seconds(120), &why)) << why;
+  EXPECT_EQ(m.status, loom_collab::RelayStatus::averaged) << p0->tail();
+  EXPECT_EQ(p0->log().find("'s parameters lie"), std::string::npos) << p0->tail();
+  // One stale contribution averaged in does not set the run back.
+  link.reset();
+  for (Peer *p : {p0.get(), p1.get()}) {
+    ASSERT_EQ(p->wait_exit(seconds(240)), 0) << p->tail();
+    auto final = final_result(p->log());
+    ASSERT_TRUE(final) << p->tail();
+    EXPECT_GE(final->accuracy, 0.9) << p->name();
+  }
 }
 
 }  // namespace
