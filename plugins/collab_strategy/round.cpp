@@ -290,13 +290,18 @@ loom_status Peer::finish_window(loom_step_decision *decision) {
         alone_since_ms_ = wall_ms();
         return LOOM_OK;
       }
-      if (!finite && view().peers > 1) {
-        // Others exist to heal from: drop this window rather than step on it.
+      if (!finite && !alone_for_good()) {
+        // Others exist to heal from, or may still (a view can empty while
+        // they run, alone_for_good): drop this window rather than step on
+        // it. Judged by the view, a peer whose only partner had just died
+        // handed its nan gradients to the trainer, which stopped the run
+        // 6 s after the kill (DivergedAlone test).
         restart_window();
         heal();
         return LOOM_OK;
       }
-      // Alone in the swarm: the trainer's on_nonfinite judges these gradients.
+      // Alone in the swarm for good: the trainer's on_nonfinite judges these
+      // gradients.
       *decision = LOOM_STEP_APPLY;
       return LOOM_OK;
   }
