@@ -180,7 +180,7 @@ void Peer::refresh() {
   reads = std::move(kept);
   // Probes too are DHT reads: while peers' tables bring the records, at
   // most one a dht_every (counted by reads, they came every 4 s at 16 peers).
-  if (!from_peers || start - reads_.last_probe_ms >= dht_every) {
+  if (!from_peers || shards_->probe_now() || start - reads_.last_probe_ms >= dht_every) {
     for (int probe : shards_->next_probes()) {
       from_dht.push_back(reads.size());
       reads.push_back({probe, shard_of(id_, probe), {}});

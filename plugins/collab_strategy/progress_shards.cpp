@@ -55,7 +55,8 @@ std::vector<uint32_t> ShardPlan::next_reads() {
 
 std::vector<int> ShardPlan::next_probes() {
   std::vector<int> out;
-  if (reads_ <= 1) {
+  if (reads_ <= 1 || fell_ || (level_ == 0 && last_peers_ < 2 && reads_ % kProbeEvery == 0)) {
+    fell_ = false;
     for (int level = level_ + 1; level <= kMaxShardLevel; ++level) out.push_back(level);
     return out;
   }
@@ -100,6 +101,7 @@ double ShardPlan::peers(int64_t now_ms, int64_t max_age_ms) {
   if ((level_ > 0 && estimate < low) || estimate >= high) {
     const int next = shard_level(estimate, per_shard_);
     if (next != level_) {
+      fell_ = fell_ || (next == 0 && level_ > 0);
       level_ = next;
       seen_.clear();
     }

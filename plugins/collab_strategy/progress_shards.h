@@ -56,11 +56,22 @@ class ShardPlan {
   std::vector<uint32_t> next_reads();
   // Levels above this one to look at now (this peer's shard on each). A
   // joiner's first read looks at every level: a swarm whose records are
-  // on a higher level leaves level 0 empty, which says nothing. After that,
-  // while this peer sees fewer than per_shard peers, every kProbeEvery-th
-  // read looks one level up, in turn (a first read can miss).
+  // on a higher level leaves level 0 empty, which says nothing. So does the
+  // first read after the level fell to 0: reads that came back empty
+  // (failed, or their records aged past the horizon on a loaded machine)
+  // say little more, and level 0, which the others no longer write, kept
+  // such a peer blind (64-peer run 27: one fell from level 1 to 0 within a
+  // second and saw itself alone for a minute, 121 records held). After
+  // that, while this peer sees fewer than per_shard peers, every
+  // kProbeEvery-th read looks one level up, in turn (a first read can
+  // miss), or every level while it sees nobody at all. (Falls to a level
+  // above 0 probe nothing: probing after every fall made peers of a
+  // simulated 2,000 swarm swing between two levels below the swarm's.)
   std::vector<int> next_probes();
   static constexpr uint64_t kProbeEvery = 16;
+  // Whether the next probes may not wait (a first read, or a fall): a peer
+  // that reads other peers' tables otherwise spaces its DHT probes out.
+  bool probe_now() const { return reads_ <= 1 || fell_; }
   // Whether a read has placed this peer on a level: until then it puts its
   // record nowhere (levels_to_write is empty), not on level 0 where a large
   // swarm's readers would not see it and a small one's would count it twice.
@@ -84,6 +95,7 @@ class ShardPlan {
   int level_ = 0;
   uint64_t turn_ = 0, reads_ = 0, probes_ = 0;
   double last_peers_ = 1;
+  bool fell_ = false;  // the level fell to 0 since the last probes
   struct Seen {
     uint64_t records = 0;
     int64_t at_ms = 0;

@@ -89,6 +89,7 @@ struct SimSwarm {
   std::vector<double> estimate;
   int64_t now = 1'000'000;
   uint64_t max_records_per_read = 0, records_read = 0, reads = 0;
+  std::set<size_t> blind;  // peers whose reads come back empty (failed, or every record past the horizon)
   std::mt19937_64 rng{11};
 
   void add(size_t n) {
@@ -115,13 +116,14 @@ struct SimSwarm {
       const int level = plans[i].level();
       uint64_t read = 0;
       for (uint32_t shard : plans[i].next_reads()) {
-        const uint64_t n = live_others(progress_shard_key("sim", level, shard), ids[i]);
+        const uint64_t n = blind.count(i) ? 0 : live_others(progress_shard_key("sim", level, shard), ids[i]);
         read += n;
         plans[i].saw(level, shard, n, now);
       }
       for (int probe : plans[i].next_probes()) {
         const uint32_t shard = shard_of(ids[i], probe);
-        plans[i].saw(probe, shard, live_others(progress_shard_key("sim", probe, shard), ids[i]), now);
+        plans[i].saw(probe, shard, blind.count(i) ? 0 : live_others(progress_shard_key("sim", probe, shard), ids[i]),
+                     now);
       }
       max_records_per_read = std::max(max_records_per_read, read);
       records_read += read;
@@ -210,6 +212,35 @@ TEST(ProgressShards, ASwarmThatShrinksComesBackToOneKey) {
   for (int i = 0; i < 60; ++i) s.pass();
   EXPECT_EQ(s.levels(), std::set<int>{0});
   for (double e : s.estimate) EXPECT_EQ(e, 4.0);
+}
+
+// Reads that come back empty drop a peer's estimate, and its level with
+// it, to where the others no longer write: it must climb back at once, not
+// when its turn of probes comes round (64-peer run 27: a minute alone).
+TEST(ProgressShards, APeerWhoseReadsCameBackEmptyClimbsBackToItsLevel) {
+  for (const bool blind_probe : {false, true}) {
+    SimSwarm s;
+    s.add(64);
+    for (int i = 0; i < 40; ++i) s.pass();
+    const int level = s.plans[0].level();
+    ASSERT_GE(level, 2);
+    s.blind.insert(0);
+    int passes = 0;
+    while (s.plans[0].level() != 0 && passes++ < 10) s.pass();
+    ASSERT_EQ(s.plans[0].level(), 0) << "empty reads say the swarm is this peer alone";
+    if (blind_probe) s.pass();  // the probes right after the fall come back empty too
+    s.blind.clear();
+    passes = 0;
+    while (s.plans[0].level() < level - 1 && passes < 40) {
+      s.pass();
+      ++passes;
+    }
+    // Right after the fall, every level above is probed; a peer that then
+    // sees nobody probes them all again every kProbeEvery-th read.
+    EXPECT_LE(passes, blind_probe ? int(ShardPlan::kProbeEvery) + 1 : 1) << (blind_probe ? "probes missed" : "");
+    for (int i = 0; i < 20; ++i) s.pass();
+    EXPECT_NEAR(s.estimate[0], 64, 0.35 * 64);
+  }
 }
 
 TEST(ProgressShards, ASampledViewScalesTheSampleToTheEstimatedSwarm) {
