@@ -98,12 +98,16 @@ double ShardPlan::peers(int64_t now_ms, int64_t max_age_ms) {
   const double estimate = std::ldexp(sum / double(n), level_);
   const double low = std::ldexp(double(per_shard_), level_) / kReadBand;
   const double high = std::ldexp(2.0 * double(per_shard_), level_) * kReadBand;
-  if ((level_ > 0 && estimate < low) || estimate >= high) {
+  const bool below = level_ > 0 && estimate < low;
+  if (!below) low_since_ms_ = -1;
+  else if (low_since_ms_ < 0) low_since_ms_ = now_ms;
+  if (estimate >= high || (below && now_ms - low_since_ms_ >= kFallAfterMs)) {
     const int next = shard_level(estimate, per_shard_);
     if (next != level_) {
       fell_ = fell_ || (next == 0 && level_ > 0);
       level_ = next;
       seen_.clear();
+      low_since_ms_ = -1;
     }
   }
   last_peers_ = estimate;

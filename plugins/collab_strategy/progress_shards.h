@@ -84,8 +84,15 @@ class ShardPlan {
   void saw(int level, uint32_t shard, uint64_t records, int64_t now_ms);
   // The swarm's size, this peer included: at level 0 exactly what the one
   // key held; above, 2^level times the mean count of the shards read within
-  // the last max_age_ms. Moves the level when the estimate leaves its range.
+  // the last max_age_ms. Moves the level up when the estimate leaves its
+  // range above, down once it has stayed below for kFallAfterMs: on a
+  // loaded machine a few reads come back short (a DHT get cut at its
+  // timeout, records aged past the horizon), and a level fallen to where
+  // the others no longer write sees nobody (64-peer run 28: 58 of 143
+  // peers' logs fell to level 0). A swarm that shrank is in no hurry: a
+  // level too high reads the same number of keys, each holding fewer.
   double peers(int64_t now_ms, int64_t max_age_ms);
+  static constexpr int64_t kFallAfterMs = 10000;
   // Where this peer's record goes: write_levels of its estimate, plus the
   // level it reads at (its own shard must hold it).
   std::vector<int> levels_to_write(double peers) const;
@@ -95,7 +102,8 @@ class ShardPlan {
   int level_ = 0;
   uint64_t turn_ = 0, reads_ = 0, probes_ = 0;
   double last_peers_ = 1;
-  bool fell_ = false;  // the level fell to 0 since the last probes
+  bool fell_ = false;         // the level fell to 0 since the last probes
+  int64_t low_since_ms_ = -1;  // since when the estimate has been below the level's range
   struct Seen {
     uint64_t records = 0;
     int64_t at_ms = 0;
