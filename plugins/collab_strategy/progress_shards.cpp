@@ -74,7 +74,10 @@ void ShardPlan::saw(int level, uint32_t shard, uint64_t records, int64_t now_ms)
   const double probed = std::ldexp(double(records + 1), level);
   if (probed <= last_peers_ * kWriteBand) return;
   const int next = shard_level(probed, per_shard_);
-  if (next > level_) move_to(next);
+  if (next > level_) {
+    level_ = next;
+    seen_.clear();
+  }
   if (level_ == level) seen_[shard] = Seen{records + 1, now_ms};
   last_peers_ = probed;
 }
@@ -96,27 +99,19 @@ double ShardPlan::peers(int64_t now_ms, int64_t max_age_ms) {
   const double low = std::ldexp(double(per_shard_), level_) / kReadBand;
   const double high = std::ldexp(2.0 * double(per_shard_), level_) * kReadBand;
   const bool below = level_ > 0 && estimate < low;
-  if (!below && estimate < high) confirmed_ = true;
   if (!below) low_since_ms_ = -1;
   else if (low_since_ms_ < 0) low_since_ms_ = now_ms;
-  // A level this peer's own reads never confirmed (a probe's word) is left
-  // at once, as before.
-  if (estimate >= high || (below && (!confirmed_ || now_ms - low_since_ms_ >= kFallAfterMs))) {
+  if (estimate >= high || (below && now_ms - low_since_ms_ >= kFallAfterMs)) {
     const int next = shard_level(estimate, per_shard_);
     if (next != level_) {
       fell_ = fell_ || (next == 0 && level_ > 0);
-      move_to(next);
+      level_ = next;
+      seen_.clear();
+      low_since_ms_ = -1;
     }
   }
   last_peers_ = estimate;
   return estimate;
-}
-
-void ShardPlan::move_to(int level) {
-  level_ = level;
-  seen_.clear();
-  low_since_ms_ = -1;
-  confirmed_ = false;
 }
 
 std::vector<int> ShardPlan::levels_to_write(double peers) const {

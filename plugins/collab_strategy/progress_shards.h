@@ -85,8 +85,7 @@ class ShardPlan {
   // The swarm's size, this peer included: at level 0 exactly what the one
   // key held; above, 2^level times the mean count of the shards read within
   // the last max_age_ms. Moves the level up when the estimate leaves its
-  // range above, down once it has stayed below for kFallAfterMs (at once
-  // where no estimate at this level was ever within its range): on a
+  // range above, down once it has stayed below for kFallAfterMs: on a
   // loaded machine a few reads come back short (a DHT get cut at its
   // timeout, records aged past the horizon), and a level fallen to where
   // the others no longer write sees nobody (64-peer run 28: 58 of 143
@@ -105,8 +104,6 @@ class ShardPlan {
   double last_peers_ = 1;
   bool fell_ = false;         // the level fell to 0 since the last probes
   int64_t low_since_ms_ = -1;  // since when the estimate has been below the level's range
-  bool confirmed_ = false;     // an estimate at this level was within its range
-  void move_to(int level);
   struct Seen {
     uint64_t records = 0;
     int64_t at_ms = 0;

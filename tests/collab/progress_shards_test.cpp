@@ -246,22 +246,6 @@ TEST(ProgressShards, APeerWhoseReadsCameBackEmptyClimbsBackToItsLevel) {
   }
 }
 
-// The 10 s hold is for a level this peer's reads confirmed: one taken on a
-// probe's word that its own reads then contradict is left at once.
-TEST(ProgressShards, ALevelTakenOnAProbesWordThatReadsContradictIsLeftAtOnce) {
-  const uint64_t me = 0x1234567;
-  ShardPlan plan(me, 2);
-  const int64_t t = 1'000'000;
-  for (uint32_t shard : plan.next_reads()) plan.saw(0, shard, 0, t);
-  // 3 other records in its level-2 shard (a swarm of about 16), and none
-  // in its shard of the level that puts it on.
-  for (int level : plan.next_probes()) plan.saw(level, shard_of(me, level), level == 2 ? 3 : 0, t);
-  const int level = plan.level();
-  ASSERT_GE(level, 3);
-  plan.peers(t, 5000);
-  EXPECT_LT(plan.level(), level) << "left at once, not after ShardPlan::kFallAfterMs";
-}
-
 TEST(ProgressShards, ASampledViewScalesTheSampleToTheEstimatedSwarm) {
   Tracker t(5000);
   const int64_t now = 1'000'000;
