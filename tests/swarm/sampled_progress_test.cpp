@@ -62,7 +62,7 @@ TEST(SampledProgress, EightPeersOverSeveralKeysAverageFullRoundsAndFinishTogethe
       // swarm's peers (with the bands' slack, progress_shards.cpp). Judged
       // on the swarm's true size: a level its reads confirmed keeps for
       // ShardPlan::kFallAfterMs while its estimate dips below its range,
-      // and the line may log such a dip (4 peers on 4 keys, once in 8 runs).
+      // and the line may log such a dip (4 peers on 4 keys, 1 of 5 runs).
       EXPECT_GE(double(kPeers) / keys, kPerShard / 1.5) << p->name() << ": " << it->str();
       EXPECT_LE(double(kPeers) / keys, 2 * kPerShard * 1.5) << p->name() << ": " << it->str();
     }
