@@ -63,7 +63,8 @@ std::vector<Bytes> ProgressPush::take() {
 }
 
 std::vector<PullCandidate> pull_candidates(const std::vector<ProgressRecord> &live,
-                                           const std::vector<ProgressRecord> &held, uint64_t me, int level,
+                                           const std::function<std::vector<ProgressRecord>()> &held, uint64_t me,
+                                           int level,
                                            uint32_t shard, const std::map<uint64_t, int64_t> &failed, int64_t now_ms,
                                            bool *stale) {
   std::vector<PullCandidate> out;
@@ -78,7 +79,7 @@ std::vector<PullCandidate> pull_candidates(const std::vector<ProgressRecord> &li
   pick(live);
   *stale = false;
   if (out.empty()) {
-    pick(held);
+    pick(held());
     *stale = !out.empty();
   }
   return out;

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -61,12 +62,14 @@ struct PullCandidate {
 // write to that key, other than `me` and those whose last pull failed less
 // than their backoff ago (failed: peer id -> not asked before this time).
 // From the live records; when none of them qualifies, from every record
-// held (`held`), whose peers most often still run (a dead one fails and
-// backs off), and *stale says so. A view with no live record otherwise
+// held (`held()`, built only then: a read comes every second or so),
+// whose peers most often still run (a dead one fails and backs off), and
+// *stale says so. A view with no live record otherwise
 // pulled from nobody, and at 64 peers starting on 2 cores saw the swarm as
 // itself alone (run 25: 63 records held, the youngest 20 to 83 s old).
 std::vector<PullCandidate> pull_candidates(const std::vector<ProgressRecord> &live,
-                                           const std::vector<ProgressRecord> &held, uint64_t me, int level,
+                                           const std::function<std::vector<ProgressRecord>()> &held, uint64_t me,
+                                           int level,
                                            uint32_t shard, const std::map<uint64_t, int64_t> &failed, int64_t now_ms,
                                            bool *stale);
 

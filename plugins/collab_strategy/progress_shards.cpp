@@ -55,7 +55,7 @@ std::vector<uint32_t> ShardPlan::next_reads() {
 
 std::vector<int> ShardPlan::next_probes() {
   std::vector<int> out;
-  if (reads_ <= 1 || fell_ || (level_ == 0 && last_peers_ < 2 && reads_ % kProbeEvery == 0)) {
+  if (probe_now() || (level_ == 0 && last_peers_ < 2 && reads_ % kProbeEvery == 0)) {
     fell_ = false;
     for (int level = level_ + 1; level <= kMaxShardLevel; ++level) out.push_back(level);
     return out;

@@ -24,8 +24,9 @@ std::optional<std::vector<Bytes>> Peer::pull_progress(int level, uint32_t shard,
   {
     std::lock_guard<std::mutex> lock(mutex_);
     // Held records only when no live one names a peer to ask (pull_candidates).
-    candidates = pull_candidates(tracker_.live_records(now), tracker_.live_records(now, Tracker::kAnyAge), id_, level,
-                                 shard, reads_.pull_failed, now, &stale);
+    candidates = pull_candidates(
+        tracker_.live_records(now), [&] { return tracker_.live_records(now, Tracker::kAnyAge); }, id_, level, shard,
+        reads_.pull_failed, now, &stale);
   }
   if (candidates.empty()) {
     if (nobody) *nobody = true;

@@ -166,6 +166,11 @@ ProgressRecord serving(uint64_t id) {
   return r;
 }
 
+// The records held, as pull_candidates asks for them.
+std::function<std::vector<ProgressRecord>()> held(std::vector<ProgressRecord> records) {
+  return [records] { return records; };
+}
+
 std::vector<uint64_t> ids_of(const std::vector<PullCandidate> &c) {
   std::vector<uint64_t> out;
   for (const auto &x : c) out.push_back(x.id);
@@ -179,23 +184,26 @@ TEST(PullCandidates, TheLiveServingPeersOfTheKeyOtherThanMe) {
   away.flags = ProgressRecord::kAway;
   no_server.state_port = 0;
   bool stale = true;
-  const auto got = pull_candidates({serving(1), serving(2), client, left, away, no_server}, {serving(9)}, 1, 0, 0, {},
+  const auto got = pull_candidates({serving(1), serving(2), client, left, away, no_server}, held({serving(9)}), 1, 0, 0, {},
                                    1000, &stale);
   EXPECT_EQ(ids_of(got), (std::vector<uint64_t>{2}));
   EXPECT_FALSE(stale) << "a live record names a peer: the held ones are not asked";
   EXPECT_EQ(got[0].host, "10.0.0.2");
   EXPECT_EQ(got[0].port, 7002);
+  int asked = 0;  // the held records are not even gathered then
+  pull_candidates({serving(2)}, [&] { ++asked; return std::vector<ProgressRecord>{}; }, 1, 0, 0, {}, 1000, &stale);
+  EXPECT_EQ(asked, 0);
 }
 
 TEST(PullCandidates, WithNoLivePeerToAskThoseOfTheRecordsHeldAreAskedAndSaidStale) {
   ProgressRecord client = serving(3);
   client.flags = ProgressRecord::kClient;
   bool stale = false;
-  auto got = pull_candidates({client}, {client, serving(7), serving(8)}, 1, 0, 0, {}, 1000, &stale);
+  auto got = pull_candidates({client}, held({client, serving(7), serving(8)}), 1, 0, 0, {}, 1000, &stale);
   EXPECT_EQ(ids_of(got), (std::vector<uint64_t>{7, 8}));
   EXPECT_TRUE(stale);
   // Nothing held either: nobody to ask, and not stale.
-  got = pull_candidates({}, {}, 1, 0, 0, {}, 1000, &stale);
+  got = pull_candidates({}, held({}), 1, 0, 0, {}, 1000, &stale);
   EXPECT_TRUE(got.empty());
   EXPECT_FALSE(stale);
 }
@@ -205,10 +213,10 @@ TEST(PullCandidates, APeerWhosePullFailedWaitsOutItsBackoff) {
   bool stale = false;
   // Its record is the only live one: during the backoff the held records
   // are asked instead, without it.
-  auto got = pull_candidates({serving(2)}, {serving(2), serving(7)}, 1, 0, 0, failed, 4999, &stale);
+  auto got = pull_candidates({serving(2)}, held({serving(2), serving(7)}), 1, 0, 0, failed, 4999, &stale);
   EXPECT_EQ(ids_of(got), (std::vector<uint64_t>{7}));
   EXPECT_TRUE(stale);
-  got = pull_candidates({serving(2)}, {serving(2), serving(7)}, 1, 0, 0, failed, 5000, &stale);
+  got = pull_candidates({serving(2)}, held({serving(2), serving(7)}), 1, 0, 0, failed, 5000, &stale);
   EXPECT_EQ(ids_of(got), (std::vector<uint64_t>{2}));
   EXPECT_FALSE(stale);
 }
@@ -218,7 +226,7 @@ TEST(PullCandidates, OnlyPeersThatWriteToTheKeysShard) {
   for (uint64_t id = 10; id < 74; ++id) live.push_back(serving(id * 0x9e3779b97f4a7c15ull));
   for (uint32_t shard = 0; shard < 4; ++shard) {
     bool stale = false;
-    const auto got = pull_candidates(live, live, 1, 2, shard, {}, 0, &stale);
+    const auto got = pull_candidates(live, held(live), 1, 2, shard, {}, 0, &stale);
     EXPECT_FALSE(got.empty()) << "64 ids leave no shard of 4 empty";
     for (const auto &c : got) EXPECT_EQ(shard_of(c.id, 2), shard);
     size_t expected = 0;
