@@ -21,7 +21,8 @@ first meets early ("brought X of T samples"; the share of the target at that
 meeting is printed), its members top up the rest and meet again; only that
 second wait is logged with a time. --dissect counts one host's DHT
 datagrams by OpenDHT method and key (progress records named) from a raw
-socket: where the traffic comes from.
+socket: where the traffic comes from; and the first peer's host from the
+first SIGTERM on (the shutdown's traffic).
 
 There is no netem on this kernel: every link is a sub-millisecond LAN with
 no latency or loss, so matchmaking and round times are lower bounds of what
@@ -46,6 +47,7 @@ process is removed at the end (also on Ctrl-C or SIGTERM).
 """
 import argparse
 import collections
+import concurrent.futures
 import hashlib
 import json
 import os
@@ -95,12 +97,20 @@ REQUESTS = re.compile(r"DHT requests sent in (\d+) s: (\d+) gets, (\d+) listens,
 # msgpack's "q": "<method>" and "h": <20-byte hash>; replies carry neither.
 SNIFF = r"""
 import collections, json, re, socket, sys, time
-me, until, names = socket.inet_aton(sys.argv[1]), time.monotonic() + float(sys.argv[2]), json.loads(sys.argv[3])
-s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3)); s.bind(("eth0", 0)); s.settimeout(0.2)
+until, names = time.monotonic() + float(sys.argv[2]), json.loads(sys.argv[3])  # argv[1]: the host's address
+# argv[4], if given: count from that CLOCK_MONOTONIC time on (every namespace
+# here shares the clock), so that the count starts when the caller says.
+since = float(sys.argv[4]) if len(sys.argv) > 4 else 0.0
+until = max(until, since + float(sys.argv[2]))
+# Every interface, sent or received by the packet's direction. Loopback
+# shows each packet twice: its outgoing copy is counted.
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3)); s.settimeout(0.2)
 n, b, asked = collections.Counter(), collections.Counter(), {}
 while time.monotonic() < until:
-    try: p = s.recv(65535)
+    try: p, (ifname, _, pkttype, _, _) = s.recvfrom(65535)
     except socket.timeout: continue
+    if ifname == "lo" and pkttype != socket.PACKET_OUTGOING: continue
+    if time.monotonic() < since: continue
     p, ipv4 = p[14:], p[12:14] == b"\x08\x00"  # ETH_P_ALL: outgoing ones too
     if not ipv4 or p[9] != 17: continue
     load = p[(p[0] & 15) * 4 + 8:]
@@ -108,17 +118,21 @@ while time.monotonic() < until:
     what = load[q.end():q.end() + q[1][0] - 0xa0].decode("ascii", "replace") if q else "reply/other"
     h = re.search(rb"\xa1h\xc4\x14", load) if q else None
     key = names.get(load[h.end():h.end() + 20].hex(), "key " + load[h.end():h.end() + 3].hex()) if h else ""
-    sent = p[12:16] == me
+    sent = pkttype == socket.PACKET_OUTGOING
     # A reply names its request by the requester's transaction id ("t"):
     # the request's method and key, as seen from this host.
     t = re.search(rb"\xa1t(?:([\x00-\x7f])|\xcc(.)|\xcd(..)|\xce(....))", load, re.S)
     tid = (p[16:20] if sent else p[12:16]) + (next(g for g in t.groups() if g is not None) if t else b"")
     if q and t: asked[tid] = what + (" " + key if key else "")
     elif not q and t and tid in asked: what, key = "reply to " + asked[tid], ""
-    k = ("sent " if sent else "received ") + what + (" " + key if key else "")
+    k = ("sent " if sent else "received ") + ("" if ifname == "eth0" else ifname + " ") + what + (" " + key if key else "")
     n[k] += 1; b[k] += len(load)
 print(json.dumps({k: [n[k], b[k]] for k in n}))
 """
+
+
+# How long --dissect also watches one host from the first SIGTERM on.
+SHUTDOWN_SNIFF_S = 20
 
 
 class PeerFailed(RuntimeError):
@@ -185,7 +199,11 @@ def counters(host):
 
 
 def read_all(hosts):
-    return [counters(h) for h in hosts]
+    """Every host's counters, read together: one at a time, 64 loaded hosts
+    took seconds, and the first host's reading was that much older than the
+    last's (a shutdown's count then took in the seconds before it)."""
+    with concurrent.futures.ThreadPoolExecutor(max_workers=16) as pool:
+        return list(pool.map(counters, hosts))
 
 
 def rates(before, after, key):
@@ -278,21 +296,39 @@ def run_size(n, args, out, run_no):
         if churn:
             churn.finish()
         check_alive(peers)
+        dissected = json.loads(sniff.communicate(timeout=60)[0] or "{}") if sniff else None
+        # --dissect: the same count over the shutdown on the first peer's host
+        # (the peers started first sent the most then: 64 peers, 2026-12-06),
+        # until its peer has exited and some seconds after.
+        # It counts from `since`, 2 s on, once it has surely started.
+        since = time.monotonic() + 2.0
+        sniff_stop = (hs[0].popen([sys.executable, "-c", SNIFF, hs[0].address, str(SHUTDOWN_SNIFF_S), json.dumps(names),
+                                   repr(since)], stdout=subprocess.PIPE, text=True) if args.dissect else None)
+        if sniff_stop:
+            time.sleep(max(0.0, since - time.monotonic()))
+        # The shutdown counts from here: `after` is the window's end, and the
+        # swarm trained on while the churn ended and the sniffer finished.
+        at_stop = read_all(hs)
         stopped = time.monotonic()
         for p in peers:
             p.stop()
-        for p in peers:
-            try:
-                code = p.proc.wait(timeout=max(1.0, 60 + n - (time.monotonic() - stopped)))
-            except subprocess.TimeoutExpired:
-                fail(p, f"did not exit within {60 + n} s of SIGTERM")
-            if code != 0:
-                fail(p, f"exited with status {code} after SIGTERM")
+        # Every peer's exit, polled together: when each one left.
+        exits = {}
+        while len(exits) < len(peers):
+            for k, p in enumerate(peers):
+                if k not in exits and p.proc.poll() is not None:
+                    exits[k] = time.monotonic() - stopped
+                    if p.proc.returncode != 0:
+                        fail(p, f"exited with status {p.proc.returncode} after SIGTERM")
+            if time.monotonic() - stopped > 60 + n:
+                late = [peers[k] for k in range(len(peers)) if k not in exits]
+                fail(late[0], f"did not exit within {60 + n} s of SIGTERM (nor did {len(late) - 1} others)")
+            time.sleep(0.05)
         shutdown_s = time.monotonic() - stopped
         final = read_all(hs)
         for p in peers:
             p.thread.join(timeout=10)
-        dissected = json.loads(sniff.communicate(timeout=60)[0] or "{}") if sniff else None
+        dissected_stop = json.loads(sniff_stop.communicate(timeout=60)[0] or "{}") if sniff_stop else None
     everyone = peers + (churn.gone if churn else [])  # every incarnation
     # Rounds in the window, one per group (all its members log the same line).
     # A part's samples count as its share of the whole (samples x met /
@@ -349,7 +385,8 @@ def run_size(n, args, out, run_no):
     rss = [float(m[1]) for p in everyone for _, m in p.grep(re.compile(r"peak memory: ([0-9.]+) MiB"))]
     sent, recv = rates(before, after, "OutDatagrams"), rates(before, after, "InDatagrams")
     drops = sum(a[1]["RcvbufErrors"] - b[1]["RcvbufErrors"] for b, a in zip(before, after))
-    shutdown = sum(f[1]["OutDatagrams"] - a[1]["OutDatagrams"] for a, f in zip(after, final))
+    shutdown_by_host = [f[1]["OutDatagrams"] - a[1]["OutDatagrams"] for a, f in zip(at_stop, final)]
+    shutdown = sum(shutdown_by_host)
     row = {
         "peers": n, "target": target, "window_s": w1 - w0, "first_avg_s": first_avg,
         "all_averaged_s": max((p.grep(AVG)[0][0] for p in peers if p.grep(AVG)), default=None),
@@ -374,6 +411,8 @@ def run_size(n, args, out, run_no):
         "requests_per_s": {k: req_s(i) for i, k in enumerate(["gets", "listens", "puts", "finds", "pings", "watches"], 2)},
         "rss_mib": med(rss), "rss_mib_max": max(rss, default=None), "epochs_min": min(last, default=None),
         "epochs_max": max(last, default=None), "shutdown_datagrams": shutdown, "shutdown_s": shutdown_s,
+        "shutdown_by_host": shutdown_by_host, "exit_s": [round(exits[k], 2) for k in range(len(peers))],
+        "dissect_stop": dissected_stop, "dissect_stop_host": hs[0].name if dissected_stop else None,
         "dissect_host": hs[-1].name if dissected else None, "dissect_s": args.seconds, "dissect": dissected,
         "logs": folder, "churn": churn.judge(w1) if churn else None,
     }
@@ -430,7 +469,7 @@ def main():
     ap.add_argument("--churn", type=float, default=0,
                     help="fraction of the swarm SIGKILLed and restarted per minute in the window (issue 16: 0.25)")
     ap.add_argument("--churn-down", type=float, default=2, help="seconds a killed peer stays down before its restart")
-    ap.add_argument("--dissect", action="store_true", help="count one host's DHT queries by method and key")
+    ap.add_argument("--dissect", action="store_true", help="count one host's DHT queries by method and key, in the window and in the shutdown")
     ap.add_argument("--loom", default=os.environ.get("LOOM_BIN", os.path.join(ROOT, "build", "bin", "loom")))
     ap.add_argument("--out", default="", help="folder for logs and results.json (default: a new one, kept)")
     args = ap.parse_args()
@@ -496,6 +535,16 @@ def main():
             print(f"  DHT datagrams per second on host {r['dissect_host']}, by OpenDHT method and key:")
             for what, (count, size) in sorted(r["dissect"].items(), key=lambda kv: -kv[1][0])[:16]:
                 print(f"    {count / span:8.1f}/s {size / span / 1000:8.1f} kB/s  {what}")
+        by, ex = sorted(r["shutdown_by_host"]), sorted(r["exit_s"])
+        print(f"  shutdown: datagrams sent per host median {by[len(by) // 2]}, most {by[-1]}; peers exited after "
+              f"{ex[0]:.1f} s (first), {ex[len(ex) // 2]:.1f} s (median), {ex[-1]:.1f} s (last)")
+        if r["dissect_stop"] is not None:
+            d = r["dissect_stop"]
+            print(f"  shutdown on host {r['dissect_stop_host']}, {SHUTDOWN_SNIFF_S} s from the counters' reading before "
+                  f"the first SIGTERM "
+                  f"({sum(c for c, _ in d.values())} datagrams), by OpenDHT method and key:")
+            for what, (count, size) in sorted(d.items(), key=lambda kv: -kv[1][0])[:16]:
+                print(f"    {count:8d} {size / 1000:8.1f} kB  {what}")
     report(rows)
 
 
