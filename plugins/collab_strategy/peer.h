@@ -325,17 +325,7 @@ class Peer {
   // peer's contribution waits in relay_inbox_ (on its session thread, in
   // relay_contribution) until this peer's round takes it (take_relayed:
   // added into relayed_sum_ before the group exchanges weights) and answers
-  // it (answer_relayed, with the group's mean or a miss).
-  struct RelayEntry {
-    std::string client;
-    RelayKind kind = RelayKind::gradients;
-    uint64_t peer = 0;
-    int64_t epoch = 0;
-    double weight = 0, norm = -1;
-    std::vector<float> values;
-    bool taken = false, answered = false;  // under relay_mutex_
-    RelayMessage result;
-  };
+  // it (answer_relayed, with the group's mean or a miss): a RelayEntry.
   void relay_contribution(const std::string &client, RelayMessage &m, const std::function<bool()> &stop);
   double take_relayed(int64_t epoch, double own_norm);  // the relayed weight taken so far this round
   // resync (local updates): the group took the mean of differing outer

@@ -64,8 +64,8 @@ std::vector<Bytes> ProgressPush::take() {
 
 std::vector<PullCandidate> pull_candidates(const std::vector<ProgressRecord> &live,
                                            const std::function<std::vector<ProgressRecord>()> &held, uint64_t me,
-                                           int level,
-                                           uint32_t shard, const std::map<uint64_t, int64_t> &failed, int64_t now_ms,
+                                           int level, uint32_t shard, const std::map<uint64_t, int64_t> &failed,
+                                           int64_t now_ms,
                                            bool *stale) {
   std::vector<PullCandidate> out;
   auto pick = [&](const std::vector<ProgressRecord> &records) {

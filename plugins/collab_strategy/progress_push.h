@@ -69,8 +69,8 @@ struct PullCandidate {
 // itself alone (run 25: 63 records held, the youngest 20 to 83 s old).
 std::vector<PullCandidate> pull_candidates(const std::vector<ProgressRecord> &live,
                                            const std::function<std::vector<ProgressRecord>()> &held, uint64_t me,
-                                           int level,
-                                           uint32_t shard, const std::map<uint64_t, int64_t> &failed, int64_t now_ms,
+                                           int level, uint32_t shard, const std::map<uint64_t, int64_t> &failed,
+                                           int64_t now_ms,
                                            bool *stale);
 
 class ProgressPush {

@@ -93,6 +93,20 @@ struct RelayMessage {
   std::string why;  // a refusal's or miss's reason (not on the wire: the relay logs it)
 };
 
+// A client's contribution as its relay (a full peer, Peer in peer.h) holds
+// it: from the client's session thread until the relay's round takes it
+// and answers it with `result`.
+struct RelayEntry {
+  std::string client;
+  RelayKind kind = RelayKind::gradients;
+  uint64_t peer = 0;
+  int64_t epoch = 0;
+  double weight = 0, norm = -1;
+  std::vector<float> values;
+  bool taken = false, answered = false;  // under the relay's relay_mutex_
+  RelayMessage result;
+};
+
 // A client-mode peer's connection to its relay. Not thread-safe: one
 // training thread uses it.
 class RelayLink {

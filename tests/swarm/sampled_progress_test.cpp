@@ -60,9 +60,9 @@ TEST(SampledProgress, EightPeersOverSeveralKeysAverageFullRoundsAndFinishTogethe
       EXPECT_LE(estimate, 16) << p->name() << ": " << it->str();
       // Each key holds about progress_shard_peers to twice that many of the
       // swarm's peers (with the bands' slack, progress_shards.cpp). Judged
-      // on the swarm's true size: a level its reads confirmed keeps for
-      // ShardPlan::kFallAfterMs while its estimate dips below its range,
-      // and the line may log such a dip (4 peers on 4 keys, 1 of 5 runs).
+      // on the swarm's true size: a level is kept for ShardPlan::kFallAfterMs
+      // while its estimate dips below its range, and the line may log such
+      // a dip (4 peers on 4 keys, 1 of 5 runs).
       EXPECT_GE(double(kPeers) / keys, kPerShard / 1.5) << p->name() << ": " << it->str();
       EXPECT_LE(double(kPeers) / keys, 2 * kPerShard * 1.5) << p->name() << ": " << it->str();
     }
