@@ -58,6 +58,7 @@
 #include <cstdio>
 #include <map>
 #include <mutex>
+#include <sstream>
 #include <stdexcept>
 #include <thread>
 
@@ -360,6 +361,41 @@ std::string SwarmDht::ops_by_kind() const {
            std::to_string(o.puts) + " puts, " + std::to_string(o.watches) + " watches";
   }
   return out.empty() ? "none" : out;
+}
+
+SwarmDht::Held SwarmDht::held() const {
+  Held h;
+  // OpenDHT says what a search holds only as text: its log of searches
+  // lists their ids (with more than 8 it lists nothing else), and one
+  // search's log gives a line per node, "<common bits> <node id> <*> [<pending
+  // requests><x>]", x marking a node that stopped answering.
+  std::vector<dht::InfoHash> ids;
+  {
+    std::istringstream all(impl_->runner.getSearchesLog(AF_INET));
+    std::string line;
+    const std::string listed = "[search ", dumped = "Search IPv4 ";
+    while (std::getline(all, line)) {
+      for (const std::string &head : {listed, dumped})
+        if (line.rfind(head, 0) == 0 && line.size() >= head.size() + 40)
+          ids.push_back(dht::InfoHash(line.substr(head.size(), 40)));
+    }
+  }
+  h.searches = ids.size();
+  for (const auto &id : ids) {
+    std::istringstream one(impl_->runner.getSearchLog(id, AF_INET));
+    std::string line;
+    while (std::getline(one, line)) {
+      if (line.size() < 48 || line[3] != ' ' || !std::isxdigit(static_cast<unsigned char>(line[4]))) continue;
+      const size_t open = line.find('[', 44), close = line.find(']', 44);
+      if (open == std::string::npos || close == std::string::npos || close <= open) continue;
+      ++h.search_nodes;
+      if (line[close - 1] == 'x') ++h.silent_nodes;
+    }
+  }
+  const auto stored = impl_->runner.getStoreSize();
+  h.stored_bytes = stored.first;
+  h.stored_values = stored.second;
+  return h;
 }
 
 // GetMode::shared: at most one get per key is under way; a call while one

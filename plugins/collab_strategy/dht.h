@@ -155,6 +155,19 @@ class SwarmDht {
   // the values read say which kind the get requests went to.
   std::string ops_by_kind() const;
 
+  // What the node holds in memory now, for the log at exit. OpenDHT keeps
+  // a search per key it has read or written for 62 minutes after its last
+  // use, and in each search the nodes near the key, those that stopped
+  // answering included, until they have been silent for 10 minutes; most
+  // of a long-lived peer's growth under churn is these (records.h).
+  struct Held {
+    size_t searches = 0;
+    size_t search_nodes = 0;  // summed over searches: a node counts once per search
+    size_t silent_nodes = 0;  // of them, nodes OpenDHT marks expired (not answering)
+    size_t stored_values = 0, stored_bytes = 0;  // what others put here
+  };
+  Held held() const;
+
  private:
   bool put_now(const std::string &key, uint64_t value_id, const Bytes &value, std::chrono::seconds ttl,
                std::chrono::milliseconds timeout);

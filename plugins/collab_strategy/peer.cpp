@@ -426,6 +426,11 @@ loom_status Peer::teardown() {
                     static_cast<unsigned long long>(q.ping), static_cast<unsigned long long>(dht_->watches_started()));
       detail(line);
       detail("DHT operations this peer began, by key: " + dht_->ops_by_kind());
+      const SwarmDht::Held held = dht_->held();
+      detail("the DHT node holds " + std::to_string(held.searches) + " searches over " +
+             std::to_string(held.search_nodes) + " nodes (" + std::to_string(held.silent_nodes) +
+             " of them silent: peers gone) and " + std::to_string(held.stored_values) + " values others put (" +
+             std::to_string(held.stored_bytes) + " bytes)");
     }
   }
   log(Level::info, "handed the collective " + std::to_string(GroupComm::payload_bytes()) +

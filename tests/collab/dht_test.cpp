@@ -257,6 +257,38 @@ TEST_F(Swarm, OperationsAreCountedByKindWithTheValuesTheirGetsRead) {
   EXPECT_NE(nodes[1]->ops_by_kind().find("join: 0 gets (0 values), 1 puts"), std::string::npos) << nodes[1]->ops_by_kind();
 }
 
+// What a node holds: a search per key it used, each with the nodes near
+// the key; a node that went away stays in them, counted silent once it
+// leaves requests unanswered (OpenDHT drops it 10 minutes later).
+TEST_F(Swarm, HeldCountsSearchesTheirNodesAndTheSilentOnes) {
+  SwarmDht &user = *nodes[0];
+  const SwarmDht::Held before = user.held();
+  for (int i = 0; i < 3; ++i) {
+    const std::string key = "k/held/" + std::to_string(i);
+    ASSERT_TRUE(user.put(key, 1, bytes("v"), seconds(60), kOp));
+    ASSERT_EQ(texts(user.get(key, kOp)), std::vector<std::string>{"v"});
+  }
+  const SwarmDht::Held used = user.held();
+  EXPECT_EQ(used.searches, before.searches + 3);
+  // Every search knows the three other nodes (fewer than OpenDHT's 14).
+  EXPECT_GE(used.search_nodes, before.search_nodes + 3 * 3);
+  EXPECT_EQ(used.silent_nodes, 0u);
+  size_t stored = 0;
+  for (size_t i = 1; i < nodes.size(); ++i) stored += nodes[i]->held().stored_values;
+  EXPECT_GE(stored, 3u) << "each put is stored on the other nodes";
+
+  nodes[3].reset();
+  SwarmDht::Held after = used;
+  const auto until = Clock::now() + seconds(20);
+  while (after.silent_nodes == 0 && Clock::now() < until) {
+    for (int i = 0; i < 3; ++i) user.get("k/held/" + std::to_string(i), milliseconds(500));
+    after = user.held();
+  }
+  EXPECT_GE(after.silent_nodes, 1u) << "the node that went away";
+  EXPECT_EQ(after.searches, used.searches);
+  EXPECT_GE(after.search_nodes, used.search_nodes) << "a silent node stays in the searches";
+}
+
 TEST_F(Swarm, GetManyAnswersEachKeyAsAGetWouldInOneRoundTrip) {
   ASSERT_TRUE(nodes[1]->put("k/many/a", 1, bytes("a1"), seconds(60), kOp));
   ASSERT_TRUE(nodes[2]->put("k/many/a", 2, bytes("a2"), seconds(60), kOp));
