@@ -185,13 +185,20 @@ std::optional<FingerprintRecord> decode_fingerprint(uint64_t run, const uint8_t 
 //
 // Rounds reuse kRoundBuckets keys of each kind, picked by (epoch, attempt),
 // rather than a key per round: OpenDHT keeps every search it ran for 62
-// minutes, one per key, about 1.1 KB each, so a key per round grew every
-// peer's memory with the epoch rate (2.7 searches an epoch) for an hour
-// (measured with 32 buckets: flat over a 30-minute soak). With 256, a peer
-// holds at most 768 round searches, about 0.9 MB at that size (arithmetic,
-// not measured with 256). Not measured: a search in
-// use may also stay synced past a node's death, where a new key's first put
-// waits about a second for the dead node.
+// minutes, one per key, so a key per round grew every peer's memory with
+// the epoch rate (2.7 searches an epoch) for an hour. Each search also
+// lists the nodes near its key, and keeps a node that stopped answering
+// until it has been silent 10 minutes: under churn every departed peer
+// stays in every search of a small swarm, about 2.5 KB a search a node
+// (SwarmDht::held). With 256 buckets (up to 2,560 round searches with the
+// oob keys) a long-lived peer of 8 under 4 SIGKILLs a minute grew 70 to
+// 136 MiB in 20 minutes; with 32 (at most 320), 71 to 100 MiB in 16
+// minutes and 107 in 25, still about 1 MiB a minute: departed nodes leave
+// the searches more slowly than they enter (README, "OpenDHT's searches
+// under churn"). A key is reused every 32 rounds, later than its records expire
+// (round_record_ttl, 35 s by default) at epochs of 1.1 s or more; under
+// faster rounds a watch begins with a few older rounds' records too, which
+// carry their epoch and attempt.
 //
 // Each peer puts a round's records under round_value_id, a value id of its
 // own for that round: peers watch round keys (dht.h), and a watch never
@@ -201,7 +208,7 @@ std::optional<FingerprintRecord> decode_fingerprint(uint64_t run, const uint8_t 
 // records of the rounds within their ttl (round_record_ttl); records carry
 // their epoch and attempt (oob records the group hash), so readers tell
 // this round's from older ones.
-constexpr uint32_t kRoundBuckets = 256;
+constexpr uint32_t kRoundBuckets = 32;
 uint64_t round_value_id(uint64_t peer, int64_t epoch, uint32_t attempt);
 // How long a round's records live: a round lasts at most averaging_timeout
 // (a leader under local_steps reads joins up to its deadline), and 5 s
@@ -218,7 +225,7 @@ std::string group_key(const std::string &run_id, int64_t epoch, uint32_t attempt
 // all the groups of a round made every member's watch carry every group's
 // parts, about 1 KB each, pushed by every node that held the key), while a
 // peer still touches at most kRoundBuckets * kOobGroupKeys oob keys, each
-// an OpenDHT search kept an hour (above: about 2.3 MB at most).
+// an OpenDHT search kept an hour (above).
 constexpr uint32_t kOobGroupKeys = 8;
 std::string oob_key(const std::string &run_id, int64_t epoch, uint32_t attempt, uint64_t group_hash);
 std::string fingerprint_key(const std::string &run_id, uint64_t fingerprint);

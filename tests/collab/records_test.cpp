@@ -205,14 +205,14 @@ TEST(Records, GroupHashDependsOnEpochAttemptAndMembersOnly) {
 
 TEST(Records, KeysAreNamespacedByRun) {
   EXPECT_EQ(progress_key("r1"), "loom/r1/progress");
-  EXPECT_EQ(join_key("r1", 12, 3), "loom/r1/join/51");  // (12 + 13 x 3) mod 256
-  EXPECT_EQ(group_key("r1", 12, 3), "loom/r1/group/51");
-  EXPECT_EQ(oob_key("r1", 12, 3, 0xabc).rfind("loom/r1/oob/51/", 0), 0u);
+  EXPECT_EQ(join_key("r1", 12, 3), "loom/r1/join/19");  // (12 + 13 x 3) mod 32
+  EXPECT_EQ(group_key("r1", 12, 3), "loom/r1/group/19");
+  EXPECT_EQ(oob_key("r1", 12, 3, 0xabc).rfind("loom/r1/oob/19/", 0), 0u);
   // Groups of one round spread over kOobGroupKeys keys.
   std::set<std::string> groups;
   for (uint64_t g = 1; g <= 64; ++g) groups.insert(oob_key("r1", 12, 3, g * 0x9e3779b97f4a7c15ull));
   EXPECT_EQ(groups.size(), size_t(kOobGroupKeys));
-  EXPECT_EQ(join_key("r1", 12 + 256, 3), "loom/r1/join/51");
+  EXPECT_EQ(join_key("r1", 12 + 32, 3), "loom/r1/join/19");
   EXPECT_NE(progress_key("r1"), progress_key("r2"));
   EXPECT_NE(join_key("r1", 12, 0), join_key("r2", 12, 0));
 }
