@@ -14,7 +14,9 @@ second, and receive-buffer drops, read inside each host before and after the
 measured window (/proc/net/snmp's Udp: line; bytes from an nftables counter,
 as /proc/net/dev mixes in UCX's TCP allreduce traffic; so UDP is the DHT);
 peak RSS per peer; the spread of epochs when the peers are stopped (SIGTERM);
-and the datagrams of the shutdown. Then issue 16's 64-peer targets, PASS/FAIL.
+and the datagrams of the shutdown; what each peer's DHT node held at its
+teardown (searches, the nodes listed in them, how many of those are silent).
+Then issue 16's 64-peer targets, PASS/FAIL.
 
 The barrier is the wait of the group's last meeting: a group formed ahead
 first meets early ("brought X of T samples"; the share of the target at that
@@ -93,6 +95,10 @@ READS = re.compile(r"read the swarm's progress (\d+) times in (\d+) s .*; (\d+) 
 # values pages through N + 1 requests per node) and the watches it began.
 REQUESTS = re.compile(r"DHT requests sent in (\d+) s: (\d+) gets, (\d+) listens, (\d+) puts, (\d+) finds, (\d+) pings; "
                       r"(\d+) watches begun")
+# A peer's teardown: what its OpenDHT node held (SwarmDht::held), most of a
+# long-lived peer's memory growth under churn (README, "OpenDHT's searches
+# under churn").
+HELD = re.compile(r"the DHT node holds (\d+) searches over (\d+) nodes \((\d+) of them silent")
 # Counts the DHT's queries by OpenDHT method and key on one host (--dissect):
 # msgpack's "q": "<method>" and "h": <20-byte hash>; replies carry neither.
 SNIFF = r"""
@@ -383,6 +389,7 @@ def run_size(n, args, out, run_no):
     in_range = [(cap or part(k, of)) <= s <= part(k, of) + k * BATCH for s, k, of, cap in rounds_seen]
     last = [int(m[1]) for p in everyone for _, m in p.grep(re.compile(r"training stops at step (\d+)"))]
     rss = [float(m[1]) for p in everyone for _, m in p.grep(re.compile(r"peak memory: ([0-9.]+) MiB"))]
+    held = [[int(x) for x in m.groups()] for p in peers for _, m in p.grep(HELD)[-1:]]
     sent, recv = rates(before, after, "OutDatagrams"), rates(before, after, "InDatagrams")
     drops = sum(a[1]["RcvbufErrors"] - b[1]["RcvbufErrors"] for b, a in zip(before, after))
     shutdown_by_host = [f[1]["OutDatagrams"] - a[1]["OutDatagrams"] for a, f in zip(at_stop, final)]
@@ -414,6 +421,7 @@ def run_size(n, args, out, run_no):
         "shutdown_by_host": shutdown_by_host, "exit_s": [round(exits[k], 2) for k in range(len(peers))],
         "dissect_stop": dissected_stop, "dissect_stop_host": hs[0].name if dissected_stop else None,
         "dissect_host": hs[-1].name if dissected else None, "dissect_s": args.seconds, "dissect": dissected,
+        "dht_held": held,  # [searches, nodes listed, silent] of each peer at the stop
         "logs": folder, "churn": churn.judge(w1) if churn else None,
     }
     with open(os.path.join(out, "results.json"), "a") as f:
@@ -514,6 +522,11 @@ def main():
             print("  DHT requests sent per peer per second (medians, whole run): " +
                   ", ".join(f"{q[k]:.1f} {k}" for k in ["gets", "listens", "puts", "finds", "pings"]) +
                   f"; {q['watches']:.2f} watches begun", flush=True)
+        if r["dht_held"]:
+            col = lambda i: sorted(h[i] for h in r["dht_held"])  # noqa: E731
+            print(f"  the DHT nodes held at the stop ({len(r['dht_held'])} teardowns; median, most): searches "
+                  f"{med(col(0)):.0f}, {max(col(0))}; nodes listed in them {med(col(1)):.0f}, {max(col(1))}; "
+                  f"of those silent {med(col(2)):.0f}, {max(col(2))}", flush=True)
         if r["churn"]:
             c = r["churn"]
             print(f"  churn: {c['kills']} peers SIGKILLed and {c['restarts']} restarted; of those restarted, "
