@@ -250,6 +250,18 @@ def text(path):
         return f.read()
 
 
+def ending(log, n=25):
+    """A failed peer's log for the assertion: its last n lines, or from a
+    crash's first line on when it crashed (the backtrace's top frames, which
+    a 25-line tail cut off: a SIGSEGV inside UCX's TCP progress in one
+    full-suite run, 2026-12-06)."""
+    lines = log.splitlines()
+    crash = next((i for i, line in enumerate(lines) if "Caught signal" in line or "==== backtrace" in line), None)
+    if crash is None:
+        return "\n".join(lines[-n:])
+    return "\n".join(lines[max(0, min(crash - 5, len(lines) - n)):])
+
+
 def averaged_rounds(log):
     return [int(n) for n in re.findall(r"averaged gradients of \d+ samples with (\d+) peers", log)]
 
@@ -324,7 +336,7 @@ class LoomSwarmTest(_Peers):
                         for h in (a, b, c)}
         logs = [text(path) for _, path in peers]
         for host, code, log in zip((a, b, c), codes, logs):
-            tail = "\n".join(log.splitlines()[-25:])
+            tail = ending(log)
             self.assertEqual(code, 0, f"peer on {host.name} (exit {code}):\n{tail}")
             self.assertIn(f"listening on {host.address}:7000", log, tail)
             rounds = averaged_rounds(log)
@@ -388,7 +400,7 @@ class SixHostsTest(_Peers):
         logs = {name: text(path) for name, (_, path) in
                 zip(["a", "b", "c", "d", "n2", "n1-restarted"], peers + clients[1:] + [restarted])}
         for name, code in codes.items():
-            self.assertEqual(code, 0, f"peer {name} (exit {code}):\n" + "\n".join(logs[name].splitlines()[-25:]))
+            self.assertEqual(code, 0, f"peer {name} (exit {code}):\n" + ending(logs[name]))
         through = {name: len(re.findall(r"averaged gradients of \d+ samples through relay peer", logs[name]))
                    for name in ("n2", "n1-restarted")}
         through["n1"] = len(re.findall(r"averaged gradients of \d+ samples through relay peer", killed_log))
@@ -450,7 +462,7 @@ class SlowDonorTest(_Peers):
             codes = self.wait_all(peers + [joiner], began, 400)
         logs = [text(path) for _, path in peers + [joiner]]
         for name, code, log in zip(("a", "b", "c", "s", "j"), codes, logs):
-            self.assertEqual(code, 0, f"peer {name} (exit {code}):\n" + "\n".join(log.splitlines()[-25:]))
+            self.assertEqual(code, 0, f"peer {name} (exit {code}):\n" + ending(log))
         slow_id = int(re.search(r"peer (\d+) of run", logs[3]).group(1))
         got = re.search(r"downloaded state of epoch \d+ \((\d+) bytes\) from donor \d+ .* in \d+ ms, (\d+) ms of "
                         r"them from the first reply on \(before it, \d+ ms filling the receive buffer\), spread over donors "
@@ -493,7 +505,7 @@ class UnreachablePeerTest(_Peers):
             elapsed = time.monotonic() - began
         logs = [text(path) for _, path in peers]
         for name, code, log in zip("abnf", codes, logs):
-            self.assertEqual(code, 0, f"peer {name} (exit {code}):\n" + "\n".join(log.splitlines()[-25:]))
+            self.assertEqual(code, 0, f"peer {name} (exit {code}):\n" + ending(log))
         for name, log in zip("nf", logs[2:]):
             warned = next((line for line in log.splitlines() if "could not connect back to this peer" in line), "")
             self.assertIn("behind NAT or a firewall", warned, "\n".join(log.splitlines()[-25:]))
