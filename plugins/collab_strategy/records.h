@@ -195,10 +195,10 @@ std::optional<FingerprintRecord> decode_fingerprint(uint64_t run, const uint8_t 
 // 136 MiB in 20 minutes; with 32 (at most 320), 71 to 100 MiB in 16
 // minutes and 107 in 25, still about 1 MiB a minute: departed nodes leave
 // the searches more slowly than they enter (README, "OpenDHT's searches
-// under churn"). A key is reused every 32 rounds, later than its records expire
-// (round_record_ttl, 35 s by default) at epochs of 1.1 s or more; under
-// faster rounds a watch begins with a few older rounds' records too, which
-// carry their epoch and attempt.
+// under churn"). A key is reused every 32 rounds, later than its records
+// expire (round_record_ttl, 35 s by default) at epochs of 1.1 s or more;
+// under faster rounds a watch begins with a few older rounds' records too,
+// which carry their epoch and attempt.
 //
 // Each peer puts a round's records under round_value_id, a value id of its
 // own for that round: peers watch round keys (dht.h), and a watch never
