@@ -523,7 +523,7 @@ def main():
                   ", ".join(f"{q[k]:.1f} {k}" for k in ["gets", "listens", "puts", "finds", "pings"]) +
                   f"; {q['watches']:.2f} watches begun", flush=True)
         if r["dht_held"]:
-            col = lambda i: sorted(h[i] for h in r["dht_held"])  # noqa: E731
+            col = lambda i: [h[i] for h in r["dht_held"]]  # noqa: E731
             print(f"  the DHT nodes held at the stop ({len(r['dht_held'])} teardowns; median, most): searches "
                   f"{med(col(0)):.0f}, {max(col(0))}; nodes listed in them {med(col(1)):.0f}, {max(col(1))}; "
                   f"of those silent {med(col(2)):.0f}, {max(col(2))}", flush=True)
@@ -548,9 +548,9 @@ def main():
             print(f"  DHT datagrams per second on host {r['dissect_host']}, by OpenDHT method and key:")
             for what, (count, size) in sorted(r["dissect"].items(), key=lambda kv: -kv[1][0])[:16]:
                 print(f"    {count / span:8.1f}/s {size / span / 1000:8.1f} kB/s  {what}")
-        by, ex = sorted(r["shutdown_by_host"]), sorted(r["exit_s"])
-        print(f"  shutdown: datagrams sent per host median {by[len(by) // 2]}, most {by[-1]}; peers exited after "
-              f"{ex[0]:.1f} s (first), {ex[len(ex) // 2]:.1f} s (median), {ex[-1]:.1f} s (last)")
+        by, ex = r["shutdown_by_host"], r["exit_s"]
+        print(f"  shutdown: datagrams sent per host median {med(by):.0f}, most {max(by)}; peers exited after "
+              f"{min(ex):.1f} s (first), {med(ex):.1f} s (median), {max(ex):.1f} s (last)")
         if r["dissect_stop"] is not None:
             d = r["dissect_stop"]
             print(f"  shutdown on host {r['dissect_stop_host']}, {SHUTDOWN_SNIFF_S} s from the counters' reading before "

@@ -426,6 +426,9 @@ loom_status Peer::teardown() {
                     static_cast<unsigned long long>(q.ping), static_cast<unsigned long long>(dht_->watches_started()));
       detail(line);
       detail("DHT operations this peer began, by key: " + dht_->ops_by_kind());
+    }
+    // Formats every search's OpenDHT log (hundreds of them): only when shown.
+    if (dht_ && opt_.verbose) {
       const SwarmDht::Held held = dht_->held();
       detail("the DHT node holds " + std::to_string(held.searches) + " searches over " +
              std::to_string(held.search_nodes) + " nodes (" + std::to_string(held.silent_nodes) +

@@ -189,10 +189,10 @@ std::optional<FingerprintRecord> decode_fingerprint(uint64_t run, const uint8_t 
 // the epoch rate (2.7 searches an epoch) for an hour. Each search also
 // lists the nodes near its key, and keeps a node that stopped answering
 // until it has been silent 10 minutes: under churn every departed peer
-// stays in every search of a small swarm, about 2.5 KB a search a node
-// (SwarmDht::held). With 256 buckets (up to 2,560 round searches with the
-// oob keys) a long-lived peer of 8 under 4 SIGKILLs a minute grew 70 to
-// 136 MiB in 20 minutes; with 32 (at most 320), 71 to 100 MiB in 16
+// stays in every search of a small swarm (SwarmDht::held counts them; a
+// peer's growth over the entries added, about 2.5 KB each). With 256
+// buckets (up to 2,560 round searches with the oob keys) a long-lived peer
+// of 8 under 4 SIGKILLs a minute grew 70 to 136 MiB in 20 minutes; with 32 (at most 320), 71 to 100 MiB in 16
 // minutes and 107 in 25, still about 1 MiB a minute: departed nodes leave
 // the searches more slowly than they enter (README, "OpenDHT's searches
 // under churn"). A key is reused every 32 rounds, later than its records

@@ -365,7 +365,7 @@ class SixHostsTest(_Peers):
     def wait_for(self, path, what, proc, within):
         began = time.monotonic()
         while what not in text(path):
-            self.assertIsNone(proc.poll(), "\n".join(text(path).splitlines()[-25:]))
+            self.assertIsNone(proc.poll(), ending(text(path)))
             self.assertLess(time.monotonic() - began, within, f"{what!r} never came:\n{text(path)[-3000:]}")
             time.sleep(0.1)
 
