@@ -27,6 +27,7 @@ loom_status GroupComm::open(const GroupRecord &group, uint64_t me, Clock::time_p
   rank_ = static_cast<int32_t>(it - group.members.begin());
   size_ = static_cast<int32_t>(group.members.size());
   group_hash_ = group.group_hash();
+  part_ = group.part;
   epoch_ = group.epoch;
   attempt_ = group.attempt;
   me_ = me;
@@ -221,7 +222,7 @@ loom_status GroupComm::exchange(const void *send, size_t len, void *recv, int64_
   mine.size = static_cast<uint32_t>(size_);
   mine.payload.assign(static_cast<const uint8_t *>(send), static_cast<const uint8_t *>(send) + len);
   const Bytes value = encode(run_, mine, *identity_);
-  const std::string key = oob_key(run_id_, epoch_, attempt_, group_hash_);
+  const std::string key = oob_key(run_id_, epoch_, attempt_, part_);
   const uint64_t value_id = round_value_id(me_, epoch_, attempt_);
   const auto ttl = std::chrono::seconds(timeout_ms / 1000 + 5);
   std::vector<bool> have(static_cast<size_t>(size_), false);

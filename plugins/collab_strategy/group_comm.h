@@ -113,6 +113,7 @@ class GroupComm {
   loom_comm *comm_ = nullptr;
   int32_t rank_ = 0, size_ = 0;
   uint64_t group_hash_ = 0;
+  uint32_t part_ = 0;  // the group's index in its round's split: picks the oob key
   int64_t epoch_ = 0;
   uint32_t attempt_ = 0;
   const Identity *identity_;

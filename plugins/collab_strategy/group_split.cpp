@@ -173,6 +173,7 @@ std::vector<GroupRecord> split_group(const GroupRecord &whole, uint32_t target) 
     g.epoch = whole.epoch;
     g.attempt = whole.attempt;
     g.of = n;
+    g.part = p;
     g.members = std::move(chosen[p]);
   }
   return out;

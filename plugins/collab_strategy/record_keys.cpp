@@ -51,9 +51,9 @@ std::string group_key(const std::string &run_id, int64_t epoch, uint32_t attempt
   return "loom/" + run_id + "/group/" + std::to_string(round_bucket(epoch, attempt));
 }
 
-std::string oob_key(const std::string &run_id, int64_t epoch, uint32_t attempt, uint64_t group_hash) {
+std::string oob_key(const std::string &run_id, int64_t epoch, uint32_t attempt, uint32_t part) {
   return "loom/" + run_id + "/oob/" + std::to_string(round_bucket(epoch, attempt)) + "/" +
-         std::to_string(mix64(group_hash) % kOobGroupKeys);
+         std::to_string(part % kOobGroupKeys);
 }
 
 std::string fingerprint_key(const std::string &run_id, uint64_t fingerprint) {

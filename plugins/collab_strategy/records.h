@@ -130,6 +130,9 @@ struct GroupRecord {
   // Not on the wire: when this group is one part of a split one
   // (group_split.h), how many peers the whole held; 0 when it is whole.
   uint32_t of = 0;
+  // Not on the wire: which part of the split this is (0 when whole); every
+  // member computes the same split, so the same index. It picks the oob key.
+  uint32_t part = 0;
   // Hash of (fingerprint, epoch, attempt, members): equal on every member that agrees.
   uint64_t group_hash() const;
 };
@@ -220,14 +223,17 @@ uint32_t round_bucket(int64_t epoch, uint32_t attempt);
 std::string progress_key(const std::string &run_id);
 std::string join_key(const std::string &run_id, int64_t epoch, uint32_t attempt);
 std::string group_key(const std::string &run_id, int64_t epoch, uint32_t attempt);
-// A round's oob keys: kOobGroupKeys of them, a group's picked by its hash,
-// so that a member's watch brings mostly its own group's parts (one key for
-// all the groups of a round made every member's watch carry every group's
-// parts, about 1 KB each, pushed by every node that held the key), while a
-// peer still touches at most kRoundBuckets * kOobGroupKeys oob keys, each
-// an OpenDHT search kept an hour (above).
+// A round's oob keys: kOobGroupKeys of them, a group's picked by its part
+// index in the round's split (GroupRecord::part), so that a member's watch
+// brings mostly its own group's parts (one key for all the groups of a
+// round made every member's watch carry every group's parts, about 1 KB
+// each, pushed by every node that held the key). A round of one group
+// uses one oob key, not one of 8 drawn by its hash: a swarm averaging as
+// one group touches kRoundBuckets oob keys, not kRoundBuckets *
+// kOobGroupKeys, each an OpenDHT search kept an hour listing every
+// departed peer (above).
 constexpr uint32_t kOobGroupKeys = 8;
-std::string oob_key(const std::string &run_id, int64_t epoch, uint32_t attempt, uint64_t group_hash);
+std::string oob_key(const std::string &run_id, int64_t epoch, uint32_t attempt, uint32_t part);
 std::string fingerprint_key(const std::string &run_id, uint64_t fingerprint);
 std::string round_space(const std::string &run_id, uint64_t fingerprint);
 

@@ -81,9 +81,16 @@ INSTANTIATE_TEST_SUITE_P(, GroupSplitSizes,
 TEST(GroupSplit, EveryMemberFindsItsOwnPartAlike) {
   const GroupRecord whole = whole_of(9, 3);
   const auto parts = split_group(whole, 3);
-  for (const auto &p : parts)
-    for (uint64_t m : p.members) EXPECT_EQ(part_of(whole, m, 3).members, p.members);
+  ASSERT_EQ(parts.size(), 3u);
+  for (uint32_t i = 0; i < parts.size(); ++i) {
+    EXPECT_EQ(parts[i].part, i);  // the index that picks the part's oob key
+    for (uint64_t m : parts[i].members) {
+      EXPECT_EQ(part_of(whole, m, 3).members, parts[i].members);
+      EXPECT_EQ(part_of(whole, m, 3).part, i);
+    }
+  }
   EXPECT_TRUE(part_of(whole, 42, 3).members.empty());  // not a member
+  EXPECT_EQ(part_of(whole, whole.members[0], 0).part, 0u);  // unsplit: one oob key
 }
 
 TEST(GroupSplit, TheSplitChangesFromRoundToRound) {

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <set>
 #include <zlib.h>
 
@@ -207,11 +208,14 @@ TEST(Records, KeysAreNamespacedByRun) {
   EXPECT_EQ(progress_key("r1"), "loom/r1/progress");
   EXPECT_EQ(join_key("r1", 12, 3), "loom/r1/join/19");  // (12 + 13 x 3) mod 32
   EXPECT_EQ(group_key("r1", 12, 3), "loom/r1/group/19");
-  EXPECT_EQ(oob_key("r1", 12, 3, 0xabc).rfind("loom/r1/oob/19/", 0), 0u);
-  // Groups of one round spread over kOobGroupKeys keys.
-  std::set<std::string> groups;
-  for (uint64_t g = 1; g <= 64; ++g) groups.insert(oob_key("r1", 12, 3, g * 0x9e3779b97f4a7c15ull));
+  EXPECT_EQ(oob_key("r1", 12, 3, 5), "loom/r1/oob/19/5");
+  // The parts of one round's split spread evenly over kOobGroupKeys keys;
+  // a round of one group (part 0) uses one.
+  std::map<std::string, int> groups;
+  for (uint32_t part = 0; part < 64; ++part) ++groups[oob_key("r1", 12, 3, part)];
   EXPECT_EQ(groups.size(), size_t(kOobGroupKeys));
+  for (const auto &g : groups) EXPECT_EQ(g.second, 64 / int(kOobGroupKeys)) << g.first;
+  EXPECT_EQ(oob_key("r1", 12, 3, 0), oob_key("r1", 12, 3, kOobGroupKeys));
   EXPECT_EQ(join_key("r1", 12 + 32, 3), "loom/r1/join/19");
   EXPECT_NE(progress_key("r1"), progress_key("r2"));
   EXPECT_NE(join_key("r1", 12, 0), join_key("r2", 12, 0));
