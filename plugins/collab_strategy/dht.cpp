@@ -139,6 +139,9 @@ dht::SockAddr address_of(const dht::NodeExport &n) {
 // search normally ends within a few seconds of retries), and the next call
 // starts another.
 constexpr auto kAbandonGet = seconds(5);
+// How long a put may stay unconfirmed before the same value is sent afresh
+// (put_now): OpenDHT ends a put once each target node acked or expired.
+constexpr auto kPutReissueAfter = seconds(5);
 
 }  // namespace
 
@@ -290,22 +293,8 @@ void SwarmDht::flush_pending() {
   }
 }
 
-bool SwarmDht::put_now(const std::string &key, uint64_t value_id, const Bytes &value, std::chrono::seconds ttl,
-                       std::chrono::milliseconds timeout) {
-  if ((value_id ^ kIdMask) == dht::Value::INVALID_ID) {
-    impl_->debug("DHT put under " + key + ": value id " + std::to_string(value_id) + " is reserved");
-    return false;
-  }
-  if (ttl <= seconds(0)) {
-    impl_->debug("DHT put under " + key + ": ttl must be positive");
-    return false;
-  }
-  if (ttl > kMaxTtl) ttl = duration_cast<seconds>(kMaxTtl);
-  const size_t overhead = kEnvelope + (impl_->sealer ? Sealer::kOverhead : 0);
-  if (value.size() + overhead > dht::MAX_VALUE_SIZE) {
-    impl_->debug("DHT put under " + key + ": " + std::to_string(value.size()) + " bytes is above OpenDHT's limit");
-    return false;
-  }
+void SwarmDht::send_put(const std::string &key, uint64_t value_id, const Bytes &value, std::chrono::seconds ttl,
+                        const std::shared_ptr<dht_detail::Waiter> &w) {
   const dht::InfoHash at = impl_->where(key);
   dht::Blob data(kEnvelope);
   data[0] = impl_->sealer ? kSealedVersion : kEnvelopeVersion;
@@ -324,11 +313,57 @@ bool SwarmDht::put_now(const std::string &key, uint64_t value_id, const Bytes &v
     std::lock_guard<std::mutex> lock(impl_->ops_mu);
     ++impl_->ops_of(key).puts;
   }
-  auto w = std::make_shared<Waiter>();
   const auto created = dht::clock::now() - (kMaxTtl - ttl);
   impl_->runner.put(
       at, v,
       [w](bool ok, const std::vector<std::shared_ptr<dht::Node>> &) { w->finish(ok); }, created, false);
+}
+
+bool SwarmDht::put_now(const std::string &key, uint64_t value_id, const Bytes &value, std::chrono::seconds ttl,
+                       std::chrono::milliseconds timeout) {
+  if ((value_id ^ kIdMask) == dht::Value::INVALID_ID) {
+    impl_->debug("DHT put under " + key + ": value id " + std::to_string(value_id) + " is reserved");
+    return false;
+  }
+  if (ttl <= seconds(0)) {
+    impl_->debug("DHT put under " + key + ": ttl must be positive");
+    return false;
+  }
+  if (ttl > kMaxTtl) ttl = duration_cast<seconds>(kMaxTtl);
+  const size_t overhead = kEnvelope + (impl_->sealer ? Sealer::kOverhead : 0);
+  if (value.size() + overhead > dht::MAX_VALUE_SIZE) {
+    impl_->debug("DHT put under " + key + ": " + std::to_string(value.size()) + " bytes is above OpenDHT's limit");
+    return false;
+  }
+  // The same value put again while its put is still unconfirmed waits for
+  // that put instead of sending another. Callers retry a put that did not
+  // confirm within their timeout (a join every 300 ms), and OpenDHT
+  // confirms only once every target node acked: seconds when one of them
+  // was just killed. Each retry was a new edit (the envelope's stamp),
+  // stored again on every node and pushed again to every watcher: 8 peers
+  // under churn put 2.3 joins a round. A put still unconfirmed after
+  // kPutReissueAfter is sent afresh.
+  std::shared_ptr<Waiter> w;
+  {
+    const auto now = steady_clock::now();
+    std::lock_guard<std::mutex> lock(impl_->put_flights_mu);
+    for (auto it = impl_->put_flights.begin(); it != impl_->put_flights.end();) {
+      const bool over = it->second.waiter->finished() || now - it->second.started >= kPutReissueAfter;
+      it = over ? impl_->put_flights.erase(it) : std::next(it);
+    }
+    auto it = impl_->put_flights.find({key, value_id});
+    if (it != impl_->put_flights.end() && it->second.value == value) {
+      w = it->second.waiter;
+    }
+  }
+  if (!w) {
+    w = std::make_shared<Waiter>();
+    {
+      std::lock_guard<std::mutex> lock(impl_->put_flights_mu);
+      impl_->put_flights[{key, value_id}] = Impl::PutFlight{value, w, steady_clock::now()};
+    }
+    send_put(key, value_id, value, ttl, w);
+  }
   bool ok = false;
   if (!w->wait(timeout, &ok)) {
     if (timeout.count() > 0)  // 0: the caller chose not to wait

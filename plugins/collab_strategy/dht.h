@@ -38,6 +38,10 @@ bool split_host_port(const std::string &text, std::string *host, uint16_t *port)
 // "join", "group", "oob", "fingerprint", or "other".
 std::string dht_key_kind(const std::string &key);
 
+namespace dht_detail {
+struct Waiter;  // dht_impl.h
+}
+
 class SwarmDht {
  public:
   // Starts the node and contacts the bootstrap peers (without waiting).
@@ -74,7 +78,9 @@ class SwarmDht {
   // a later put of the same (key, value_id) replaces the earlier one. The
   // value expires ttl after the put. Returns false (and logs at debug) when
   // no node accepted it within timeout. A put made while the node knows no
-  // peer returns false and is sent as soon as it knows one.
+  // peer returns false and is sent as soon as it knows one. The same value
+  // put again under (key, value_id) while the earlier put is unconfirmed
+  // (up to 5 s) is not sent again: the call waits for that put.
   bool put(const std::string &key, uint64_t value_id, const Bytes &value, std::chrono::seconds ttl,
            std::chrono::milliseconds timeout);
 
@@ -172,6 +178,8 @@ class SwarmDht {
   bool put_now(const std::string &key, uint64_t value_id, const Bytes &value, std::chrono::seconds ttl,
                std::chrono::milliseconds timeout);
   void flush_pending();
+  void send_put(const std::string &key, uint64_t value_id, const Bytes &value, std::chrono::seconds ttl,
+                const std::shared_ptr<dht_detail::Waiter> &w);
   struct Impl;
   struct Flight;
   static void start_get(Impl *impl, const std::string &key, const Flight &f);

@@ -98,6 +98,16 @@ struct SwarmDht::Impl {
   };
   std::mutex pending_mu;
   std::map<std::pair<std::string, uint64_t>, Pending> pending;
+  // Puts sent and not yet confirmed, by (key, value id): a caller that puts
+  // the same value again meanwhile waits for that put instead of sending
+  // another (see put_now).
+  struct PutFlight {
+    Bytes value;
+    std::shared_ptr<dht_detail::Waiter> waiter;
+    std::chrono::steady_clock::time_point started;
+  };
+  std::mutex put_flights_mu;
+  std::map<std::pair<std::string, uint64_t>, PutFlight> put_flights;
   std::unique_ptr<Sealer> sealer;  // with a swarm key
   std::mutex flights_mu;
   std::map<std::string, Flight> flights;  // gets under way, by key
