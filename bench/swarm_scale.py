@@ -126,11 +126,13 @@ while time.monotonic() < until:
     key = names.get(load[h.end():h.end() + 20].hex(), "key " + load[h.end():h.end() + 3].hex()) if h else ""
     sent = pkttype == socket.PACKET_OUTGOING
     # A reply names its request by the requester's transaction id ("t"):
-    # the request's method and key, as seen from this host.
+    # the request's method and key, as seen from this host. Each side
+    # numbers its own requests, so the same id goes both ways: a request
+    # is filed by who sent it, and a reply looked up on the other side.
     t = re.search(rb"\xa1t(?:([\x00-\x7f])|\xcc(.)|\xcd(..)|\xce(....))", load, re.S)
     tid = (p[16:20] if sent else p[12:16]) + (next(g for g in t.groups() if g is not None) if t else b"")
-    if q and t: asked[tid] = what + (" " + key if key else "")
-    elif not q and t and tid in asked: what, key = "reply to " + asked[tid], ""
+    if q and t: asked[(sent, tid)] = what + (" " + key if key else "")
+    elif not q and t and (not sent, tid) in asked: what, key = "reply to " + asked[(not sent, tid)], ""
     k = ("sent " if sent else "received ") + ("" if ifname == "eth0" else ifname + " ") + what + (" " + key if key else "")
     n[k] += 1; b[k] += len(load)
 print(json.dumps({k: [n[k], b[k]] for k in n}))

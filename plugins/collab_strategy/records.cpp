@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// Wire format of the swarm's records (version 5; since 3 every record is
+// Wire format of the swarm's records (version 6; since 3 every record is
 // signed by the peer that made it, identity.h; 4 added a progress record's
 // earlier sync points, 5 what observers show: its target, loss and last
-// round):
+// round, 6 trims an oob record's trailing zero bytes):
 //
 //   magic "LMSW" | version u8 | kind u8 | run u64 | payload length u32 | payload |
 //   signer's Ed25519 public key (32) | signature (64) | crc32 u32
@@ -30,7 +30,7 @@ namespace loom_collab {
 namespace {
 
 constexpr uint8_t kMagic[4] = {'L', 'M', 'S', 'W'};
-constexpr uint8_t kVersion = 5;
+constexpr uint8_t kVersion = 6;
 constexpr size_t kHeaderSize = 4 + 1 + 1 + 8 + 4;  // up to and including the payload length
 constexpr size_t kTrailer = kPublicKeyBytes + kSignatureBytes + 4;  // signer, signature, CRC
 constexpr size_t kFrameSize = kHeaderSize + kTrailer;
@@ -425,7 +425,10 @@ Bytes encode(uint64_t run, const OobRecord &r, const Identity &signer) {
   w.u64(r.group_hash);
   w.u32(r.rank);
   w.u32(r.size);
-  w.bytes(r.payload);
+  size_t kept = r.payload.size();
+  while (kept > 0 && r.payload[kept - 1] == 0) --kept;
+  w.bytes(Bytes(r.payload.begin(), r.payload.begin() + ptrdiff_t(kept)));
+  w.u32(uint32_t(r.payload.size() - kept));  // the zeros trimmed
   return w.finish(signer);
 }
 
@@ -553,6 +556,14 @@ std::optional<OobRecord> decode_oob(uint64_t run, const uint8_t *data, size_t le
       r.fail("oob payload of " + std::to_string(n) + " bytes, above " + std::to_string(kMaxOobPayload));
     } else if (r.raw(n, &at)) {
       o.payload.assign(at, at + n);
+      uint32_t zeros = 0;
+      if (!r.u32(&zeros)) {
+      } else if (zeros > kMaxOobPayload - n) {
+        r.fail("oob payload of " + std::to_string(n) + " bytes and " + std::to_string(zeros) +
+               " trimmed zeros, above " + std::to_string(kMaxOobPayload));
+      } else {
+        o.payload.resize(n + zeros, 0);
+      }
     }
   }
   if (!close_payload(r, why)) return std::nullopt;

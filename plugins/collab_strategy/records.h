@@ -142,7 +142,13 @@ struct OobRecord {
   uint64_t group_hash = 0;
   uint32_t rank = 0;
   uint32_t size = 0;
-  Bytes payload;  // at most kMaxOobPayload bytes
+  // At most kMaxOobPayload bytes. On the wire without its trailing zero
+  // bytes, and their count (version 6): a collective's exchange is a
+  // fixed-size slot, mostly padding (the ucx plugin's 4,096 bytes carry an
+  // address of a few hundred), and OpenDHT splits a value of 600 bytes or
+  // more into 1,280-byte datagrams, pushed to every watcher by every node
+  // that holds it.
+  Bytes payload;
   uint64_t signer = 0;  // set by decode: the peer that signed it (the group's member at rank, or a forgery)
 };
 constexpr size_t kMaxOobPayload = 48 * 1024;

@@ -137,7 +137,7 @@ TEST(Records, ProgressIsLittleEndianOnTheWire) {
   const Bytes b = encode(kRun, p, me());
   ASSERT_GE(b.size(), 34u);
   EXPECT_EQ(std::string(b.begin(), b.begin() + 4), "LMSW");
-  EXPECT_EQ(b[4], 5);  // format version
+  EXPECT_EQ(b[4], 6);  // format version
   for (int i = 0; i < 8; ++i) EXPECT_EQ(b[18 + i], uint8_t(me().id() >> (8 * i)));
   for (int i = 0; i < 8; ++i) EXPECT_EQ(b[26 + i], i + 1);
   // The trailer: the signer's public key, then its signature.
@@ -171,6 +171,31 @@ TEST(Records, GroupRoundTripUpToTheMemberLimit) {
     EXPECT_EQ(back->members, g.members);
     EXPECT_EQ(back->group_hash(), g.group_hash());
   }
+}
+
+TEST(Records, AnOobSlotTravelsWithoutItsTrailingZeros) {
+  // The ucx plugin's exchange: a 4,096-byte slot holding a few hundred bytes.
+  OobRecord o = sample_oob();
+  o.payload.assign(4096, 0);
+  for (size_t i = 0; i < 300; ++i) o.payload[i] = static_cast<uint8_t>(i % 251 + 1);
+  o.payload[150] = 0;  // a zero inside stays
+  const Bytes b = encode(kRun, o, me());
+  EXPECT_LT(b.size(), 300u + 150u) << "the trailing zeros went on the wire";
+  std::string why;
+  auto back = decode_oob(kRun, b.data(), b.size(), &why);
+  ASSERT_TRUE(back) << why;
+  EXPECT_EQ(back->payload, o.payload);
+  o.payload.assign(4096, 0);  // nothing but zeros
+  const Bytes zeros = encode(kRun, o, me());
+  back = decode_oob(kRun, zeros.data(), zeros.size(), &why);
+  ASSERT_TRUE(back) << why;
+  EXPECT_EQ(back->payload, o.payload);
+  // A count of trimmed zeros past the payload limit is refused, naming it.
+  Bytes p = payload_of(zeros);
+  for (int i = 0; i < 4; ++i) p[p.size() - 4 + size_t(i)] = 0xff;
+  const Bytes forged = frame(zeros[5], p);
+  EXPECT_FALSE(decode_oob(kRun, forged.data(), forged.size(), &why));
+  EXPECT_NE(why.find("trimmed zeros, above 49152"), std::string::npos) << why;
 }
 
 TEST(Records, OobRoundTripUpToThePayloadLimit) {
@@ -297,7 +322,7 @@ TEST(Records, RejectsBadMagicVersionAndChecksum) {
   EXPECT_NE(rejection(k, Bytes{'{', '"'}).find("bad magic"), std::string::npos);
 
   const Bytes payload = payload_of(k.valid);
-  EXPECT_NE(rejection(k, frame(1, payload, kRun, 1)).find("unknown record format version 1 (this build reads 5)"),
+  EXPECT_NE(rejection(k, frame(1, payload, kRun, 1)).find("unknown record format version 1 (this build reads 6)"),
             std::string::npos);
 
   b = k.valid;
@@ -339,7 +364,7 @@ TEST(Records, RejectsAnotherRun) {
 TEST(Records, RejectsAnOversizedPayloadLengthBeforeReadingIt) {
   Frame f;
   for (char c : std::string("LMSW")) f.u8(static_cast<uint8_t>(c));
-  f.u8(5);
+  f.u8(6);
   f.u8(1);
   f.u64(kRun);
   f.u32(0xffffffffu);
@@ -436,7 +461,8 @@ TEST(Records, RejectsOutOfRangeOobFields) {
   EXPECT_EQ(bad(oob_payload(0, 2, kMaxOobPayload + 1, kMaxOobPayload + 1)),
             "oob payload of 49153 bytes, above 49152");
   EXPECT_NE(bad(oob_payload(0, 2, 10, 4)).find("payload ends inside data"), std::string::npos);
-  EXPECT_EQ(bad(oob_payload(0, 2, 4, 10)), "6 unread bytes at the end of the payload");
+  // 4 bytes of payload, the count of trimmed zeros (0), then 6 too many.
+  EXPECT_EQ(bad(oob_payload(0, 2, 4, 14)), "6 unread bytes at the end of the payload");
 }
 
 Bytes fingerprint_payload(uint8_t truncated, const std::string &text, uint32_t peers) {
