@@ -201,10 +201,13 @@ std::optional<FingerprintRecord> decode_fingerprint(uint64_t run, const uint8_t 
 // stays in every search of a small swarm (SwarmDht::held counts them; a
 // peer's growth over the entries added, about 2.5 KB each). With 256
 // buckets (up to 2,560 round searches with the oob keys) a long-lived peer
-// of 8 under 4 SIGKILLs a minute grew 70 to 136 MiB in 20 minutes; with 32 (at most 320), 71 to 100 MiB in 16
-// minutes and 107 in 25, still about 1 MiB a minute: departed nodes leave
-// the searches more slowly than they enter (README, "OpenDHT's searches
-// under churn"). A key is reused every 32 rounds, later than its records
+// of 8 under 4 SIGKILLs a minute grew 70 to 136 MiB in 20 minutes; with 32
+// (at most 320), 71 to 100 MiB in 16 minutes and 107 in 25: departed nodes
+// leave the searches more slowly than they enter (README, "OpenDHT's
+// searches under churn"). A swarm averaging as one group now uses one oob
+// key a round (oob_key), 96 round searches in all (README, "Fewer DHT
+// keys and datagrams per round"). A key is reused every 32 rounds, later
+// than its records
 // expire (round_record_ttl, 35 s by default) at epochs of 1.1 s or more;
 // under faster rounds a watch begins with a few older rounds' records too,
 // which carry their epoch and attempt.
