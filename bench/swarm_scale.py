@@ -120,8 +120,13 @@ while time.monotonic() < until:
     p, ipv4 = p[14:], p[12:14] == b"\x08\x00"  # ETH_P_ALL: outgoing ones too
     if not ipv4 or p[9] != 17: continue
     load = p[(p[0] & 15) * 4 + 8:]
-    q = re.search(rb"\xa1q([\xa1-\xaf])", load)
+    # Methods have 3 letters or more: a "y": "q" followed by the key "v"
+    # (the user agent) is not one. OpenDHT's notices of refreshed or
+    # expired values to a listener put "y" first (tellListener).
+    q = re.search(rb"\xa1q([\xa3-\xaf])", load)
     what = load[q.end():q.end() + q[1][0] - 0xa0].decode("ascii", "replace") if q else "reply/other"
+    if what == "update" and re.search(rb"\xa3exp(?:[\x90-\x9f]|\xdc)", load): what = "update (expired)"
+    elif what == "update" and re.search(rb"\xa2re(?:[\x90-\x9f]|\xdc)", load): what = "update (refreshed)"
     h = re.search(rb"\xa1h\xc4\x14", load) if q else None
     key = names.get(load[h.end():h.end() + 20].hex(), "key " + load[h.end():h.end() + 3].hex()) if h else ""
     sent = pkttype == socket.PACKET_OUTGOING
