@@ -344,6 +344,7 @@ bool SwarmDht::put_now(const std::string &key, uint64_t value_id, const Bytes &v
   // under churn put 2.3 joins a round. A put still unconfirmed after
   // kPutReissueAfter is sent afresh.
   std::shared_ptr<Waiter> w;
+  bool send = false;
   {
     const auto now = steady_clock::now();
     std::lock_guard<std::mutex> lock(impl_->put_flights_mu);
@@ -351,19 +352,16 @@ bool SwarmDht::put_now(const std::string &key, uint64_t value_id, const Bytes &v
       const bool over = it->second.waiter->finished() || now - it->second.started >= kPutReissueAfter;
       it = over ? impl_->put_flights.erase(it) : std::next(it);
     }
-    auto it = impl_->put_flights.find({key, value_id});
-    if (it != impl_->put_flights.end() && it->second.value == value) {
-      w = it->second.waiter;
+    auto &flight = impl_->put_flights[{key, value_id}];
+    if (flight.waiter && flight.value == value) {
+      w = flight.waiter;
+    } else {
+      w = std::make_shared<Waiter>();
+      flight = Impl::PutFlight{value, w, now};
+      send = true;
     }
   }
-  if (!w) {
-    w = std::make_shared<Waiter>();
-    {
-      std::lock_guard<std::mutex> lock(impl_->put_flights_mu);
-      impl_->put_flights[{key, value_id}] = Impl::PutFlight{value, w, steady_clock::now()};
-    }
-    send_put(key, value_id, value, ttl, w);
-  }
+  if (send) send_put(key, value_id, value, ttl, w);
   bool ok = false;
   if (!w->wait(timeout, &ok)) {
     if (timeout.count() > 0)  // 0: the caller chose not to wait
