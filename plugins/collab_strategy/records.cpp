@@ -557,13 +557,11 @@ std::optional<OobRecord> decode_oob(uint64_t run, const uint8_t *data, size_t le
     } else if (r.raw(n, &at)) {
       o.payload.assign(at, at + n);
       uint32_t zeros = 0;
-      if (!r.u32(&zeros)) {
-      } else if (zeros > kMaxOobPayload - n) {
+      if (r.u32(&zeros) && zeros > kMaxOobPayload - n)
         r.fail("oob payload of " + std::to_string(n) + " bytes and " + std::to_string(zeros) +
                " trimmed zeros, above " + std::to_string(kMaxOobPayload));
-      } else {
+      else
         o.payload.resize(n + zeros, 0);
-      }
     }
   }
   if (!close_payload(r, why)) return std::nullopt;

@@ -1,0 +1,63 @@
+// SPDX-License-Identifier: Apache-2.0
+// SwarmDht's puts: a put retried while unconfirmed is not sent again. Real
+// OpenDHT nodes on loopback, in this process, destroyed before the test ends.
+#include "dht.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "dht_support.hpp"
+
+namespace loom_collab {
+namespace {
+
+using namespace dht_test;
+using namespace std::chrono;
+using Clock = steady_clock;
+
+// The puts this node sent under keys of one kind (ops_by_kind's count).
+int puts_sent(const SwarmDht &n, const std::string &kind) {
+  const std::string all = n.ops_by_kind(), at = kind + ": ";
+  const size_t from = all.find(at);
+  if (from == std::string::npos) return 0;
+  const size_t comma = all.find("), ", from);
+  return std::stoi(all.substr(comma + 3));
+}
+
+TEST(SwarmDhtPut, ARetriedPutWhileUnconfirmedIsNotSentAgain) {
+  auto nodes = connected_nodes(4);
+  // The seed counts as connected once it has heard back from a peer of its own.
+  const auto t0 = Clock::now();
+  while (nodes[0]->good_nodes() == 0 && Clock::now() - t0 < kConnect) std::this_thread::sleep_for(milliseconds(5));
+  // A target node gone: OpenDHT confirms a put once every target node acked
+  // or expired, seconds here, so a caller's 300 ms wait runs out and it
+  // retries, as matchmaking does with its join.
+  nodes[3].reset();
+  SwarmDht &user = *nodes[0];
+  const std::string key = "loom/r/join/1";
+  int calls = 0;
+  bool ok = false;
+  while (!ok && calls < 5) {
+    ok = user.put(key, 7, bytes("join"), seconds(60), milliseconds(300));
+    ++calls;
+  }
+  ASSERT_GE(calls, 2) << "the first put confirmed within 300 ms although a target node was gone: nothing was retried";
+  EXPECT_EQ(puts_sent(user, "join"), 1) << calls << " calls; " << user.ops_by_kind();
+  EXPECT_EQ(texts(nodes[1]->get(key, kOp)), std::vector<std::string>{"join"});
+  // Another value under the same id is a new put, and so is the same value
+  // once its put has ended (a refresh).
+  const auto until = Clock::now() + seconds(10);
+  while (!user.put(key, 7, bytes("join"), seconds(60), kOp) && Clock::now() < until) {
+  }
+  const int after_refresh = puts_sent(user, "join");
+  EXPECT_GE(after_refresh, 2);
+  user.put(key, 7, bytes("join, changed"), seconds(60), milliseconds(0));
+  EXPECT_EQ(puts_sent(user, "join"), after_refresh + 1);
+}
+
+}  // namespace
+}  // namespace loom_collab
