@@ -107,7 +107,7 @@ raw_busy, raw_idle = sys.argv[5], sys.argv[6]
 rounds, later = [], []  # (matchmaking, round on the training thread, communicator, ahead)
 for log in glob.glob(out + "/p[123].log"):
     for m in re.finditer(r"epoch (\d+): averaged gradients of \d+ samples with (\d+) peers [^\n]*"
-                         r"\(matchmaking ([0-9.]+) ms(, group and communicator prepared ahead)?, averaging ([0-9.]+) ms: "
+                         r"\(matchmaking ([0-9.]+) ms(, group and communicator prepared ahead)?(?:, the last round's communicator)?, averaging ([0-9.]+) ms: "
                          r"communicator ([0-9.]+) ms, allreduce ([0-9.]+) ms", open(log).read()):
         epoch, peers, ahead = int(m.group(1)), int(m.group(2)), m.group(4) is not None
         mm, comm, ar = float(m.group(3)), float(m.group(6)), float(m.group(7))

@@ -41,7 +41,11 @@ bool Peer::exchange_weights(GroupComm &comm, double weight, double norm, Clock::
   // reads the same doubles, so all compute the same parts.
   // So do the training rates (top_up_shares).
   // And each member's count of the swarm's full training peers (swarm_capped_target).
-  std::vector<double> x(5 * n, 0.0);
+  // And each member's epoch and attempt: on a kept communicator
+  // (kept_comm.h) nothing else would tell two rounds apart.
+  std::vector<double> x(7 * n, 0.0);
+  x[5 * n + r] = double(comm.epoch());
+  x[6 * n + r] = double(comm.attempt());
   x[r] = weight;
   x[n + r] = std::isfinite(norm) ? norm : -1.0;
   x[2 * n + r] = link_rate_.value();
@@ -58,6 +62,15 @@ bool Peer::exchange_weights(GroupComm &comm, double weight, double norm, Clock::
   const double swarm = double(peers_seen(v)) - excluded;
   x[4 * n + r] = std::max(0.0, swarm);
   if (comm.allreduce(x.data(), x.size(), LOOM_DTYPE_F64, LOOM_REDUCE_SUM, deadline, why) != LOOM_OK) return false;
+  for (size_t i = 0; i < n; ++i) {
+    if (x[5 * n + i] != x[5 * n + r] || x[6 * n + i] != x[6 * n + r]) {
+      *why = "the member at rank " + std::to_string(i) + " is at epoch " + std::to_string(int64_t(x[5 * n + i])) +
+             " attempt " + std::to_string(int64_t(x[6 * n + i])) + ", this peer at epoch " +
+             std::to_string(comm.epoch()) + " attempt " + std::to_string(comm.attempt()) + " (rounds crossed)";
+      comm.close(true);  // never kept for another round
+      return false;
+    }
+  }
   std::vector<double> norms(x.begin() + n, x.begin() + 2 * n);
   *out = member_weights(std::vector<double>(x.begin(), x.begin() + n), norms, factor);
   out->rate.assign(x.begin() + 2 * n, x.begin() + 3 * n);
@@ -317,7 +330,8 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
                      float(std::chrono::duration<double, std::milli>(waited).count()), 0.0f};
     detail("epoch " + std::to_string(epoch) + ": averaged gradients of " + std::to_string(uint64_t(total)) +
            " samples with " + group_text(group) + " (matchmaking " + milliseconds_text(waited) + " ms" +
-           (ahead ? ", group and communicator prepared ahead" : "") + ", averaging " + milliseconds_text(setup + reduced) +
+           (ahead ? ", group and communicator prepared ahead" : "") +
+           (comm->adopted() ? ", the last round's communicator" : "") + ", averaging " + milliseconds_text(setup + reduced) +
            " ms: communicator " + milliseconds_text(setup) + " ms, " + combine_text(opt_, by_parts) + milliseconds_text(reduced) +
            " ms" + (direct && !sliced ? ", scaled into the gradients" : "") +
            (target < part ? ", its target capped at " + std::to_string(target) + " by its part of the swarm"
@@ -401,7 +415,6 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
       }
       break;
     }
-    auto comm = std::make_unique<GroupComm>(collective_, collective_instance_, dht_.get(), round_space_, run_, &identity_);
     std::string why;
     const auto matched = Clock::now();
     // Building the communicator waits for every member's address: a member
@@ -410,7 +423,8 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
     const auto setup_deadline =
         std::min(deadline, matched + std::chrono::milliseconds(int64_t(opt_.matchmaking_time * 1000) + 2000));
     Doing opening(activity_, "connecting its group");
-    if (comm->open(*group, id_, setup_deadline, &why) != LOOM_OK) {
+    auto comm = group_comm(*group, setup_deadline, nullptr, &why);
+    if (!comm) {
       log_limited(Level::warn, "round open", "averaging with " + group_text(*group) + " could not start: " + why + "; retrying");
       last_failure = why;
       continue;

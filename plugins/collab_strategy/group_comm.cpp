@@ -52,6 +52,24 @@ loom_status GroupComm::open(const GroupRecord &group, uint64_t me, Clock::time_p
     return s;
   }
   comm_ = comm;
+  adopted_ = false;
+  return LOOM_OK;
+}
+
+loom_status GroupComm::adopt(const GroupRecord &group, uint64_t me, std::string *why) {
+  if (comm_ == nullptr) {
+    *why = "the kept communicator is closed";
+    return LOOM_ERR_INVALID_ARGUMENT;
+  }
+  if (group.members != members_ || me != me_) {
+    *why = "the group's members are not the kept communicator's";
+    return LOOM_ERR_INVALID_ARGUMENT;
+  }
+  group_hash_ = group.group_hash();
+  part_ = group.part;
+  epoch_ = group.epoch;
+  attempt_ = group.attempt;
+  adopted_ = true;
   return LOOM_OK;
 }
 

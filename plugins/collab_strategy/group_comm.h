@@ -41,6 +41,18 @@ class GroupComm {
   bool is_open() const { return comm_ != nullptr; }
   int32_t rank() const { return rank_; }
   int32_t size() const { return size_; }
+  // The group it last served (open, or adopt): its hash, epoch and attempt.
+  uint64_t group_hash() const { return group_hash_; }
+  int64_t epoch() const { return epoch_; }
+  uint32_t attempt() const { return attempt_; }
+
+  // Serves another round of the same members (kept_comm.h): takes group's
+  // epoch, attempt and hash, keeping the plugin's communicator. Refused
+  // (*why) unless it is open and group lists exactly its members with this
+  // peer at the same rank.
+  loom_status adopt(const GroupRecord &group, uint64_t me, std::string *why);
+  // Whether the current round adopted it rather than building it.
+  bool adopted() const { return adopted_; }
 
   // In-place sum over the members, finished (or failed) by deadline. A
   // failure aborts and closes the communicator.
@@ -121,6 +133,7 @@ class GroupComm {
   std::vector<uint64_t> members_;  // the group's, by rank: each oob part must be signed by its member
   std::string oob_error_;
   const std::atomic<bool> *cancel_ = nullptr;
+  bool adopted_ = false;
 };
 
 }  // namespace loom_collab

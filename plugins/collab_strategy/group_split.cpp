@@ -193,4 +193,17 @@ uint64_t part_target(uint64_t target_batch_size, const GroupRecord &part) {
   return std::max<uint64_t>(1, (target_batch_size * size + part.of - 1) / part.of);
 }
 
+uint64_t kept_for(const std::vector<uint64_t> &members, const std::map<uint64_t, std::pair<uint64_t, uint32_t>> &kept,
+                  uint32_t target) {
+  if (members.size() < 2 || group_parts(uint32_t(members.size()), target) != 1) return 0;
+  uint64_t id = 0;
+  for (uint64_t m : members) {
+    const auto it = kept.find(m);
+    if (it == kept.end() || it->second.first == 0 || it->second.second != members.size()) return 0;
+    if (id != 0 && it->second.first != id) return 0;
+    id = it->second.first;
+  }
+  return id;
+}
+
 }  // namespace loom_collab

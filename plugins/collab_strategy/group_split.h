@@ -20,6 +20,8 @@
 #define LOOM_COLLAB_GROUP_SPLIT_H
 
 #include <cstdint>
+#include <map>
+#include <utility>
 #include <vector>
 
 #include "records.h"
@@ -46,6 +48,15 @@ GroupRecord part_of(const GroupRecord &whole, uint64_t member, uint32_t target);
 // whole (rounded up, at least 1), so that the parts together average
 // target_batch_size, as one group would.
 uint64_t part_target(uint64_t target_batch_size, const GroupRecord &part);
+
+// The communicator a group may average over again (kept_comm.h): the
+// round hash that every member's join named as its kept communicator
+// (kept: member -> (round hash, size), from the joins), provided the group
+// is not split and its size is that communicator's. Then its members are
+// exactly that communicator's: each holds it, and they are as many. 0
+// otherwise (a member missing from kept counts as none kept).
+uint64_t kept_for(const std::vector<uint64_t> &members, const std::map<uint64_t, std::pair<uint64_t, uint32_t>> &kept,
+                  uint32_t target);
 
 }  // namespace loom_collab
 

@@ -37,6 +37,7 @@ std::optional<GroupRecord> Peer::matchmake(int64_t epoch, uint32_t attempt, Cloc
   const auto window = std::chrono::milliseconds(int64_t(opt_.matchmaking_time * 1000));
   const auto close_at = std::min(start + window, round_deadline);
   JoinRecord join{id_, epoch, attempt, wall_ms()};
+  kept_.named(&join.kept, &join.kept_size);
   const std::string jkey = join_key(round_space_, epoch, attempt), gkey = group_key(round_space_, epoch, attempt);
   const Bytes join_bytes = encode(run_, join, identity_);
   // A value id of this round's own, and a ttl that outlives the round
@@ -46,6 +47,8 @@ std::optional<GroupRecord> Peer::matchmake(int64_t epoch, uint32_t attempt, Cloc
   bool joined = false;
   std::set<uint64_t> joiners{id_};
   std::map<uint64_t, int64_t> joined_ms;  // each joiner's join time (its own clock)
+  // Each joiner's kept communicator (kept_comm.h), this peer's own included.
+  std::map<uint64_t, std::pair<uint64_t, uint32_t>> kept{{id_, {join.kept, join.kept_size}}};
   // With target_group_size, the leader's record lists every peer that joined
   // and each member averages with its own part of it (group_split.h).
   auto mine = [&](const GroupRecord &whole) { return part_of(whole, id_, uint32_t(opt_.target_group_size)); };
@@ -69,6 +72,7 @@ std::optional<GroupRecord> Peer::matchmake(int64_t epoch, uint32_t attempt, Cloc
     g->epoch = epoch;
     g->attempt = attempt;
     g->members.assign(from, joiners.cend());
+    g->reuse = kept_for(g->members, kept, uint32_t(opt_.target_group_size));
     const bool others = std::any_of(g->members.begin(), g->members.end(), [&](uint64_t m) { return m != id_; });
     return others &&
            dht_->put(gkey, value_id, encode(run_, *g, identity_), ttl, std::chrono::milliseconds(500));
@@ -110,6 +114,7 @@ std::optional<GroupRecord> Peer::matchmake(int64_t epoch, uint32_t attempt, Cloc
       if (j && j->epoch == epoch && j->attempt == attempt) {
         joiners.insert(j->peer_id);
         joined_ms[j->peer_id] = j->time_ms;
+        kept[j->peer_id] = {j->kept, j->kept_size};
       }
     }
   };

@@ -36,7 +36,7 @@ void Peer::log_limited(Level level, const std::string &key, const std::string &m
         it = now - it->second.last_ms >= kLimitedEveryMs ? limited_.erase(it) : std::next(it);
       if (limited_.size() >= kLimitedKeys && !limited_.count(key)) return;  // a flood: already said enough
     }
-    Limited &l = limited_[key];
+    LimitedLine &l = limited_[key];
     if (l.last_ms != 0 && now - l.last_ms < kLimitedEveryMs) {
       ++l.held;
       return;

@@ -370,6 +370,7 @@ loom_status Peer::teardown() {
   drop_prematch();
   drop_delayed();
   if (comm_) comm_.reset();
+  kept_.clear();
   stop_ = true;
   wake_background();
   if (thread_.joinable()) thread_.join();
@@ -437,7 +438,8 @@ loom_status Peer::teardown() {
     }
   }
   log(Level::info, "handed the collective " + std::to_string(GroupComm::payload_bytes()) +
-                       " payload bytes in rounds and state averaging (what this peer's calls asked it to move)");
+                       " payload bytes in rounds and state averaging (what this peer's calls asked it to move); " +
+                       std::to_string(kept_.taken()) + " rounds averaged over the communicator kept from the last");
   uint64_t wire_sent = 0, wire_received = 0;
   if (GroupComm::wire_bytes(&wire_sent, &wire_received))
     log(Level::info, "the collective counted " + std::to_string(wire_sent) + " bytes sent and " +

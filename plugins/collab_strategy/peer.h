@@ -25,6 +25,7 @@
 #include "fingerprint.h"
 #include "group_comm.h"
 #include "health.h"
+#include "kept_comm.h"
 #include "log.h"
 #include "loom/strategy.h"
 #include "options.h"
@@ -167,6 +168,10 @@ class Peer {
   // pre-scheduling), so that reaching it costs only the allreduce.
   void maybe_prematch(const SwarmView &v);
   void run_prematch(struct Prematch *p);
+  // The group's communicator: the kept one where the group asks for it
+  // (kept_comm.h), else a new one; null with *why when neither came.
+  std::unique_ptr<GroupComm> group_comm(const GroupRecord &group, Clock::time_point deadline,
+                                        const std::atomic<bool> *cancel, std::string *why);
   void drop_prematch();  // cancels and joins it
   // The target is reached: average (or step alone) and decide.
   loom_status finish_window(loom_step_decision *decision);
@@ -489,12 +494,7 @@ class Peer {
   int64_t last_publish_ms_ = 0;
   int64_t dht_copy_epoch_ = -1;  // the epoch of the record last put in the DHT
   std::map<std::string, int> rejected_;  // reasons already logged (background thread only)
-  struct Address {
-    std::string host;
-    uint16_t port = 0;
-    int64_t seen_ms = 0;
-  };
-  std::map<uint64_t, Address> addresses_;  // peers seen, to introduce to the DHT (background thread only)
+  std::map<uint64_t, SeenAddress> addresses_;  // peers seen, to introduce to the DHT (background thread only)
   int64_t last_introduce_ms_ = 0;
 
   // Training thread only.
@@ -502,6 +502,7 @@ class Peer {
   Clock::time_point window_start_{};  // when the current window's compute began
   bool window_started_ = false;
   std::unique_ptr<GroupComm> comm_;  // the last round's group, until after_optimizer_step
+  KeptComm kept_;  // ... and after it, for the next round (either thread)
   // The last averaged round's timeline, for its verbose "round" line: when
   // its group met (every member's weight known, so nothing after it waits
   // on a slower partner) and when the averaged gradients went to the host.
@@ -586,12 +587,8 @@ class Peer {
   std::string misfit_;  // why this peer must not train in this swarm; empty while it may
   std::atomic<bool> checked_model_{false};  // the background compared models at least once with others seen
   uint32_t served_model_peers_ = UINT32_MAX;  // background: peers in the record the server has (0: none)
-  struct Limited {
-    int64_t last_ms = 0;
-    uint64_t held = 0;
-  };
   mutable std::mutex limited_mutex_;
-  mutable std::map<std::string, Limited> limited_;
+  mutable std::map<std::string, LimitedLine> limited_;
   mutable std::string status_;
 };
 

@@ -16,6 +16,21 @@
 
 namespace loom_collab {
 
+// A peer seen in the records, to introduce to the DHT: where its state
+// server listens, and when it was last seen.
+struct SeenAddress {
+  std::string host;
+  uint16_t port = 0;
+  int64_t seen_ms = 0;
+};
+
+// A rate-limited log line (Peer::log_limited): when it was last said, and
+// how many like it were held back since.
+struct LimitedLine {
+  int64_t last_ms = 0;
+  uint64_t held = 0;
+};
+
 // A float32 CPU tensor of the host's, as the strategy uses it.
 struct FloatView {
   float *data = nullptr;

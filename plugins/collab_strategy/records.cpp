@@ -30,7 +30,7 @@ namespace loom_collab {
 namespace {
 
 constexpr uint8_t kMagic[4] = {'L', 'M', 'S', 'W'};
-constexpr uint8_t kVersion = 6;
+constexpr uint8_t kVersion = 7;
 constexpr size_t kHeaderSize = 4 + 1 + 1 + 8 + 4;  // up to and including the payload length
 constexpr size_t kTrailer = kPublicKeyBytes + kSignatureBytes + 4;  // signer, signature, CRC
 constexpr size_t kFrameSize = kHeaderSize + kTrailer;
@@ -336,6 +336,7 @@ uint64_t GroupRecord::group_hash() const {
   mix_in(attempt, 4);
   mix_in(members.size(), 4);
   for (uint64_t m : members) mix_in(m, 8);
+  if (reuse != 0) mix_in(reuse, 8);  // a group that builds its communicator hashes as before
   return mix64(h);
 }
 
@@ -396,11 +397,14 @@ Bytes encode(uint64_t run, const ProgressRecord &r, const Identity &signer) {
 Bytes encode(uint64_t run, const JoinRecord &r, const Identity &signer) {
   require(r.epoch >= 0, "negative epoch");
   require_signer(r.peer_id, signer, "peer_id");
+  require((r.kept == 0) == (r.kept_size == 0), "kept and kept_size must be both set or both 0");
   Writer w(run, kJoin);
   w.u64(r.peer_id);
   w.i64(r.epoch);
   w.u32(r.attempt);
   w.i64(r.time_ms);
+  w.u64(r.kept);
+  w.u32(r.kept_size);
   return w.finish(signer);
 }
 
@@ -413,6 +417,7 @@ Bytes encode(uint64_t run, const GroupRecord &r, const Identity &signer) {
   w.i64(r.epoch);
   w.u32(r.attempt);
   write_members(w, r.members);
+  w.u64(r.reuse);
   return w.finish(signer);
 }
 
@@ -505,8 +510,13 @@ std::optional<JoinRecord> decode_join(uint64_t run, const uint8_t *data, size_t 
   uint64_t signer = 0;
   if (!open_frame(run, kJoin, data, len, &r, &signer, why)) return std::nullopt;
   JoinRecord j;
-  if (r.u64(&j.peer_id) && r.i64(&j.epoch) && check_epoch(r, j.epoch) && r.u32(&j.attempt) && r.i64(&j.time_ms))
-    check_signer(r, "peer", j.peer_id, signer);
+  if (r.u64(&j.peer_id) && r.i64(&j.epoch) && check_epoch(r, j.epoch) && r.u32(&j.attempt) && r.i64(&j.time_ms) &&
+      r.u64(&j.kept) && r.u32(&j.kept_size)) {
+    if ((j.kept == 0) != (j.kept_size == 0)) r.fail("a kept communicator needs both its round's hash and its size");
+    else if (j.kept_size > kMaxMembers)
+      r.fail("kept communicator of " + std::to_string(j.kept_size) + " members, more than " + std::to_string(kMaxMembers));
+    else check_signer(r, "peer", j.peer_id, signer);
+  }
   if (!close_payload(r, why)) return std::nullopt;
   return j;
 }
@@ -528,13 +538,15 @@ std::optional<GroupRecord> decode_group(uint64_t run, const uint8_t *data, size_
              " bytes, payload has " + std::to_string(r.left()));
     } else {
       g.members.resize(count);
+      bool sorted = true;
       for (uint32_t i = 0; i < count && r.u64(&g.members[i]); ++i) {
         if (i > 0 && g.members[i - 1] >= g.members[i]) {
           r.fail("members not sorted and unique at position " + std::to_string(i));
+          sorted = false;
           break;
         }
       }
-      check_signer(r, "leader", g.leader, signer);
+      if (sorted && r.u64(&g.reuse)) check_signer(r, "leader", g.leader, signer);
     }
   }
   if (!close_payload(r, why)) return std::nullopt;

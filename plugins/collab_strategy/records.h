@@ -118,6 +118,10 @@ struct JoinRecord {
   int64_t epoch = 0;
   uint32_t attempt = 0;
   int64_t time_ms = 0;
+  // The communicator this peer kept from its last round (kept_comm.h): the
+  // group hash of that round and its size; 0 and 0 when it kept none.
+  uint64_t kept = 0;
+  uint32_t kept_size = 0;
 };
 
 // The group a leader closed for (epoch, attempt); members sorted ascending.
@@ -127,13 +131,17 @@ struct GroupRecord {
   int64_t epoch = 0;
   uint32_t attempt = 0;
   std::vector<uint64_t> members;
+  // Nonzero: every member kept the communicator of the round with this
+  // group hash, over exactly these members, and they average over it
+  // again instead of building another (kept_comm.h).
+  uint64_t reuse = 0;
   // Not on the wire: when this group is one part of a split one
   // (group_split.h), how many peers the whole held; 0 when it is whole.
   uint32_t of = 0;
   // Not on the wire: which part of the split this is (0 when whole); every
   // member computes the same split, so the same index. It picks the oob key.
   uint32_t part = 0;
-  // Hash of (fingerprint, epoch, attempt, members): equal on every member that agrees.
+  // Hash of (fingerprint, epoch, attempt, members, reuse): equal on every member that agrees.
   uint64_t group_hash() const;
 };
 

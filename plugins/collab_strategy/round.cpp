@@ -340,7 +340,10 @@ loom_status Peer::after_optimizer_step(std::string *why) {
   if (opt_.local_updates && last) set_parameters_to_anchor();
   if (parameters) average_parameters(last ? "the last epoch" : "state averaging");
   else relay_served_.clear();
-  comm_.reset();
+  // Kept for the next round (kept_comm.h), unless a delayed round's may
+  // still be in flight when the next one forms.
+  if (opt_.delay_averaging) comm_.reset();
+  else kept_.keep(std::move(comm_));
   // A client averages its parameters through its relay; when that fails
   // after a round it missed, it takes the swarm's state instead. Under
   // local updates no parameters are averaged (the outer step made the
@@ -425,20 +428,25 @@ void Peer::run_prematch(Prematch *p) {
     } else if (p->group->members.size() < 2 || int64_t(p->group->members.size()) < opt_.min_group_size) {
       p->why = "the group was too small";
     } else {
-      auto comm = std::make_unique<GroupComm>(collective_, collective_instance_, dht_.get(), round_space_, run_, &identity_);
-      comm->set_cancel(&p->cancel);
       const auto setup_deadline =
           std::min(deadline, p->matched + std::chrono::milliseconds(int64_t(opt_.matchmaking_time * 1000) + 2000));
-      if (comm->open(*p->group, id_, setup_deadline, &p->why) == LOOM_OK) {
-        comm->set_cancel(nullptr);
-        p->comm = std::move(comm);
-      }
+      p->comm = group_comm(*p->group, setup_deadline, &p->cancel, &p->why);
     }
   } catch (const std::exception &e) {
     p->why = std::string("matchmaking failed: ") + e.what();
   }
   p->connected = Clock::now();
   p->done = true;
+}
+
+std::unique_ptr<GroupComm> Peer::group_comm(const GroupRecord &group, Clock::time_point deadline,
+                                            const std::atomic<bool> *cancel, std::string *why) {
+  if (group.reuse != 0) return kept_.take(group, id_, why);
+  auto comm = std::make_unique<GroupComm>(collective_, collective_instance_, dht_.get(), round_space_, run_, &identity_);
+  comm->set_cancel(cancel);
+  if (comm->open(group, id_, deadline, why) != LOOM_OK) return nullptr;
+  comm->set_cancel(nullptr);
+  return comm;
 }
 
 void Peer::drop_prematch() {

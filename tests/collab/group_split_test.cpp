@@ -242,5 +242,31 @@ TEST(GroupSplit, PartsTogetherBringTheTarget) {
   EXPECT_EQ(part_target(256, whole), 256u);  // a whole group: the whole target
 }
 
+// The leader's choice of a kept communicator (kept_comm.h): only the one
+// every member named, over exactly as many members, in a group not split.
+TEST(GroupSplit, AGroupReusesACommunicatorOnlyWhereEveryMemberKeptTheSameOne) {
+  const std::vector<uint64_t> members{3, 5, 9, 11};
+  std::map<uint64_t, std::pair<uint64_t, uint32_t>> kept{{3, {77, 4}}, {5, {77, 4}}, {9, {77, 4}}, {11, {77, 4}}};
+  EXPECT_EQ(kept_for(members, kept, 0), 77u);
+  EXPECT_EQ(kept_for(members, kept, 4), 77u);  // under target_group_size, not split
+  EXPECT_EQ(kept_for(members, kept, 2), 0u) << "a split group's parts build their own";
+  auto with = [&](uint64_t peer, uint64_t round, uint32_t size) {
+    auto k = kept;
+    k[peer] = {round, size};
+    return kept_for(members, k, 0);
+  };
+  EXPECT_EQ(with(9, 78, 4), 0u) << "one member kept another round's";
+  EXPECT_EQ(with(9, 0, 0), 0u) << "one member kept none";
+  // All four name it but it held five: the fifth is not here, so these
+  // four are not its members at its ranks.
+  auto five = kept;
+  for (auto &k : five) k.second.second = 5;
+  EXPECT_EQ(kept_for(members, five, 0), 0u);
+  auto missing = kept;
+  missing.erase(5);  // its join was not read
+  EXPECT_EQ(kept_for(members, missing, 0), 0u);
+  EXPECT_EQ(kept_for({3}, {{3, {77, 1}}}, 0), 0u) << "alone: no communicator";
+}
+
 }  // namespace
 }  // namespace loom_collab

@@ -46,6 +46,8 @@ TEST(Records, ARecordThatSpeaksForAnotherPeerIsRejectedAsForged) {
   j.u64(1);
   j.u32(0);
   j.u64(0);
+  j.u64(0);  // kept: none
+  j.u32(0);
   const Bytes jb = frame(2, j.b);
   EXPECT_FALSE(decode_join(kRun, jb.data(), jb.size(), &why));
   EXPECT_EQ(why, "peer " + std::to_string(victim.id()) + forged);
@@ -59,6 +61,7 @@ TEST(Records, ARecordThatSpeaksForAnotherPeerIsRejectedAsForged) {
   gf.u32(g.attempt);
   gf.u32(uint32_t(g.members.size()));
   for (uint64_t m : g.members) gf.u64(m);
+  gf.u64(0);  // reuse: none
   const Bytes gb = frame(3, gf.b);
   EXPECT_FALSE(decode_group(kRun, gb.data(), gb.size(), &why));
   EXPECT_EQ(why, "leader " + std::to_string(victim.id()) + forged);

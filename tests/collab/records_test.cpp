@@ -137,7 +137,7 @@ TEST(Records, ProgressIsLittleEndianOnTheWire) {
   const Bytes b = encode(kRun, p, me());
   ASSERT_GE(b.size(), 34u);
   EXPECT_EQ(std::string(b.begin(), b.begin() + 4), "LMSW");
-  EXPECT_EQ(b[4], 6);  // format version
+  EXPECT_EQ(b[4], 7);  // format version
   for (int i = 0; i < 8; ++i) EXPECT_EQ(b[18 + i], uint8_t(me().id() >> (8 * i)));
   for (int i = 0; i < 8; ++i) EXPECT_EQ(b[26 + i], i + 1);
   // The trailer: the signer's public key, then its signature.
@@ -146,6 +146,8 @@ TEST(Records, ProgressIsLittleEndianOnTheWire) {
 
 TEST(Records, JoinRoundTrip) {
   JoinRecord j{me().id(), 123456789012LL, 4000000000u, 1700000000999LL};
+  j.kept = 0xfedcba9876543210ULL;
+  j.kept_size = 4096;
   const Bytes b = encode(kRun, j, me());
   std::string why;
   auto back = decode_join(kRun, b.data(), b.size(), &why);
@@ -154,6 +156,29 @@ TEST(Records, JoinRoundTrip) {
   EXPECT_EQ(back->epoch, j.epoch);
   EXPECT_EQ(back->attempt, j.attempt);
   EXPECT_EQ(back->time_ms, j.time_ms);
+  EXPECT_EQ(back->kept, j.kept);
+  EXPECT_EQ(back->kept_size, j.kept_size);
+}
+
+// A join's kept communicator (kept_comm.h) is a round hash and a size, both
+// or neither, of at most the member limit.
+TEST(Records, AJoinsKeptCommunicatorNeedsItsHashAndASizeInRange) {
+  JoinRecord j{me().id(), 1, 0, 1700000000999LL};
+  j.kept = 5;
+  EXPECT_THROW(encode(kRun, j, me()), std::invalid_argument);
+  const Bytes good = encode(kRun, JoinRecord{me().id(), 1, 0, 1700000000999LL, 5, 3}, me());
+  auto forged = [&](uint64_t kept, uint32_t size) {
+    Bytes p = payload_of(good);
+    for (int i = 0; i < 8; ++i) p[28 + size_t(i)] = uint8_t(kept >> (8 * i));
+    for (int i = 0; i < 4; ++i) p[36 + size_t(i)] = uint8_t(size >> (8 * i));
+    const Bytes f = frame(good[5], p);
+    std::string why;
+    EXPECT_FALSE(decode_join(kRun, f.data(), f.size(), &why));
+    return why;
+  };
+  EXPECT_EQ(forged(0, 3), "a kept communicator needs both its round's hash and its size");
+  EXPECT_EQ(forged(5, 0), "a kept communicator needs both its round's hash and its size");
+  EXPECT_EQ(forged(5, 4097), "kept communicator of 4097 members, more than 4096");
 }
 
 TEST(Records, GroupRoundTripUpToTheMemberLimit) {
@@ -161,6 +186,7 @@ TEST(Records, GroupRoundTripUpToTheMemberLimit) {
     GroupRecord g = sample_group();
     g.members.clear();
     for (size_t i = 0; i < n; ++i) g.members.push_back(i * 3 + 1);
+    g.reuse = n == 4 ? 0x0123456789abcdefULL : 0;
     const Bytes b = encode(kRun, g, me());
     std::string why;
     auto back = decode_group(kRun, b.data(), b.size(), &why);
@@ -169,6 +195,7 @@ TEST(Records, GroupRoundTripUpToTheMemberLimit) {
     EXPECT_EQ(back->epoch, g.epoch);
     EXPECT_EQ(back->attempt, g.attempt);
     EXPECT_EQ(back->members, g.members);
+    EXPECT_EQ(back->reuse, g.reuse);
     EXPECT_EQ(back->group_hash(), g.group_hash());
   }
 }
@@ -214,17 +241,18 @@ TEST(Records, OobRoundTripUpToThePayloadLimit) {
   }
 }
 
-TEST(Records, GroupHashDependsOnEpochAttemptAndMembersOnly) {
+TEST(Records, GroupHashDependsOnEpochAttemptMembersAndReuseOnly) {
   const GroupRecord g = sample_group();
   GroupRecord other_leader = g;
   other_leader.leader = 99;
   EXPECT_EQ(g.group_hash(), other_leader.group_hash());
-  GroupRecord e = g, a = g, m = g, fewer = g;
+  GroupRecord e = g, a = g, m = g, fewer = g, kept = g;
   e.epoch += 1;
   a.attempt += 1;
   m.members[1] += 1;
   fewer.members.pop_back();
-  for (const GroupRecord *x : {&e, &a, &m, &fewer}) EXPECT_NE(x->group_hash(), g.group_hash());
+  kept.reuse = 7;  // a group over a kept communicator is another group
+  for (const GroupRecord *x : {&e, &a, &m, &fewer, &kept}) EXPECT_NE(x->group_hash(), g.group_hash());
   // Members 1..n as one list vs. shifted: neighbouring lists hash far apart.
   EXPECT_NE(g.group_hash() >> 32, m.group_hash() >> 32);
 }
@@ -322,7 +350,7 @@ TEST(Records, RejectsBadMagicVersionAndChecksum) {
   EXPECT_NE(rejection(k, Bytes{'{', '"'}).find("bad magic"), std::string::npos);
 
   const Bytes payload = payload_of(k.valid);
-  EXPECT_NE(rejection(k, frame(1, payload, kRun, 1)).find("unknown record format version 1 (this build reads 6)"),
+  EXPECT_NE(rejection(k, frame(1, payload, kRun, 1)).find("unknown record format version 1 (this build reads 7)"),
             std::string::npos);
 
   b = k.valid;
@@ -364,7 +392,7 @@ TEST(Records, RejectsAnotherRun) {
 TEST(Records, RejectsAnOversizedPayloadLengthBeforeReadingIt) {
   Frame f;
   for (char c : std::string("LMSW")) f.u8(static_cast<uint8_t>(c));
-  f.u8(6);
+  f.u8(7);
   f.u8(1);
   f.u64(kRun);
   f.u32(0xffffffffu);
