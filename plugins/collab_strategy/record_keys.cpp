@@ -27,10 +27,10 @@ uint64_t mix64(uint64_t x) {
 
 std::string progress_key(const std::string &run_id) { return "loom/" + run_id + "/progress"; }
 
-uint32_t round_bucket(int64_t epoch, uint32_t attempt) {
-  // A retry (attempt + 1) lands 13 buckets away from its epoch's first try,
-  // so a retry never shares a key with the round it replaces.
-  return static_cast<uint32_t>((static_cast<uint64_t>(epoch) + 13ull * attempt) % kRoundBuckets);
+uint32_t round_bucket(int64_t epoch, uint32_t attempt, uint32_t buckets) {
+  // A retry (attempt + 1) lands 13 buckets away from its epoch's first try
+  // (5 of 8), so a retry never shares a key with the round it replaces.
+  return static_cast<uint32_t>((static_cast<uint64_t>(epoch) + 13ull * attempt) % buckets);
 }
 
 uint64_t round_value_id(uint64_t peer, int64_t epoch, uint32_t attempt) {
@@ -52,7 +52,7 @@ std::string group_key(const std::string &run_id, int64_t epoch, uint32_t attempt
 }
 
 std::string oob_key(const std::string &run_id, int64_t epoch, uint32_t attempt, uint32_t part) {
-  return "loom/" + run_id + "/oob/" + std::to_string(round_bucket(epoch, attempt)) + "/" +
+  return "loom/" + run_id + "/oob/" + std::to_string(round_bucket(epoch, attempt, kOobBuckets)) + "/" +
          std::to_string(part % kOobGroupKeys);
 }
 

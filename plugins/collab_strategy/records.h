@@ -213,12 +213,17 @@ std::optional<FingerprintRecord> decode_fingerprint(uint64_t run, const uint8_t 
 // (at most 320), 71 to 100 MiB in 16 minutes and 107 in 25: departed nodes
 // leave the searches more slowly than they enter (README, "OpenDHT's
 // searches under churn"). A swarm averaging as one group now uses one oob
-// key a round (oob_key), 96 round searches in all (README, "Fewer DHT
-// keys and datagrams per round"). A key is reused every 32 rounds, later
-// than its records
-// expire (round_record_ttl, 35 s by default) at epochs of 1.1 s or more;
-// under faster rounds a watch begins with a few older rounds' records too,
-// which carry their epoch and attempt.
+// key a round (oob_key), 3 x kRoundBuckets round searches in all (README,
+// "Fewer DHT keys and datagrams per round"; with 32 buckets, 96). Fewer keys cost nothing in pushes: a
+// peer listens to every round key it used in the last minute anyway
+// (OpenDHT keeps a listen 60 s after its last listener), and a value is
+// pushed to every listener of its key whatever the count. They save
+// searches, their refreshes (finds, listens) and their lists of departed
+// peers. With 8 (join and group keys) a key is reused every 8 rounds,
+// before its records expire
+// (round_record_ttl, 35 s by default) at epochs under 4.4 s: a watch then
+// begins with a few older rounds' records too (at 8 peers and 1.4 s
+// epochs, some 3 rounds' worth), which carry their epoch and attempt.
 //
 // Each peer puts a round's records under round_value_id, a value id of its
 // own for that round: peers watch round keys (dht.h), and a watch never
@@ -228,7 +233,13 @@ std::optional<FingerprintRecord> decode_fingerprint(uint64_t run, const uint8_t 
 // records of the rounds within their ttl (round_record_ttl); records carry
 // their epoch and attempt (oob records the group hash), so readers tell
 // this round's from older ones.
-constexpr uint32_t kRoundBuckets = 32;
+constexpr uint32_t kRoundBuckets = 8;
+// Oob keys keep 32 buckets. Under target_group_size every group builds its
+// communicator every round, each on its part's key, and only its members
+// need that key's values; but a peer that used the key within the last
+// minute still listens: 8 buckets at epochs under 7.5 s would bring every
+// group's parts to most of the swarm.
+constexpr uint32_t kOobBuckets = 32;
 uint64_t round_value_id(uint64_t peer, int64_t epoch, uint32_t attempt);
 // How long a round's records live: a round lasts at most averaging_timeout
 // (a leader under local_steps reads joins up to its deadline), and 5 s
@@ -236,7 +247,7 @@ uint64_t round_value_id(uint64_t peer, int64_t epoch, uint32_t attempt);
 // Shorter than the 60 s they had, so that fast rounds leave fewer old
 // records under each key (each watch begins with all of them).
 std::chrono::seconds round_record_ttl(double averaging_timeout);
-uint32_t round_bucket(int64_t epoch, uint32_t attempt);
+uint32_t round_bucket(int64_t epoch, uint32_t attempt, uint32_t buckets = kRoundBuckets);
 std::string progress_key(const std::string &run_id);
 std::string join_key(const std::string &run_id, int64_t epoch, uint32_t attempt);
 std::string group_key(const std::string &run_id, int64_t epoch, uint32_t attempt);
@@ -246,9 +257,10 @@ std::string group_key(const std::string &run_id, int64_t epoch, uint32_t attempt
 // round made every member's watch carry every group's parts, about 1 KB
 // each, pushed by every node that held the key). A round of one group
 // uses one oob key, not one of 8 drawn by its hash: a swarm averaging as
-// one group touches kRoundBuckets oob keys, not kRoundBuckets *
+// one group touches kOobBuckets oob keys, not kOobBuckets *
 // kOobGroupKeys, each an OpenDHT search kept an hour listing every
-// departed peer (above).
+// departed peer (above); one that keeps its communicator (kept_comm.h)
+// touches one only when its group changes.
 constexpr uint32_t kOobGroupKeys = 8;
 std::string oob_key(const std::string &run_id, int64_t epoch, uint32_t attempt, uint32_t part);
 std::string fingerprint_key(const std::string &run_id, uint64_t fingerprint);

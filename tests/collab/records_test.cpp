@@ -259,9 +259,9 @@ TEST(Records, GroupHashDependsOnEpochAttemptMembersAndReuseOnly) {
 
 TEST(Records, KeysAreNamespacedByRun) {
   EXPECT_EQ(progress_key("r1"), "loom/r1/progress");
-  EXPECT_EQ(join_key("r1", 12, 3), "loom/r1/join/19");  // (12 + 13 x 3) mod 32
-  EXPECT_EQ(group_key("r1", 12, 3), "loom/r1/group/19");
-  EXPECT_EQ(oob_key("r1", 12, 3, 5), "loom/r1/oob/19/5");
+  EXPECT_EQ(join_key("r1", 12, 3), "loom/r1/join/3");  // (12 + 13 x 3) mod 8
+  EXPECT_EQ(group_key("r1", 12, 3), "loom/r1/group/3");
+  EXPECT_EQ(oob_key("r1", 12, 3, 5), "loom/r1/oob/19/5");  // (12 + 13 x 3) mod 32
   // The parts of one round's split spread evenly over kOobGroupKeys keys;
   // a round of one group (part 0) uses one.
   std::map<std::string, int> groups;
@@ -269,7 +269,8 @@ TEST(Records, KeysAreNamespacedByRun) {
   EXPECT_EQ(groups.size(), size_t(kOobGroupKeys));
   for (const auto &g : groups) EXPECT_EQ(g.second, 64 / int(kOobGroupKeys)) << g.first;
   EXPECT_EQ(oob_key("r1", 12, 3, 0), oob_key("r1", 12, 3, kOobGroupKeys));
-  EXPECT_EQ(join_key("r1", 12 + 32, 3), "loom/r1/join/19");
+  EXPECT_EQ(join_key("r1", 12 + 8, 3), "loom/r1/join/3");
+  EXPECT_EQ(oob_key("r1", 12 + 32, 3, 5), "loom/r1/oob/19/5");
   EXPECT_NE(progress_key("r1"), progress_key("r2"));
   EXPECT_NE(join_key("r1", 12, 0), join_key("r2", 12, 0));
 }
@@ -279,6 +280,10 @@ TEST(Records, RoundsReuseABoundedSetOfKeys) {
   for (int64_t epoch = 0; epoch < 100000; ++epoch)
     for (uint32_t attempt = 0; attempt < 3; ++attempt) keys.insert(join_key("r", epoch, attempt));
   EXPECT_EQ(keys.size(), size_t(kRoundBuckets));
+  std::set<std::string> oob;  // a whole group's (part 0): oob keys have buckets of their own
+  for (int64_t epoch = 0; epoch < 1000; ++epoch)
+    for (uint32_t attempt = 0; attempt < 3; ++attempt) oob.insert(oob_key("r", epoch, attempt, 0));
+  EXPECT_EQ(oob.size(), size_t(kOobBuckets));
   // Consecutive rounds, and a round and its retry, never share a key: a
   // key is reused only kRoundBuckets rounds later.
   for (int64_t epoch = 0; epoch < 1000; ++epoch) {
