@@ -29,7 +29,7 @@ std::string progress_key(const std::string &run_id) { return "loom/" + run_id + 
 
 uint32_t round_bucket(int64_t epoch, uint32_t attempt, uint32_t buckets) {
   // A retry (attempt + 1) lands 13 buckets away from its epoch's first try
-  // (5 of 8), so a retry never shares a key with the round it replaces.
+  // (13 of 16), so a retry never shares a key with the round it replaces.
   return static_cast<uint32_t>((static_cast<uint64_t>(epoch) + 13ull * attempt) % buckets);
 }
 

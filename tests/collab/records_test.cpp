@@ -259,7 +259,7 @@ TEST(Records, GroupHashDependsOnEpochAttemptMembersAndReuseOnly) {
 
 TEST(Records, KeysAreNamespacedByRun) {
   EXPECT_EQ(progress_key("r1"), "loom/r1/progress");
-  EXPECT_EQ(join_key("r1", 12, 3), "loom/r1/join/3");  // (12 + 13 x 3) mod 8
+  EXPECT_EQ(join_key("r1", 12, 3), "loom/r1/join/3");  // (12 + 13 x 3) mod 16
   EXPECT_EQ(group_key("r1", 12, 3), "loom/r1/group/3");
   EXPECT_EQ(oob_key("r1", 12, 3, 5), "loom/r1/oob/19/5");  // (12 + 13 x 3) mod 32
   // The parts of one round's split spread evenly over kOobGroupKeys keys;
@@ -269,7 +269,7 @@ TEST(Records, KeysAreNamespacedByRun) {
   EXPECT_EQ(groups.size(), size_t(kOobGroupKeys));
   for (const auto &g : groups) EXPECT_EQ(g.second, 64 / int(kOobGroupKeys)) << g.first;
   EXPECT_EQ(oob_key("r1", 12, 3, 0), oob_key("r1", 12, 3, kOobGroupKeys));
-  EXPECT_EQ(join_key("r1", 12 + 8, 3), "loom/r1/join/3");
+  EXPECT_EQ(join_key("r1", 12 + 16, 3), "loom/r1/join/3");
   EXPECT_EQ(oob_key("r1", 12 + 32, 3, 5), "loom/r1/oob/19/5");
   EXPECT_NE(progress_key("r1"), progress_key("r2"));
   EXPECT_NE(join_key("r1", 12, 0), join_key("r2", 12, 0));
