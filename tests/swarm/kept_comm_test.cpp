@@ -79,6 +79,10 @@ TEST(KeptComm, AMemberKilledAfterItJoinedCostsOneRoundAndTheOthersBuildAnother) 
   // as soon as it joins a round: the others then meet on a communicator
   // whose third member is gone.
   ASSERT_TRUE(wait_until([&] { return count_of(victim.log(), kReused) >= 3; }, seconds(90))) << victim.tail();
+  // Right after a round over it, so that the next group asks for it again.
+  const size_t kept = count_of(victim.log(), kReused);
+  ASSERT_TRUE(wait_until([&] { return count_of(victim.log(), kReused) > kept; }, seconds(30), milliseconds(2)))
+      << victim.tail();
   const size_t joins = count_of(victim.log(), "matchmaking at epoch");
   ASSERT_TRUE(wait_until([&] { return count_of(victim.log(), "matchmaking at epoch") > joins; }, seconds(30),
                          milliseconds(2)))
