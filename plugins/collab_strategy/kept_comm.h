@@ -48,9 +48,7 @@ class KeptComm {
 
  private:
   mutable std::mutex mutex_;
-  std::unique_ptr<GroupComm> comm_;
-  uint64_t round_ = 0;
-  uint32_t size_ = 0;
+  std::unique_ptr<GroupComm> comm_;  // its group_hash() and size() are what joins name
   std::atomic<uint64_t> taken_{0};
 };
 
