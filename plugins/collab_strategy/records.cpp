@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
-// Wire format of the swarm's records (version 6; since 3 every record is
+// Wire format of the swarm's records (version 7; since 3 every record is
 // signed by the peer that made it, identity.h; 4 added a progress record's
 // earlier sync points, 5 what observers show: its target, loss and last
-// round, 6 trims an oob record's trailing zero bytes):
+// round, 6 trims an oob record's trailing zero bytes, 7 adds a join's kept
+// communicator and a group's reuse, kept_comm.h). The frame's code is in
+// records_frame.h:
 //
 //   magic "LMSW" | version u8 | kind u8 | run u64 | payload length u32 | payload |
 //   signer's Ed25519 public key (32) | signature (64) | crc32 u32
@@ -17,306 +19,15 @@
 #include "records.h"
 
 #include "identity.h"
+#include "records_frame.h"
 
-#include <zlib.h>
-
-#include <cinttypes>
 #include <cmath>
-#include <cstdio>
 #include <cstring>
 #include <stdexcept>
 
 namespace loom_collab {
-namespace {
 
-constexpr uint8_t kMagic[4] = {'L', 'M', 'S', 'W'};
-constexpr uint8_t kVersion = 7;
-constexpr size_t kHeaderSize = 4 + 1 + 1 + 8 + 4;  // up to and including the payload length
-constexpr size_t kTrailer = kPublicKeyBytes + kSignatureBytes + 4;  // signer, signature, CRC
-constexpr size_t kFrameSize = kHeaderSize + kTrailer;
-constexpr size_t kMaxPayload = 64 * 1024;          // OpenDHT's own value limit
-constexpr size_t kMaxString = 255;
-constexpr size_t kMaxMembers = 4096;
-
-enum Kind : uint8_t { kProgress = 1, kJoin = 2, kGroup = 3, kOob = 4, kFingerprint = 5 };
-
-const char *kind_name(uint8_t k) {
-  switch (k) {
-    case kProgress: return "progress";
-    case kJoin: return "join";
-    case kGroup: return "group";
-    case kOob: return "oob";
-    case kFingerprint: return "fingerprint";
-    default: return nullptr;
-  }
-}
-
-// "a progress record", "an oob record".
-std::string a_kind(const char *name) { return std::string(name[0] == 'o' ? "an " : "a ") + name + " record"; }
-
-uint64_t fnv1a(uint64_t h, const uint8_t *p, size_t n) {
-  for (size_t i = 0; i < n; ++i) {
-    h ^= p[i];
-    h *= 0x100000001b3ULL;
-  }
-  return h;
-}
-constexpr uint64_t kFnvOffset = 0xcbf29ce484222325ULL;
-
-uint32_t crc32_of(const uint8_t *p, size_t n) {
-  return static_cast<uint32_t>(crc32_z(crc32_z(0L, Z_NULL, 0), p, n));
-}
-
-// Appends little-endian fields; the frame is closed by finish().
-class Writer {
- public:
-  Writer(uint64_t run, uint8_t kind) {
-    out_.insert(out_.end(), kMagic, kMagic + 4);
-    u8(kVersion);
-    u8(kind);
-    u64(run);
-    u32(0);  // payload length, patched by finish()
-  }
-  void u8(uint8_t v) { out_.push_back(v); }
-  void u32(uint32_t v) {
-    for (int i = 0; i < 4; ++i) out_.push_back(static_cast<uint8_t>(v >> (8 * i)));
-  }
-  void u64(uint64_t v) {
-    for (int i = 0; i < 8; ++i) out_.push_back(static_cast<uint8_t>(v >> (8 * i)));
-  }
-  void i64(int64_t v) { u64(static_cast<uint64_t>(v)); }
-  void f64(double v) {
-    uint64_t bits;
-    std::memcpy(&bits, &v, sizeof bits);  // the IEEE-754 bit pattern, not a struct layout
-    u64(bits);
-  }
-  void f32(float v) {
-    uint32_t bits;
-    std::memcpy(&bits, &v, sizeof bits);
-    u32(bits);
-  }
-  void str(const std::string &s) {
-    out_.push_back(static_cast<uint8_t>(s.size()));
-    out_.push_back(static_cast<uint8_t>(s.size() >> 8));
-    out_.insert(out_.end(), s.begin(), s.end());
-  }
-  void bytes(const Bytes &b) {
-    u32(static_cast<uint32_t>(b.size()));
-    out_.insert(out_.end(), b.begin(), b.end());
-  }
-  Bytes finish(const Identity &signer) {
-    const size_t payload = out_.size() - kHeaderSize;
-    for (int i = 0; i < 4; ++i) out_[kHeaderSize - 4 + i] = static_cast<uint8_t>(payload >> (8 * i));
-    out_.insert(out_.end(), signer.public_key().begin(), signer.public_key().end());
-    const Signature sig = signer.sign(out_.data(), out_.size());
-    out_.insert(out_.end(), sig.begin(), sig.end());
-    u32(crc32_of(out_.data(), out_.size()));
-    return std::move(out_);
-  }
-
- private:
-  Bytes out_;
-};
-
-// Bounds-checked little-endian reads over a payload; the first short read
-// records what was missing and every later read fails too.
-class Reader {
- public:
-  Reader(const uint8_t *p, size_t n) : p_(p), n_(n) {}
-  bool u8(uint8_t *v) {
-    if (!need(1, "a byte")) return false;
-    *v = p_[pos_++];
-    return true;
-  }
-  bool u16(uint16_t *v) {
-    if (!need(2, "a 16-bit field")) return false;
-    *v = static_cast<uint16_t>(p_[pos_] | (p_[pos_ + 1] << 8));
-    pos_ += 2;
-    return true;
-  }
-  bool u32(uint32_t *v) {
-    if (!need(4, "a 32-bit field")) return false;
-    uint32_t r = 0;
-    for (int i = 0; i < 4; ++i) r |= static_cast<uint32_t>(p_[pos_ + i]) << (8 * i);
-    pos_ += 4;
-    *v = r;
-    return true;
-  }
-  bool u64(uint64_t *v) {
-    if (!need(8, "a 64-bit field")) return false;
-    uint64_t r = 0;
-    for (int i = 0; i < 8; ++i) r |= static_cast<uint64_t>(p_[pos_ + i]) << (8 * i);
-    pos_ += 8;
-    *v = r;
-    return true;
-  }
-  bool i64(int64_t *v) {
-    uint64_t u;
-    if (!u64(&u)) return false;
-    *v = static_cast<int64_t>(u);
-    return true;
-  }
-  bool f64(double *v) {
-    uint64_t bits;
-    if (!u64(&bits)) return false;
-    std::memcpy(v, &bits, sizeof bits);
-    return true;
-  }
-  bool f32(float *v) {
-    uint32_t bits;
-    if (!u32(&bits)) return false;
-    std::memcpy(v, &bits, sizeof bits);
-    return true;
-  }
-  bool raw(size_t len, const uint8_t **at) {
-    if (!need(len, "data")) return false;
-    *at = p_ + pos_;
-    pos_ += len;
-    return true;
-  }
-  size_t left() const { return n_ - pos_; }
-  const std::string &error() const { return error_; }
-  bool fail(std::string why) {
-    if (error_.empty()) error_ = std::move(why);
-    return false;
-  }
-
- private:
-  bool need(size_t k, const char *what) {
-    if (!error_.empty()) return false;
-    if (n_ - pos_ < k) {
-      return fail("payload ends inside " + std::string(what) + " at byte " + std::to_string(pos_) + " of " +
-                  std::to_string(n_));
-    }
-    return true;
-  }
-  const uint8_t *p_;
-  size_t n_;
-  size_t pos_ = 0;
-  std::string error_;
-};
-
-uint32_t load32(const uint8_t *p) {
-  return static_cast<uint32_t>(p[0]) | static_cast<uint32_t>(p[1]) << 8 | static_cast<uint32_t>(p[2]) << 16 |
-         static_cast<uint32_t>(p[3]) << 24;
-}
-uint64_t load64(const uint8_t *p) {
-  uint64_t r = 0;
-  for (int i = 0; i < 8; ++i) r |= static_cast<uint64_t>(p[i]) << (8 * i);
-  return r;
-}
-
-bool set_why(std::string *why, std::string text) {
-  if (why) *why = std::move(text);
-  return false;
-}
-
-// Checks the frame and its signature and, on success, points *payload at
-// the payload and sets *signer to the signing peer's id.
-bool open_frame(uint64_t run, uint8_t kind, const uint8_t *data, size_t len, Reader *payload, uint64_t *signer,
-                std::string *why) {
-  const std::string expected = a_kind(kind_name(kind));
-  if (data == nullptr || len == 0) {
-    return set_why(why, "truncated: 0 of at least " + std::to_string(kFrameSize) + " bytes");
-  }
-  if (std::memcmp(data, kMagic, len < 4 ? len : 4) != 0) return set_why(why, "not a Loom swarm record (bad magic)");
-  if (len < kHeaderSize) {
-    return set_why(why, "truncated: " + std::to_string(len) + " of at least " + std::to_string(kFrameSize) + " bytes");
-  }
-  if (data[4] != kVersion) {
-    return set_why(why, "unknown record format version " + std::to_string(data[4]) + " (this build reads " +
-                            std::to_string(kVersion) + ")");
-  }
-  const uint32_t plen = load32(data + 14);
-  if (plen > kMaxPayload) {
-    return set_why(why, "payload length " + std::to_string(plen) + " exceeds the limit of " +
-                            std::to_string(kMaxPayload) + " bytes");
-  }
-  const size_t total = kFrameSize + plen;
-  if (len < total) {
-    return set_why(why, "truncated: " + std::to_string(len) + " of " + std::to_string(total) + " bytes");
-  }
-  if (len > total) {
-    return set_why(why, std::to_string(len - total) + " trailing bytes after a record of " + std::to_string(total) +
-                            " bytes");
-  }
-  const uint32_t stored = load32(data + total - 4);
-  const uint32_t computed = crc32_of(data, total - 4);
-  if (stored != computed) {
-    char buf[96];
-    std::snprintf(buf, sizeof buf, "bad checksum (stored 0x%08" PRIx32 ", computed 0x%08" PRIx32 ")", stored,
-                  computed);
-    return set_why(why, buf);
-  }
-  if (data[5] != kind) {
-    const char *name = kind_name(data[5]);
-    return set_why(why, "not " + expected + ": " + (name ? a_kind(name) : "unknown kind " + std::to_string(data[5])));
-  }
-  const uint64_t their_run = load64(data + 6);
-  if (their_run != run) return set_why(why, "record of run " + hex64(their_run) + ", this run is " + hex64(run));
-  PublicKey pk;
-  Signature sig;
-  std::memcpy(pk.data(), data + kHeaderSize + plen, pk.size());
-  std::memcpy(sig.data(), data + kHeaderSize + plen + pk.size(), sig.size());
-  *signer = peer_id_of(pk);
-  if (!verify_signature(pk, sig, data, kHeaderSize + plen + pk.size())) {
-    return set_why(why, "bad signature: not signed by the key it carries (that of peer " + std::to_string(*signer) +
-                            ")");
-  }
-  *payload = Reader(data + kHeaderSize, plen);
-  return true;
-}
-
-// A record speaks for `claimed`: only that peer may have signed it.
-bool check_signer(Reader &r, const char *role, uint64_t claimed, uint64_t signer) {
-  return claimed == signer || r.fail(std::string(role) + " " + std::to_string(claimed) +
-                                     " is not its signer: signed by peer " + std::to_string(signer) + " (forged)");
-}
-
-void require_signer(uint64_t claimed, const Identity &signer, const char *role) {
-  if (claimed != signer.id())
-    throw std::invalid_argument("cannot encode swarm record: " + std::string(role) + " " + std::to_string(claimed) +
-                                " is not the signer " + std::to_string(signer.id()));
-}
-
-// Ends a payload parse: every byte read, no read failed.
-bool close_payload(const Reader &r, std::string *why) {
-  if (!r.error().empty()) return set_why(why, r.error());
-  if (r.left() != 0) return set_why(why, std::to_string(r.left()) + " unread bytes at the end of the payload");
-  return true;
-}
-
-bool read_string(Reader &r, std::string *s, const char *field) {
-  uint16_t n;
-  if (!r.u16(&n)) return false;
-  if (n > kMaxString) {
-    return r.fail(std::string(field) + " is " + std::to_string(n) + " bytes, longer than " +
-                  std::to_string(kMaxString));
-  }
-  const uint8_t *at;
-  if (!r.raw(n, &at)) return false;
-  s->assign(reinterpret_cast<const char *>(at), n);
-  return true;
-}
-
-bool check_epoch(Reader &r, int64_t epoch) {
-  return epoch >= 0 || r.fail("epoch " + std::to_string(epoch) + " is negative");
-}
-
-void require(bool ok, const std::string &what) {
-  if (!ok) throw std::invalid_argument("cannot encode swarm record: " + what);
-}
-
-void write_members(Writer &w, const std::vector<uint64_t> &members) {
-  require(!members.empty(), "group has no members");
-  require(members.size() <= kMaxMembers, std::to_string(members.size()) + " members, more than " +
-                                             std::to_string(kMaxMembers));
-  for (size_t i = 1; i < members.size(); ++i) require(members[i - 1] < members[i], "members not sorted and unique");
-  w.u32(static_cast<uint32_t>(members.size()));
-  for (uint64_t m : members) w.u64(m);
-}
-
-}  // namespace
+using namespace record_frame;
 
 uint64_t run_hash(const std::string &run_id) {
   return fnv1a(kFnvOffset, reinterpret_cast<const uint8_t *>(run_id.data()), run_id.size());
@@ -538,15 +249,13 @@ std::optional<GroupRecord> decode_group(uint64_t run, const uint8_t *data, size_
              " bytes, payload has " + std::to_string(r.left()));
     } else {
       g.members.resize(count);
-      bool sorted = true;
       for (uint32_t i = 0; i < count && r.u64(&g.members[i]); ++i) {
         if (i > 0 && g.members[i - 1] >= g.members[i]) {
           r.fail("members not sorted and unique at position " + std::to_string(i));
-          sorted = false;
           break;
         }
       }
-      if (sorted && r.u64(&g.reuse)) check_signer(r, "leader", g.leader, signer);
+      if (r.u64(&g.reuse)) check_signer(r, "leader", g.leader, signer);  // no read succeeds after a failure
     }
   }
   if (!close_payload(r, why)) return std::nullopt;
