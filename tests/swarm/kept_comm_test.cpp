@@ -92,6 +92,7 @@ TEST(KeptComm, AMemberKilledAfterItJoinedCostsOneRoundAndTheOthersBuildAnother) 
   const std::string at_kill[2] = {peers[0]->log(), peers[1]->log()};
   // Each survivor averages with the other alone, then over that pair's own
   // kept communicator.
+  int failed_on_kept = 0;
   for (int i = 0; i < 2; ++i) {
     Peer& p = *peers[size_t(i)];
     ASSERT_TRUE(wait_until(
@@ -102,13 +103,16 @@ TEST(KeptComm, AMemberKilledAfterItJoinedCostsOneRoundAndTheOthersBuildAnother) 
         },
         seconds(60)))
         << p.tail();
-    // The round it had joined failed in an operation on the kept
+    // The round the victim had joined failed in an operation on the kept
     // communicator (not in building one), and was retried without it.
+    // Checked over both survivors: when the victim led, a survivor that
+    // never read its group record was in no round on it (1 run of 8).
     const std::string after = p.log().substr(at_kill[i].size());
-    EXPECT_NE(after.find("failed: allreduce failed"), std::string::npos) << after.substr(0, 3000);
+    failed_on_kept += after.find("failed: allreduce failed") != std::string::npos;
     std::printf("[ figures  ] %s: averaged as a pair %.1f s after the kill\n", p.name().c_str(),
                 std::chrono::duration<double>(Clock::now() - killed).count());
   }
+  EXPECT_GE(failed_on_kept, 1) << peers[0]->tail() << peers[1]->tail();
   for (int i = 0; i < 2; ++i) EXPECT_EQ(peers[size_t(i)]->wait_exit(seconds(120)), 0) << peers[size_t(i)]->tail();
   EXPECT_EQ(max_parameter_difference(peers[0]->final_dir(), peers[1]->final_dir()), 0.0);
 }
