@@ -224,6 +224,37 @@ loom_status GroupComm::oob_allgather(void *user, const void *send, size_t len, v
   }
 }
 
+namespace {
+std::atomic<uint64_t> g_hub_exchanges{0}, g_dht_exchanges{0}, g_hub_failed{0};
+// How long a hub may hold one reply: a member asks again after it, so a
+// hub that died while holding costs at most this before the next try fails.
+constexpr int64_t kHubHoldMs = 2000;
+// A reply that came back incomplete before its hold ended (a part of
+// another signer made the hub's count whole): the next ask waits this.
+constexpr auto kHubRetry = std::chrono::milliseconds(100);
+}  // namespace
+
+GroupComm::ExchangeCounts GroupComm::exchange_counts() {
+  return {g_hub_exchanges.load(), g_dht_exchanges.load(), g_hub_failed.load()};
+}
+
+bool GroupComm::through_hub(const Bytes &value, Clock::time_point until,
+                            const std::function<bool(const std::vector<Bytes> &)> &take,
+                            const std::function<bool()> &complete, std::string *failed) {
+  while (Clock::now() < until && !(cancel_ && cancel_->load())) {
+    const int64_t left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count();
+    const auto hold = std::chrono::milliseconds(std::clamp<int64_t>(left, 1, kHubHoldMs));
+    const auto asked = Clock::now();
+    auto parts = hub_(value, hold, failed);
+    if (!parts) return false;
+    take(*parts);
+    if (complete()) return true;
+    if (Clock::now() - asked < hold) std::this_thread::sleep_until(std::min(until, Clock::now() + kHubRetry));
+  }
+  *failed = "the hub did not bring every part within half the exchange's time";
+  return false;
+}
+
 // Publishes this member's part under the group's hash and watches until
 // every member's part is there. Parts of another group hash, size or length are
 // ignored (they belong to members that disagree about the group).
@@ -244,15 +275,6 @@ loom_status GroupComm::exchange(const void *send, size_t len, void *recv, int64_
   const uint64_t value_id = round_value_id(me_, epoch_, attempt_);
   const auto ttl = std::chrono::seconds(timeout_ms / 1000 + 5);
   std::vector<bool> have(static_cast<size_t>(size_), false);
-  bool published = false;
-  Clock::time_point last_put{};
-  // The members' parts come through a watch of the key (dht.h); a get
-  // only when it brought nothing new for a while, that wait doubling from
-  // 250 ms up to a second, so that a part whose push was lost still counts.
-  auto watch = dht_->watch(key);
-  uint64_t seen = 0;
-  std::chrono::milliseconds quiet(250);
-  Clock::time_point last_news = Clock::now();
   auto *out = static_cast<uint8_t *>(recv);
   auto take = [&](const std::vector<Bytes> &raws) {
     bool news = false;
@@ -271,6 +293,28 @@ loom_status GroupComm::exchange(const void *send, size_t len, void *recv, int64_
     }
     return news;
   };
+  auto complete = [&] { return std::all_of(have.begin(), have.end(), [](bool b) { return b; }); };
+  // The hub first, for half the time: every member that reaches it gets
+  // every part in one reply. One that cannot reach it goes to the DHT at
+  // once; the others follow when their half ends, keeping what came.
+  std::string hub_failed;
+  if (hub_) {
+    if (through_hub(value, Clock::now() + std::chrono::milliseconds(timeout_ms / 2), take, complete, &hub_failed)) {
+      ++g_hub_exchanges;
+      return LOOM_OK;
+    }
+    ++g_hub_failed;
+  }
+  ++g_dht_exchanges;
+  bool published = false;
+  Clock::time_point last_put{};
+  // The members' parts come through a watch of the key (dht.h); a get
+  // only when it brought nothing new for a while, that wait doubling from
+  // 250 ms up to a second, so that a part whose push was lost still counts.
+  auto watch = dht_->watch(key);
+  uint64_t seen = 0;
+  std::chrono::milliseconds quiet(250);
+  Clock::time_point last_news = Clock::now();
   for (;;) {
     // The put waits 50 ms at most: a node that died (a peer killed a moment
     // ago, still in the routing table) holds its confirmation until it
@@ -290,7 +334,7 @@ loom_status GroupComm::exchange(const void *send, size_t len, void *recv, int64_
       last_news = Clock::now();
     }
     if (news) last_news = Clock::now();
-    if (std::all_of(have.begin(), have.end(), [](bool b) { return b; })) return LOOM_OK;
+    if (complete()) return LOOM_OK;
     if (cancel_ && cancel_->load()) {
       oob_error_ = "the round was abandoned while its members exchanged addresses";
       return LOOM_ERR_ABORTED;
@@ -299,7 +343,8 @@ loom_status GroupComm::exchange(const void *send, size_t len, void *recv, int64_
       size_t missing = static_cast<size_t>(std::count(have.begin(), have.end(), false));
       oob_error_ = "the group exchange timed out after " + std::to_string(timeout_ms) + " ms: " +
                    std::to_string(missing) + " of " + std::to_string(size_) + " members never published" +
-                   (published ? "" : " (and no node confirmed storing this peer's own part)");
+                   (published ? "" : " (and no node confirmed storing this peer's own part)") +
+                   (hub_ ? "; through the hub first: " + hub_failed : std::string());
       return LOOM_ERR_TIMEOUT;
     }
     watch->wait(seen, std::chrono::milliseconds(5));

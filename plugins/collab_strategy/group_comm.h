@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 // A communicator over one averaging group, built through the collective
-// plugin (opened once by name through the host) with the DHT as its
-// out-of-band exchange: each member publishes its part under the group's
-// hash and reads the others'. Because the key is the hash of (epoch,
+// plugin (opened once by name through the host). Its out-of-band exchange
+// goes through the group's hub (oob_hub.h) where there is one, and
+// otherwise, or when the hub fails, through the DHT: each member publishes
+// its part under the group's hash and reads the others'. Because the key
+// (and the hub's mailbox) is the hash of (epoch,
 // attempt, members), members that disagree about the group never meet:
 // their exchange times out and they retry, instead of averaging wrongly.
 // Each part is signed (records.h) and read only from the member at its rank.
@@ -12,6 +14,8 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,6 +42,21 @@ class GroupComm {
   loom_status open(const GroupRecord &group, uint64_t me, Clock::time_point deadline, std::string *why);
   // open() gives up early (LOOM_ERR_ABORTED) once *cancel is set; null: never.
   void set_cancel(const std::atomic<bool> *cancel) { cancel_ = cancel; }
+  // The next open()'s hub (oob_hub.h): given this member's encoded part and
+  // how long the hub may hold its reply, returns the parts the hub held
+  // (records as encoded; each is checked here as a DHT value is), or
+  // nullopt with *why when the hub cannot be reached. Empty: no hub, the
+  // DHT alone.
+  using HubExchange =
+      std::function<std::optional<std::vector<Bytes>>(const Bytes &part, std::chrono::milliseconds hold, std::string *why)>;
+  void set_hub(HubExchange hub) { hub_ = std::move(hub); }
+  // How this process's exchanges went (every GroupComm): through the hub
+  // alone, through the DHT (no hub, or after the hub failed), and how many
+  // of the latter had tried a hub first.
+  struct ExchangeCounts {
+    uint64_t hub = 0, dht = 0, hub_failed = 0;
+  };
+  static ExchangeCounts exchange_counts();
   bool is_open() const { return comm_ != nullptr; }
   int32_t rank() const { return rank_; }
   int32_t size() const { return size_; }
@@ -112,6 +131,9 @@ class GroupComm {
  private:
   static loom_status oob_allgather(void *user, const void *send, size_t len, void *recv, int64_t timeout_ms) noexcept;
   loom_status exchange(const void *send, size_t len, void *recv, int64_t timeout_ms);
+  // The exchange's first half through the hub: true once every part came.
+  bool through_hub(const Bytes &value, Clock::time_point until, const std::function<bool(const std::vector<Bytes> &)> &take,
+                   const std::function<bool()> &complete, std::string *failed);
   const char *error_text() const;  // the failed call's message
   static loom_status no_comm(std::string *why);
   loom_status complete(loom_status posted, loom_request *request, Clock::time_point deadline, const char *what,
@@ -134,6 +156,7 @@ class GroupComm {
   std::string oob_error_;
   const std::atomic<bool> *cancel_ = nullptr;
   bool adopted_ = false;
+  HubExchange hub_;
 };
 
 }  // namespace loom_collab

@@ -73,6 +73,12 @@ std::optional<GroupRecord> Peer::matchmake(int64_t epoch, uint32_t attempt, Cloc
     g->attempt = attempt;
     g->members.assign(from, joiners.cend());
     g->reuse = kept_for(g->members, kept, uint32_t(opt_.target_group_size));
+    // A leader that averages with them is every part's hub (oob_hub.h);
+    // one that hands its group over while leaving is none.
+    if (server_ && std::binary_search(g->members.begin(), g->members.end(), id_)) {
+      g->hub_host = announce_host_;
+      g->hub_port = server_->port();
+    }
     const bool others = std::any_of(g->members.begin(), g->members.end(), [&](uint64_t m) { return m != id_; });
     return others &&
            dht_->put(gkey, value_id, encode(run_, *g, identity_), ttl, std::chrono::milliseconds(500));

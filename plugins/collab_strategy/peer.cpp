@@ -265,10 +265,14 @@ loom_status Peer::setup(const loom_training_state_v1 &state, std::string *why) {
     if (!dht_) dht_ = std::make_unique<SwarmDht>(config);
     port_ = dht_->port();
     push_ = std::make_shared<ProgressPush>(run_, opt_.swarm_key);
+    hub_ = std::make_shared<OobHub>(run_, opt_.swarm_key);
     // A client-mode peer accepts no connection: no state server.
     if (!opt_.client_mode) {
       server_ = std::make_unique<StateServer>(opt_.listen, port_, run_, logfn_, opt_.serve, opt_.swarm_key);
       server_->set_progress_push([push = push_](Bytes b) { push->receive(std::move(b)); });
+      server_->set_oob_handler([hub = hub_](const Bytes &part, std::chrono::milliseconds hold,
+                                            const std::function<bool()> &stop,
+                                            std::string *why) { return hub->serve(part, hold, stop, why); });
       // A joiner that asks waits for this peer's next step boundary and the
       // snapshot then (a 130 MB charlm state took 2 to 3 s to serialise and
       // hand over on a loaded machine, so 2 s always answered "not ready"),
@@ -440,6 +444,12 @@ loom_status Peer::teardown() {
   log(Level::info, "handed the collective " + std::to_string(GroupComm::payload_bytes()) +
                        " payload bytes in rounds and state averaging (what this peer's calls asked it to move); " +
                        std::to_string(kept_.taken()) + " rounds averaged over the communicator kept from the last");
+  const GroupComm::ExchangeCounts exchanges = GroupComm::exchange_counts();
+  log(Level::info, "built " + std::to_string(exchanges.hub + exchanges.dht) + " communicators: " +
+                       std::to_string(exchanges.hub) + " exchanged addresses through their group's hub, " +
+                       std::to_string(exchanges.dht) + " through the DHT (" + std::to_string(exchanges.hub_failed) +
+                       " of them after the hub failed); " + std::to_string(hub_ ? hub_->parts() : 0) +
+                       " parts came to this peer's hub");
   uint64_t wire_sent = 0, wire_received = 0;
   if (GroupComm::wire_bytes(&wire_sent, &wire_received))
     log(Level::info, "the collective counted " + std::to_string(wire_sent) + " bytes sent and " +

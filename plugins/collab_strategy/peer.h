@@ -28,6 +28,7 @@
 #include "kept_comm.h"
 #include "log.h"
 #include "loom/strategy.h"
+#include "oob_hub.h"
 #include "options.h"
 #include "outer_step.h"
 #include "peer_util.h"
@@ -469,6 +470,7 @@ class Peer {
   uint64_t take_progress(const std::vector<Bytes> &values, std::vector<uint64_t> *ids, bool pulled = false);
   PeerReads reads_;  // progress from peers (progress_push.h); background thread only
   std::shared_ptr<ProgressPush> push_;  // progress_push.h; shared with the server's handler
+  std::shared_ptr<OobHub> hub_;         // oob_hub.h: the groups this peer leads; shared with the server's handler
   Bytes own_push_;                      // this peer's newest record as its pulls push it
   std::atomic<uint64_t> tables_{0};     // peers' tables read (a joiner's catch-up waits for one)
   void share_progress(int64_t now_ms);  // the others' records, for the server's readers

@@ -83,16 +83,18 @@ bool StateServer::Impl::read_push(Pending &p, Clock::time_point now) {
   ssize_t r = ::recv(p.fd.get(), to, want - p.push_got, MSG_DONTWAIT);
   if (r > 0) p.push_got += size_t(r);
   if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
-    emit(log, Level::debug, "state server: " + p.peer + " left while pushing its progress record");
+    emit(log, Level::debug, "state server: " + p.peer + " left while pushing its record");
     return true;
   }
   if (p.push_got < want) return false;
   if (!have_len) {
     const uint32_t len = get32(p.push_len);
-    if (len == 0 || len > kMaxPushedProgressBytes) {
+    const bool oob = (get16(p.buf + 6) & kStateFlagOob) != 0;
+    const uint32_t most = oob ? kMaxPushedOobBytes : kMaxPushedProgressBytes;
+    if (len == 0 || len > most) {
       guard.reject(p.addr, Rejection::wrong_request,
-                   p.peer + " pushed a progress record of " + std::to_string(len) + " bytes (1 to " +
-                       std::to_string(kMaxPushedProgressBytes) + ")",
+                   p.peer + " pushed " + (oob ? "an oob part" : "a progress record") + " of " + std::to_string(len) +
+                       " bytes (1 to " + std::to_string(most) + ")",
                    now);
       answer(p.fd.get(), StateStatus::bad_request);
       return true;

@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
-// Wire format of the swarm's records (version 7; since 3 every record is
+// Wire format of the swarm's records (version 8; since 3 every record is
 // signed by the peer that made it, identity.h; 4 added a progress record's
 // earlier sync points, 5 what observers show: its target, loss and last
 // round, 6 trims an oob record's trailing zero bytes, 7 adds a join's kept
-// communicator and a group's reuse, kept_comm.h). The frame's code is in
+// communicator and a group's reuse, kept_comm.h, 8 a group's hub,
+// oob_hub.h). The frame's code is in
 // records_frame.h:
 //
 //   magic "LMSW" | version u8 | kind u8 | run u64 | payload length u32 | payload |
@@ -122,6 +123,8 @@ Bytes encode(uint64_t run, const JoinRecord &r, const Identity &signer) {
 Bytes encode(uint64_t run, const GroupRecord &r, const Identity &signer) {
   require(r.epoch >= 0, "negative epoch");
   require_signer(r.leader, signer, "leader");
+  require(r.hub_host.size() <= kMaxString, "hub_host longer than " + std::to_string(kMaxString) + " bytes");
+  require(r.hub_host.empty() == (r.hub_port == 0), "a hub needs both a host and a port, or neither");
   Writer w(run, kGroup);
   w.u64(r.fingerprint);
   w.u64(r.leader);
@@ -129,6 +132,9 @@ Bytes encode(uint64_t run, const GroupRecord &r, const Identity &signer) {
   w.u32(r.attempt);
   write_members(w, r.members);
   w.u64(r.reuse);
+  w.str(r.hub_host);
+  w.u8(static_cast<uint8_t>(r.hub_port));
+  w.u8(static_cast<uint8_t>(r.hub_port >> 8));
   return w.finish(signer);
 }
 
@@ -255,7 +261,15 @@ std::optional<GroupRecord> decode_group(uint64_t run, const uint8_t *data, size_
           break;
         }
       }
-      if (r.u64(&g.reuse)) check_signer(r, "leader", g.leader, signer);  // no read succeeds after a failure
+      uint8_t port_lo = 0, port_hi = 0;
+      if (r.u64(&g.reuse) && read_string(r, &g.hub_host, "hub_host") && r.u8(&port_lo) && r.u8(&port_hi)) {
+        g.hub_port = static_cast<uint16_t>(port_lo | (port_hi << 8));
+        if (g.hub_host.empty() != (g.hub_port == 0))
+          r.fail("hub " + (g.hub_host.empty() ? std::string("port ") + std::to_string(g.hub_port) + " without a host"
+                                              : "host " + g.hub_host + " without a port"));
+        else
+          check_signer(r, "leader", g.leader, signer);  // no read succeeds after a failure
+      }
     }
   }
   if (!close_payload(r, why)) return std::nullopt;

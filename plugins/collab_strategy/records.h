@@ -135,6 +135,13 @@ struct GroupRecord {
   // group hash, over exactly these members, and they average over it
   // again instead of building another (kept_comm.h).
   uint64_t reuse = 0;
+  // Where the leader's state server listens, when the leader is a member
+  // and serves: the group's hub, to which every member (of every part)
+  // sends its part of the communicator's out-of-band exchange instead of
+  // the DHT (oob_hub.h). Empty and 0: none; the exchange goes through the
+  // DHT. Not part of the group hash (it names no member).
+  std::string hub_host;
+  uint16_t hub_port = 0;
   // Not on the wire: when this group is one part of a split one
   // (group_split.h), how many peers the whole held; 0 when it is whole.
   uint32_t of = 0;

@@ -150,9 +150,10 @@ bool open_donor(const Donor &d, uint64_t run, int64_t min_epoch, uint16_t flags,
                 const IoLimits &lim, const IoText &io_text, OpenReply *o, std::string *why, KeyRefusal *refusal,
                 const Bytes *push) {
   Fd &fd = o->fd;
-  if (push && (!(flags & kStateFlagProgress) || push->empty() || push->size() > kMaxPushedProgressBytes)) {
-    *why = "a pushed record of " + std::to_string(push->size()) + " bytes (1 to " +
-           std::to_string(kMaxPushedProgressBytes) + ", with a progress request only)";
+  const uint32_t most = (flags & kStateFlagOob) ? kMaxPushedOobBytes : kMaxPushedProgressBytes;
+  if (push && (!(flags & (kStateFlagProgress | kStateFlagOob)) || push->empty() || push->size() > most)) {
+    *why = "a pushed record of " + std::to_string(push->size()) + " bytes (1 to " + std::to_string(most) +
+           ", with a progress or oob request only)";
     return false;
   }
   if (!connect_to(d.host, d.port, lim, &fd, why)) return false;
@@ -296,7 +297,8 @@ std::optional<DownloadedState> try_donor(const Donor &d, uint64_t run, int64_t m
   OpenReply o;
   if (!open_donor(d, run, min_epoch, flags, keys, lim, io_text, &o, why, refusal, push)) return std::nullopt;
   const ReplyHeader &h = o.h;
-  if (!(flags & kStateFlagProgress) && h.epoch < min_epoch) {  // a progress request's min_epoch names a key
+  // A progress request's min_epoch names a key, an oob request's its hold.
+  if (!(flags & (kStateFlagProgress | kStateFlagOob)) && h.epoch < min_epoch) {
     *why = "offers epoch " + std::to_string(h.epoch) + ", need >= " + std::to_string(min_epoch) + " (donor is behind)";
     return std::nullopt;
   }
@@ -304,7 +306,7 @@ std::optional<DownloadedState> try_donor(const Donor &d, uint64_t run, int64_t m
     *why = "a model record of " + std::to_string(h.total) + " bytes (limit " + std::to_string(kMaxModelBytes) + ")";
     return std::nullopt;
   }
-  if ((flags & kStateFlagProgress) && h.total > kMaxProgressBytes) {
+  if ((flags & (kStateFlagProgress | kStateFlagOob)) && h.total > kMaxProgressBytes) {
     *why = "a progress table of " + std::to_string(h.total) + " bytes (limit " + std::to_string(kMaxProgressBytes) +
            ")";
     return std::nullopt;

@@ -106,6 +106,7 @@ void StateServer::Impl::serve(Transfer &t) {
   const std::string &peer = t.peer;
   const auto asked = Clock::now();
   bool asked_training = false;  // no snapshot fresh enough was ready: the training thread was asked for one
+  bool oob_refused = false;     // an oob part that was not one (logged): answered bad_request
   std::shared_ptr<Snapshot> snap;
   int64_t range_epoch = 0;
   uint32_t first = 0, count = 0;
@@ -117,6 +118,14 @@ void StateServer::Impl::serve(Transfer &t) {
   } else if (t.progress) {
     snap = progress_snapshot(t.min_epoch);  // never null: an empty table at worst
     t.min_epoch = 0;
+  } else if (t.oob) {
+    std::string why;
+    snap = oob_snapshot(t, &why);  // held while the group's members arrive
+    t.min_epoch = 0;
+    if (!snap && !stopping && !t.cancel) {
+      emit(log, Level::warn, "state server: refused " + peer + "'s oob part: " + why);
+      oob_refused = true;
+    }
   } else if (t.range) {
     // Part of a snapshot the client has begun elsewhere: this one or none.
     std::lock_guard<std::mutex> g(m);
@@ -166,9 +175,10 @@ void StateServer::Impl::serve(Transfer &t) {
     return write_all(fd, &iov, 1, lim, &err);
   };
   if (!snap || snap->epoch < t.min_epoch || (t.range && snap->epoch != range_epoch)) {
-    h.status = snap ? StateStatus::behind : StateStatus::not_ready;
+    h.status = oob_refused ? StateStatus::bad_request : snap ? StateStatus::behind : StateStatus::not_ready;
     h.epoch = snap ? snap->epoch : 0;
-    emit(log, t.model ? Level::debug : Level::info,
+    if (!t.oob)
+      emit(log, t.model ? Level::debug : Level::info,
          "state server: " + peer + " asked for " +
              (t.model ? std::string("the swarm's model: this peer is not sure of it yet")
                       : (t.range ? "chunks of epoch " : "epoch >= ") + std::to_string(t.min_epoch) + ": " +
@@ -182,7 +192,7 @@ void StateServer::Impl::serve(Transfer &t) {
 
   // A model record is no state transfer: it does not make this peer a busy donor.
   std::atomic<int> not_counted{0};
-  std::atomic<int> &counter = t.model || t.progress ? not_counted : active;
+  std::atomic<int> &counter = t.model || t.progress || t.oob ? not_counted : active;
   counter.fetch_add(1);
   struct Done {
     std::atomic<int> &a;
@@ -263,8 +273,8 @@ void StateServer::Impl::serve(Transfer &t) {
     std::this_thread::sleep_for(nap);
   }
   t.end = End::sent;
-  if (t.progress) {
-    progress_served.fetch_add(1);
+  if (t.progress || t.oob) {
+    (t.oob ? oob_served : progress_served).fetch_add(1);
     return;  // a few times a second from every peer: not logged
   }
   double s = std::chrono::duration<double>(Clock::now() - t0).count();

@@ -339,21 +339,24 @@ bool StateServer::Impl::check_request(Pending &p, Clock::time_point now) {
     return false;
   }
   const uint16_t flags = get16(req + 6);
-  const uint16_t kinds =
-      flags & (kStateFlagModel | kStateFlagRelay | kStateFlagDialBack | kStateFlagRange | kStateFlagProgress);
+  const uint16_t kinds = flags & (kStateFlagModel | kStateFlagRelay | kStateFlagDialBack | kStateFlagRange |
+                                  kStateFlagProgress | kStateFlagOob);
   int64_t range_epoch = 0;
   uint32_t range_first = 0, range_count = 0;
   unpack_range(int64_t(get64(req + 16)), &range_epoch, &range_first, &range_count);
-  const uint16_t push = kinds == kStateFlagProgress ? (flags & kStateFlagProgressPush) : 0;
+  const uint16_t push =
+      kinds == kStateFlagProgress || kinds == kStateFlagOob ? (flags & kStateFlagProgressPush) : 0;
   if ((flags & ~(kinds | push | kStateFlagKeyed)) != 0 || (kinds & (kinds - 1)) != 0 ||
-      ((flags & kStateFlagRange) && range_count == 0)) {
+      ((flags & kStateFlagRange) && range_count == 0) || (kinds == kStateFlagOob && !push)) {
     guard.reject(addr, Rejection::wrong_request,
                  peer + " sent request flags " + std::to_string(flags) + "; this server knows 0 (state), " +
                      std::to_string(kStateFlagModel) + " (model), " + std::to_string(kStateFlagRelay) + " (relay), " +
                      std::to_string(kStateFlagDialBack) + " (dial back), " + std::to_string(kStateFlagRange) +
                      " (a range of chunks, at least one), " + std::to_string(kStateFlagProgress) +
-                     " (progress records; one of these five at most), " + std::to_string(kStateFlagProgressPush) +
-                     " (with progress: a pushed record) and " + std::to_string(kStateFlagKeyed) + " (keyed)",
+                     " (progress records), " + std::to_string(kStateFlagOob) +
+                     " (an oob part; one of these six at most), " + std::to_string(kStateFlagProgressPush) +
+                     " (with progress: a pushed record; with oob, required) and " + std::to_string(kStateFlagKeyed) +
+                     " (keyed)",
                  now);
     answer(fd, StateStatus::bad_request);
     return false;
@@ -366,6 +369,17 @@ bool StateServer::Impl::check_request(Pending &p, Clock::time_point now) {
                    peer + " asked for the progress records of level " + std::to_string(level) + ", shard " +
                        std::to_string(shard) + "; levels are 0 to " + std::to_string(kMaxShardLevel) +
                        " and a level L has shards 0 to 2^L - 1",
+                   now);
+      answer(fd, StateStatus::bad_request);
+      return false;
+    }
+  }
+  if (flags & kStateFlagOob) {
+    const int64_t hold = int64_t(get64(req + 16));
+    if (hold < 1 || hold > kMaxOobHoldMs) {
+      guard.reject(addr, Rejection::wrong_request,
+                   peer + " asked for its oob reply to be held " + std::to_string(hold) + " ms; 1 to " +
+                       std::to_string(kMaxOobHoldMs) + " ms is allowed",
                    now);
       answer(fd, StateStatus::bad_request);
       return false;
@@ -421,7 +435,33 @@ void StateServer::Impl::admit(Pending &p, Clock::time_point now) {
     }
   }
   const bool progress = (get16(req + 6) & kStateFlagProgress) != 0;
-  if (progress) {
+  const bool oob = (get16(req + 6) & kStateFlagOob) != 0;
+  if (oob) {
+    // Held while the group's members arrive: its own bound and bucket.
+    bool handled = false;
+    {
+      std::lock_guard<std::mutex> g(m);
+      handled = static_cast<bool>(oob_handler);
+    }
+    if (!handled) {
+      guard.reject(addr, Rejection::wrong_request, peer + " sent an oob part to this peer, which is no group's hub", now);
+      answer(p.fd.get(), StateStatus::bad_request);
+      return;
+    }
+    if (oob_serving.load() >= kMaxOobServes) {
+      guard.reject(addr, Rejection::busy,
+                   peer + " sent an oob part while " + std::to_string(kMaxOobServes) + " were being held", now);
+      answer(p.fd.get(), StateStatus::busy);
+      return;
+    }
+    if (!oob_guard.take(addr, now)) {
+      guard.reject(addr, Rejection::rate,
+                   peer + " is over " + std::to_string(int(kOobPerMinute)) + " oob requests per minute from " + addr,
+                   now);
+      answer(p.fd.get(), StateStatus::busy);
+      return;
+    }
+  } else if (progress) {
     // Its own bucket and its own few threads: a small reply, sent at once.
     if (progress_serving.load() >= kMaxProgressServes) {
       guard.reject(addr, Rejection::busy,
@@ -461,10 +501,10 @@ void StateServer::Impl::admit(Pending &p, Clock::time_point now) {
   // Relay sessions and progress requests are bounded on their own.
   size_t serving = 0, sessions = 0;
   for (const auto &t : transfers) {
-    serving += !t.cancel && !t.done && !t.relay && !t.progress;
-    sessions += t.relay || t.progress;
+    serving += !t.cancel && !t.done && !t.relay && !t.progress && !t.oob;
+    sessions += t.relay || t.progress || t.oob;
   }
-  const bool own_bound = relay || progress;
+  const bool own_bound = relay || progress || oob;
   const bool room = transfers.size() - sessions < 2 * size_t(limits.max_transfers);
   Transfer *v = !own_bound && room && serving >= size_t(limits.max_transfers) ? victim(now) : nullptr;
   if (!own_bound && (!room || (serving >= size_t(limits.max_transfers) && v == nullptr))) {
@@ -492,6 +532,8 @@ void StateServer::Impl::admit(Pending &p, Clock::time_point now) {
   t.dial = (get16(req + 6) & kStateFlagDialBack) != 0;
   t.range = (get16(req + 6) & kStateFlagRange) != 0;
   t.progress = progress;
+  t.oob = oob;
+  if (oob) t.push = std::move(p.push);
   t.keyed = p.challenged;
   std::copy(req, req + kStateRequestSize, t.request);
   if (t.keyed) {
@@ -505,6 +547,13 @@ void StateServer::Impl::admit(Pending &p, Clock::time_point now) {
       t.thread = std::thread([this, &t, handler, max_values] {
         relay_session(t, handler, max_values);
         relaying.fetch_sub(1);
+        t.done = true;
+      });
+    } else if (oob) {
+      oob_serving.fetch_add(1);
+      t.thread = std::thread([this, &t] {
+        serve(t);
+        oob_serving.fetch_sub(1);
         t.done = true;
       });
     } else if (progress) {
@@ -526,7 +575,7 @@ void StateServer::Impl::admit(Pending &p, Clock::time_point now) {
   } catch (const std::system_error &) {  // no thread to be had: turn the client away
     if (relay) relaying.fetch_sub(1);
     answer(t.fd.get(), StateStatus::busy);  // plain even when keyed: a refusal carries nothing secret
-    (progress ? progress_guard : guard).give_back(addr, 0, now);
+    (oob ? oob_guard : progress ? progress_guard : guard).give_back(addr, 0, now);
     transfers.pop_back();
   }
 }
@@ -537,7 +586,7 @@ void StateServer::Impl::admit(Pending &p, Clock::time_point now) {
 StateServer::Impl::Transfer *StateServer::Impl::victim(Clock::time_point now) {
   Transfer *worst = nullptr;
   for (auto &t : transfers) {
-    if (t.relay || t.progress || t.cancel || t.done || now - t.started < kPreemptAfter) continue;
+    if (t.relay || t.progress || t.oob || t.cancel || t.done || now - t.started < kPreemptAfter) continue;
     const double age = std::chrono::duration<double>(now - t.started).count();
     const bool slow = now - t.moved >= kPreemptAfter || double(t.sent.load()) / age < kSlowBytesPerSecond;
     if (slow && (worst == nullptr || t.moved < worst->moved)) worst = &t;
@@ -562,8 +611,8 @@ void StateServer::Impl::watch_transfers(bool all, Clock::time_point now) {
     if (t.thread.joinable()) t.thread.join();
     const uint64_t total = t.total.load();
     const End end = t.end.load();
-    if (t.progress)  // a table sent costs its token; one not sent, nothing
-      progress_guard.give_back(t.addr, end == End::sent ? 1 : 0, now);
+    if (t.progress || t.oob)  // a table sent costs its token; one not sent, nothing
+      (t.oob ? oob_guard : progress_guard).give_back(t.addr, end == End::sent ? 1 : 0, now);
     else if (!t.relay)  // a session keeps its token
       guard.give_back(t.addr, total ? std::min(1.0, double(sent) / double(total)) : 0, now);  // a stream's frames add a little
     if (end == End::stalled)

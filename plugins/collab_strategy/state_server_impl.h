@@ -43,6 +43,11 @@ constexpr double kSlowBytesPerSecond = 64 * 1024;
 // most kMaxProgressServes are served at once (busy beyond).
 constexpr double kProgressPerMinute = 1200;
 constexpr int kMaxProgressServes = 8;
+// Oob requests (kStateFlagOob) are held while a group's members arrive (up
+// to kMaxOobHoldMs): a hub gets one from every member of every group it led
+// (63 at once in a swarm of 64), so they have their own bound and bucket.
+constexpr double kOobPerMinute = 6000;
+constexpr int kMaxOobServes = 128;
 
 // A published snapshot, made ready to send once, off the training thread:
 // by the server's sealing thread right after publish(), or by the first
@@ -107,6 +112,9 @@ struct StateServer::Impl {
   std::atomic<uint64_t> progress_pushed{0};
   std::atomic<int> progress_serving{0};
   std::atomic<uint64_t> progress_served{0};
+  StateServer::OobHandler oob_handler;  // guarded by m
+  std::atomic<int> oob_serving{0};
+  std::atomic<uint64_t> oob_served{0};
   std::atomic<uint64_t> generation{0};  // bumped by publish(); guarded by m for the summer's wait
   std::thread front;
   std::thread summer;  // makes each new snapshot ready (Snapshot::ensure_ready) ahead of requests
@@ -142,6 +150,8 @@ struct StateServer::Impl {
     bool dial = false;   // a dial-back request (kStateFlagDialBack)
     bool range = false;  // a range of chunks (kStateFlagRange; min_epoch packs it)
     bool progress = false;  // progress records (kStateFlagProgress; min_epoch packs the key): outside max_transfers
+    bool oob = false;       // an oob part (kStateFlagOob; min_epoch is the hold): outside max_transfers
+    Bytes push;             // an oob request's pushed part
     bool keyed = false;  // proven: the reply goes as an encrypted stream
     uint8_t request[kStateRequestSize];
     StateKeys::Nonce server_nonce{}, client_nonce{};
@@ -163,6 +173,7 @@ struct StateServer::Impl {
 
   ServeGuard guard;
   ServeGuard progress_guard{server_detail::kProgressPerMinute, nullptr};  // progress requests' own bucket (rejections: guard's log)
+  ServeGuard oob_guard{server_detail::kOobPerMinute, nullptr};            // oob requests' own bucket
   std::unique_ptr<StateKeys> keys;  // a swarm key: every client must prove it
 
   explicit Impl(const ServeLimits &l, LogFn lg) : limits(l), log(std::move(lg)), guard(l.requests_per_minute, log) {}
@@ -185,6 +196,9 @@ struct StateServer::Impl {
   // progress_exchange.cpp: the table a progress request for the key packed
   // in `key` (level, shard) gets, as a snapshot ready to send.
   std::shared_ptr<Snapshot> progress_snapshot(int64_t key);
+  // oob_hub.cpp: the table an oob request gets (the handler holds it up to
+  // its hold), or null with *why.
+  std::shared_ptr<Snapshot> oob_snapshot(Transfer &t, std::string *why);
   void make_room(const std::string &addr, Clock::time_point now);
   // Admits a checked (and, with a key, proven) request: rate, slots, thread.
   void admit(Pending &p, Clock::time_point now);

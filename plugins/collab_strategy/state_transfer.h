@@ -119,6 +119,18 @@ constexpr uint16_t kStateFlagProgress = 32;
 // to peer (push-pull gossip) and DHT reads of progress can be rare.
 constexpr uint16_t kStateFlagProgressPush = 64;
 constexpr uint32_t kMaxPushedProgressBytes = 4096;
+// An oob request (kStateFlagOob, always with kStateFlagProgressPush) is a
+// group member's part of its communicator's out-of-band exchange
+// (oob_hub.h), sent to the server of the peer that led the group, its hub,
+// instead of through the DHT. The push is the member's signed OobRecord
+// (records.h; sealed with a swarm key as a progress push is, under its own
+// associated data), up to kMaxPushedOobBytes; min_epoch is how long the
+// server may hold its reply, 1 to kMaxOobHoldMs. The reply is a progress
+// table (below) of the parts the hub holds for that group, sent once it
+// holds one for every rank or the hold ends, whichever comes first.
+constexpr uint16_t kStateFlagOob = 128;
+constexpr uint32_t kMaxPushedOobBytes = 64 * 1024;
+constexpr int64_t kMaxOobHoldMs = 10000;
 constexpr uint64_t kMaxProgressBytes = 256 * 1024;
 constexpr uint32_t kMaxProgressRecords = 4096;
 constexpr uint32_t kStateChallengeMagic = 0x4b54534C;  // "LSTK"
@@ -250,6 +262,18 @@ class StateServer {
   // Progress requests answered so far.
   uint64_t progress_served() const;
 
+  // Answers oob requests (kStateFlagOob, oob_hub.h): called on the
+  // request's own thread with the pushed bytes as sent and how long the
+  // client allowed; returns the reply's table, or nullopt with *why (the
+  // client is then answered bad_request). At most kMaxOobServes are held
+  // at once (busy beyond). Without it, oob requests are answered
+  // bad_request.
+  using OobHandler = std::function<std::optional<Bytes>(const Bytes &pushed, std::chrono::milliseconds hold,
+                                                         const std::function<bool()> &stop, std::string *why)>;
+  void set_oob_handler(OobHandler handler);
+  // Oob requests answered with a table so far.
+  uint64_t oob_served() const;
+
   // Whether a dial-back probe (kStateProbeMagic) carrying this min_epoch
   // value (port and nonce) reached this server.
   bool saw_probe(uint64_t value) const;
@@ -302,6 +326,16 @@ std::optional<std::vector<Bytes>> fetch_progress(const std::string &host, uint16
                                                  uint32_t shard, std::chrono::milliseconds timeout, std::string *why,
                                                  const std::optional<loom_key::SwarmKey> &key = std::nullopt,
                                                  uint64_t *wire_bytes = nullptr, const Bytes *push = nullptr);
+// Sends this member's part (push: its encoded OobRecord, sealed by the
+// caller in a keyed swarm) to the hub whose state server listens at
+// host:port, which may hold its reply for `hold` while other members'
+// parts arrive; within timeout (which must exceed hold). Returns the parts
+// the hub held for the group, undecoded (the caller checks each as a DHT
+// value), or nullopt with *why.
+std::optional<std::vector<Bytes>> fetch_oob(const std::string &host, uint16_t port, uint64_t run, const Bytes &push,
+                                            std::chrono::milliseconds hold, std::chrono::milliseconds timeout,
+                                            std::string *why, const std::optional<loom_key::SwarmKey> &key,
+                                            const std::atomic<bool> *cancel);
 // A progress table's encoding (above): records beyond kMaxProgressBytes or
 // kMaxProgressRecords are left out, from the end.
 Bytes encode_progress_table(const std::vector<const Bytes *> &records);

@@ -109,8 +109,8 @@ TEST(ProgressPush, APushOfNoBytesOrTooManyIsRefusedNamingTheValidLengths) {
     refused(req, "pushed a progress record of " + std::to_string(len) + " bytes (1 to 4096)");
   }
   // A push with anything but a progress request is no request a server knows.
-  refused(request_bytes(kRun, 0, kStateFlagProgressPush), "64 (with progress: a pushed record)");
-  refused(request_bytes(kRun, 0, kStateFlagModel | kStateFlagProgressPush), "64 (with progress: a pushed record)");
+  refused(request_bytes(kRun, 0, kStateFlagProgressPush), "64 (with progress: a pushed record; with oob, required)");
+  refused(request_bytes(kRun, 0, kStateFlagModel | kStateFlagProgressPush), "64 (with progress: a pushed record; with oob, required)");
   // The reader's side refuses to send one first.
   LogSink log;
   StateServer server("127.0.0.1", 0, kRun, log.fn());

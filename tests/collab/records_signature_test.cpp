@@ -62,6 +62,8 @@ TEST(Records, ARecordThatSpeaksForAnotherPeerIsRejectedAsForged) {
   gf.u32(uint32_t(g.members.size()));
   for (uint64_t m : g.members) gf.u64(m);
   gf.u64(0);  // reuse: none
+  gf.u16(0);  // no hub: host "" and port 0
+  gf.u16(0);
   const Bytes gb = frame(3, gf.b);
   EXPECT_FALSE(decode_group(kRun, gb.data(), gb.size(), &why));
   EXPECT_EQ(why, "leader " + std::to_string(victim.id()) + forged);

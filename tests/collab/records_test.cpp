@@ -137,7 +137,7 @@ TEST(Records, ProgressIsLittleEndianOnTheWire) {
   const Bytes b = encode(kRun, p, me());
   ASSERT_GE(b.size(), 34u);
   EXPECT_EQ(std::string(b.begin(), b.begin() + 4), "LMSW");
-  EXPECT_EQ(b[4], 7);  // format version
+  EXPECT_EQ(b[4], 8);  // format version
   for (int i = 0; i < 8; ++i) EXPECT_EQ(b[18 + i], uint8_t(me().id() >> (8 * i)));
   for (int i = 0; i < 8; ++i) EXPECT_EQ(b[26 + i], i + 1);
   // The trailer: the signer's public key, then its signature.
@@ -187,6 +187,10 @@ TEST(Records, GroupRoundTripUpToTheMemberLimit) {
     g.members.clear();
     for (size_t i = 0; i < n; ++i) g.members.push_back(i * 3 + 1);
     g.reuse = n == 4 ? 0x0123456789abcdefULL : 0;
+    if (n == 4) {
+      g.hub_host = "10.1.2.3";
+      g.hub_port = 47001;
+    }
     const Bytes b = encode(kRun, g, me());
     std::string why;
     auto back = decode_group(kRun, b.data(), b.size(), &why);
@@ -196,8 +200,40 @@ TEST(Records, GroupRoundTripUpToTheMemberLimit) {
     EXPECT_EQ(back->attempt, g.attempt);
     EXPECT_EQ(back->members, g.members);
     EXPECT_EQ(back->reuse, g.reuse);
+    EXPECT_EQ(back->hub_host, g.hub_host);
+    EXPECT_EQ(back->hub_port, g.hub_port);
     EXPECT_EQ(back->group_hash(), g.group_hash());
   }
+}
+
+TEST(Records, AGroupsHubNeedsBothAHostAndAPort) {
+  GroupRecord g = sample_group();
+  g.hub_host = "10.1.2.3";
+  EXPECT_THROW(encode(kRun, g, me()), std::invalid_argument);  // no port
+  g.hub_host.clear();
+  g.hub_port = 7;
+  EXPECT_THROW(encode(kRun, g, me()), std::invalid_argument);  // no host
+  // Built by hand: decode names what is missing.
+  auto forged = [&](const std::string &host, uint16_t port) {
+    Frame f;
+    f.u64(g.fingerprint);
+    f.u64(g.leader);
+    f.u64(uint64_t(g.epoch));
+    f.u32(g.attempt);
+    f.u32(uint32_t(g.members.size()));
+    for (uint64_t m : g.members) f.u64(m);
+    f.u64(0);  // reuse: none
+    f.u16(uint16_t(host.size()));
+    for (char c : host) f.u8(uint8_t(c));
+    f.u16(port);
+    const Bytes b = frame(3, f.b);
+    std::string why;
+    return decode_group(kRun, b.data(), b.size(), &why) ? std::string("accepted") : why;
+  };
+  EXPECT_EQ(forged("", 47001), "hub port 47001 without a host");
+  EXPECT_EQ(forged("10.1.2.3", 0), "hub host 10.1.2.3 without a port");
+  EXPECT_EQ(forged("10.1.2.3", 47001), "accepted");
+  EXPECT_EQ(forged("", 0), "accepted");
 }
 
 TEST(Records, AnOobSlotTravelsWithoutItsTrailingZeros) {
@@ -246,6 +282,10 @@ TEST(Records, GroupHashDependsOnEpochAttemptMembersAndReuseOnly) {
   GroupRecord other_leader = g;
   other_leader.leader = 99;
   EXPECT_EQ(g.group_hash(), other_leader.group_hash());
+  GroupRecord hub = g;  // where the exchange goes names no member
+  hub.hub_host = "10.1.2.3";
+  hub.hub_port = 47001;
+  EXPECT_EQ(g.group_hash(), hub.group_hash());
   GroupRecord e = g, a = g, m = g, fewer = g, kept = g;
   e.epoch += 1;
   a.attempt += 1;
@@ -301,7 +341,7 @@ TEST(Records, RejectsBadMagicVersionAndChecksum) {
   EXPECT_NE(rejection(k, Bytes{'{', '"'}).find("bad magic"), std::string::npos);
 
   const Bytes payload = payload_of(k.valid);
-  EXPECT_NE(rejection(k, frame(1, payload, kRun, 1)).find("unknown record format version 1 (this build reads 7)"),
+  EXPECT_NE(rejection(k, frame(1, payload, kRun, 1)).find("unknown record format version 1 (this build reads 8)"),
             std::string::npos);
 
   b = k.valid;
@@ -343,7 +383,7 @@ TEST(Records, RejectsAnotherRun) {
 TEST(Records, RejectsAnOversizedPayloadLengthBeforeReadingIt) {
   Frame f;
   for (char c : std::string("LMSW")) f.u8(static_cast<uint8_t>(c));
-  f.u8(7);
+  f.u8(8);
   f.u8(1);
   f.u64(kRun);
   f.u32(0xffffffffu);

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // A group's communicator kept from round to round (kept_comm.h): three
-// peers whose group never changes build it once and average over it again,
-// putting no out-of-band record through the DHT for those rounds, and end
-// equal. A member SIGKILLed between rounds, once it joined the next one,
+// peers whose group never changes build it once (its addresses exchanged
+// through the leader's hub, oob_hub.h, not the DHT) and average over it
+// again, and end equal. A member SIGKILLed between rounds, once it joined the next one,
 // fails that round on the kept communicator; the others build one without
 // it, keep that one in turn, and end equal.
 #include <gtest/gtest.h>
@@ -18,10 +18,12 @@ namespace {
 
 constexpr char kReused[] = "the last round's communicator";
 
-// "oob: G gets (V values), P puts" from a peer's verbose teardown; -1: none.
+// "oob: G gets (V values), P puts" from a peer's verbose teardown; 0 when
+// the line names no oob key; -1: no such line at all.
 int64_t oob_puts(const std::string& log) {
   std::smatch m;
-  if (!std::regex_search(log, m, std::regex(R"(oob: \d+ gets \(\d+ values\), (\d+) puts)"))) return -1;
+  if (log.find("DHT operations this peer began, by key") == std::string::npos) return -1;
+  if (!std::regex_search(log, m, std::regex(R"(oob: \d+ gets \(\d+ values\), (\d+) puts)"))) return 0;
   return std::stoll(m[1]);
 }
 
@@ -31,6 +33,19 @@ int64_t kept_rounds(const std::string& log) {
   if (!std::regex_search(log, m, std::regex(R"((\d+) rounds averaged over the communicator kept from the last)")))
     return -1;
   return std::stoll(m[1]);
+}
+
+// From the teardown: communicators built, and how many exchanged their
+// addresses through the group's hub and through the DHT; -1s: no line.
+struct Built {
+  int64_t total = -1, hub = -1, dht = -1;
+};
+Built built(const std::string& log) {
+  std::smatch m;
+  if (!std::regex_search(log, m, std::regex(R"(built (\d+) communicators: (\d+) exchanged addresses through their )"
+                                            R"(group's hub, (\d+) through the DHT)")))
+    return {};
+  return {std::stoll(m[1]), std::stoll(m[2]), std::stoll(m[3])};
 }
 
 std::vector<std::string> kept_sets(const std::string& tag) {
@@ -57,9 +72,17 @@ TEST(KeptComm, ASteadyGroupAveragesOverTheCommunicatorItKept) {
     // may build another. Most reuse it.
     EXPECT_GE(reused, rounds.size() / 2);
     EXPECT_EQ(int64_t(reused), taken) << "every round that took the kept communicator averaged over it";
-    // Only the rounds that built a communicator put a record.
+    // The rounds that built a communicator exchanged addresses through
+    // their leader's hub (oob_hub.h), every one on loopback: no oob record
+    // went through the DHT.
+    const Built b = built(log);
+    std::printf("[ figures  ] %lld communicators built: %lld through the hub, %lld through the DHT\n",
+                static_cast<long long>(b.total), static_cast<long long>(b.hub), static_cast<long long>(b.dht));
+    ASSERT_GE(b.total, 1) << "no communicators line";
+    EXPECT_EQ(b.hub, b.total);
+    EXPECT_EQ(b.dht, 0);
     ASSERT_GE(puts, 0) << "no DHT operations line";
-    EXPECT_LE(puts, int64_t(rounds.size() - reused) + 2);
+    EXPECT_EQ(puts, 0);
   }
   EXPECT_EQ(run.difference, 0.0) << "the peers end with the same parameters";
   EXPECT_GT(run.accuracy, 0.8);
