@@ -225,7 +225,7 @@ loom_status GroupComm::oob_allgather(void *user, const void *send, size_t len, v
 }
 
 namespace {
-std::atomic<uint64_t> g_hub_exchanges{0}, g_dht_exchanges{0}, g_hub_failed{0};
+std::atomic<uint64_t> g_hub_exchanges{0}, g_dht_exchanges{0}, g_hub_failed{0}, g_failed_exchanges{0};
 // How long a hub may hold one reply: a member asks again after it, so a
 // hub that died while holding costs at most this before the next try fails.
 constexpr int64_t kHubHoldMs = 2000;
@@ -235,7 +235,7 @@ constexpr auto kHubRetry = std::chrono::milliseconds(100);
 }  // namespace
 
 GroupComm::ExchangeCounts GroupComm::exchange_counts() {
-  return {g_hub_exchanges.load(), g_dht_exchanges.load(), g_hub_failed.load()};
+  return {g_hub_exchanges.load(), g_dht_exchanges.load(), g_hub_failed.load(), g_failed_exchanges.load()};
 }
 
 bool GroupComm::through_hub(const Bytes &value, Clock::time_point until,
@@ -305,7 +305,6 @@ loom_status GroupComm::exchange(const void *send, size_t len, void *recv, int64_
     }
     ++g_hub_failed;
   }
-  ++g_dht_exchanges;
   bool published = false;
   Clock::time_point last_put{};
   // The members' parts come through a watch of the key (dht.h); a get
@@ -334,9 +333,13 @@ loom_status GroupComm::exchange(const void *send, size_t len, void *recv, int64_
       last_news = Clock::now();
     }
     if (news) last_news = Clock::now();
-    if (complete()) return LOOM_OK;
+    if (complete()) {
+      ++g_dht_exchanges;
+      return LOOM_OK;
+    }
     if (cancel_ && cancel_->load()) {
       oob_error_ = "the round was abandoned while its members exchanged addresses";
+      ++g_failed_exchanges;
       return LOOM_ERR_ABORTED;
     }
     if (Clock::now() >= deadline) {
@@ -345,6 +348,7 @@ loom_status GroupComm::exchange(const void *send, size_t len, void *recv, int64_
                    std::to_string(missing) + " of " + std::to_string(size_) + " members never published" +
                    (published ? "" : " (and no node confirmed storing this peer's own part)") +
                    (hub_ ? "; through the hub first: " + hub_failed : std::string());
+      ++g_failed_exchanges;
       return LOOM_ERR_TIMEOUT;
     }
     watch->wait(seen, std::chrono::milliseconds(5));

@@ -50,11 +50,12 @@ class GroupComm {
   using HubExchange =
       std::function<std::optional<std::vector<Bytes>>(const Bytes &part, std::chrono::milliseconds hold, std::string *why)>;
   void set_hub(HubExchange hub) { hub_ = std::move(hub); }
-  // How this process's exchanges went (every GroupComm): through the hub
-  // alone, through the DHT (no hub, or after the hub failed), and how many
-  // of the latter had tried a hub first.
+  // How this process's exchanges went (every GroupComm): completed through
+  // the hub alone, completed through the DHT (no hub, or after the hub
+  // failed), tried a hub and went on to the DHT (completed or not), and
+  // failed (timed out, or the round was abandoned).
   struct ExchangeCounts {
-    uint64_t hub = 0, dht = 0, hub_failed = 0;
+    uint64_t hub = 0, dht = 0, hub_failed = 0, failed = 0;
   };
   static ExchangeCounts exchange_counts();
   bool is_open() const { return comm_ != nullptr; }

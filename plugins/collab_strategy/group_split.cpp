@@ -172,6 +172,8 @@ std::vector<GroupRecord> split_group(const GroupRecord &whole, uint32_t target) 
     g.leader = whole.leader;
     g.epoch = whole.epoch;
     g.attempt = whole.attempt;
+    g.hub_host = whole.hub_host;  // the leader is every part's hub (oob_hub.h)
+    g.hub_port = whole.hub_port;
     g.of = n;
     g.part = p;
     g.members = std::move(chosen[p]);

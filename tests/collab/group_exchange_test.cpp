@@ -52,7 +52,7 @@ loom_collective_v1 fake_vtable() {
 }
 
 // How each member reaches the hub (member 0 is the hub's own).
-enum class Route { none, hub, unreachable };
+enum class Route { none, hub, unreachable, absent };  // absent: never builds
 
 struct Outcome {
   std::vector<loom_status> status;
@@ -80,6 +80,7 @@ Outcome build(const std::vector<Route> &routes, int64_t timeout_ms) {
   const auto start = std::chrono::steady_clock::now();
   std::vector<std::thread> threads;
   for (size_t i = 0; i < routes.size(); ++i) {
+    if (routes[i] == Route::absent) continue;
     threads.emplace_back([&, i] {
       GroupComm comm(&vt, nullptr, nodes[i].get(), "group-exchange-test", run, ids[i].get());
       if (routes[i] == Route::hub && i == 0) {
@@ -106,12 +107,14 @@ Outcome build(const std::vector<Route> &routes, int64_t timeout_ms) {
   for (auto &t : threads) t.join();
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const GroupComm::ExchangeCounts after = GroupComm::exchange_counts();
-  out.counts = {after.hub - before.hub, after.dht - before.dht, after.hub_failed - before.hub_failed};
+  out.counts = {after.hub - before.hub, after.dht - before.dht, after.hub_failed - before.hub_failed,
+                after.failed - before.failed};
   return out;
 }
 
 void expect_built(const Outcome &o) {
   for (size_t i = 0; i < o.status.size(); ++i) EXPECT_EQ(o.status[i], LOOM_OK) << "member " << i << ": " << o.why[i];
+  EXPECT_EQ(o.counts.failed, 0u);
   EXPECT_EQ(g_bad_slots.load(), 0) << "a slot came back that was not its member's";
 }
 
@@ -137,6 +140,20 @@ TEST(GroupExchange, AHubNobodyReachesSendsEveryMemberToTheDhtAtOnce) {
   EXPECT_EQ(o.counts.dht, 3u);
   EXPECT_EQ(o.counts.hub_failed, 3u);
   EXPECT_LT(o.seconds, 3.5) << "a member waited at a hub that had refused it";
+}
+
+TEST(GroupExchange, AMemberThatNeverComesFailsTheExchangeAtItsTimeNamingHowMany) {
+  // Three members in the group, two build: the hub holds, the DHT waits,
+  // and both fail at the deadline saying one part never came.
+  const Outcome o = build({Route::hub, Route::hub, Route::absent}, 3000);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(o.status[i], LOOM_ERR_TIMEOUT) << o.why[i];
+    EXPECT_NE(o.why[i].find("1 of 3 members never published"), std::string::npos) << o.why[i];
+    EXPECT_NE(o.why[i].find("through the hub first: the hub did not bring every part"), std::string::npos) << o.why[i];
+  }
+  EXPECT_EQ(o.counts.failed, 2u);
+  EXPECT_EQ(o.counts.hub + o.counts.dht, 0u);
+  EXPECT_LT(o.seconds, 5.0);
 }
 
 TEST(GroupExchange, AMemberThatCannotReachTheHubMeetsTheOthersInTheDhtAfterHalfTheTime) {

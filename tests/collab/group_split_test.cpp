@@ -79,11 +79,17 @@ INSTANTIATE_TEST_SUITE_P(, GroupSplitSizes,
                          });
 
 TEST(GroupSplit, EveryMemberFindsItsOwnPartAlike) {
-  const GroupRecord whole = whole_of(9, 3);
+  GroupRecord whole = whole_of(9, 3);
+  whole.hub_host = "10.0.0.1";
+  whole.hub_port = 4000;
   const auto parts = split_group(whole, 3);
   ASSERT_EQ(parts.size(), 3u);
   for (uint32_t i = 0; i < parts.size(); ++i) {
     EXPECT_EQ(parts[i].part, i);  // the index that picks the part's oob key
+    // The leader is every part's hub, a member of that part or not.
+    EXPECT_EQ(parts[i].hub_host, whole.hub_host);
+    EXPECT_EQ(parts[i].hub_port, whole.hub_port);
+    EXPECT_EQ(parts[i].leader, whole.leader);
     for (uint64_t m : parts[i].members) {
       EXPECT_EQ(part_of(whole, m, 3).members, parts[i].members);
       EXPECT_EQ(part_of(whole, m, 3).part, i);

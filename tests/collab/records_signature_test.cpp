@@ -54,17 +54,7 @@ TEST(Records, ARecordThatSpeaksForAnotherPeerIsRejectedAsForged) {
   // Group: a leader that did not sign it.
   GroupRecord g = sample_group();
   g.leader = victim.id();
-  Frame gf;
-  gf.u64(g.fingerprint);
-  gf.u64(g.leader);
-  gf.u64(uint64_t(g.epoch));
-  gf.u32(g.attempt);
-  gf.u32(uint32_t(g.members.size()));
-  for (uint64_t m : g.members) gf.u64(m);
-  gf.u64(0);  // reuse: none
-  gf.u16(0);  // no hub: host "" and port 0
-  gf.u16(0);
-  const Bytes gb = frame(3, gf.b);
+  const Bytes gb = frame(3, group_payload_of(g, "", 0));
   EXPECT_FALSE(decode_group(kRun, gb.data(), gb.size(), &why));
   EXPECT_EQ(why, "leader " + std::to_string(victim.id()) + forged);
   // And encode never makes one.

@@ -113,6 +113,23 @@ inline GroupRecord sample_group() {
   return g;
 }
 
+// A group record's payload built by hand from the documented layout
+// (reuse 0), with the hub's host and port as given, checked or not.
+inline Bytes group_payload_of(const GroupRecord &g, const std::string &hub_host, uint16_t hub_port) {
+  Frame f;
+  f.u64(g.fingerprint);
+  f.u64(g.leader);
+  f.u64(uint64_t(g.epoch));
+  f.u32(g.attempt);
+  f.u32(uint32_t(g.members.size()));
+  for (uint64_t m : g.members) f.u64(m);
+  f.u64(0);  // reuse: none
+  f.u16(uint16_t(hub_host.size()));
+  for (char c : hub_host) f.u8(uint8_t(c));
+  f.u16(hub_port);
+  return f.b;
+}
+
 inline OobRecord sample_oob() {
   OobRecord o;
   o.group_hash = sample_group().group_hash();

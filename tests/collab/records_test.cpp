@@ -215,18 +215,7 @@ TEST(Records, AGroupsHubNeedsBothAHostAndAPort) {
   EXPECT_THROW(encode(kRun, g, me()), std::invalid_argument);  // no host
   // Built by hand: decode names what is missing.
   auto forged = [&](const std::string &host, uint16_t port) {
-    Frame f;
-    f.u64(g.fingerprint);
-    f.u64(g.leader);
-    f.u64(uint64_t(g.epoch));
-    f.u32(g.attempt);
-    f.u32(uint32_t(g.members.size()));
-    for (uint64_t m : g.members) f.u64(m);
-    f.u64(0);  // reuse: none
-    f.u16(uint16_t(host.size()));
-    for (char c : host) f.u8(uint8_t(c));
-    f.u16(port);
-    const Bytes b = frame(3, f.b);
+    const Bytes b = frame(3, group_payload_of(g, host, port));
     std::string why;
     return decode_group(kRun, b.data(), b.size(), &why) ? std::string("accepted") : why;
   };

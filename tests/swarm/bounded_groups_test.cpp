@@ -46,6 +46,7 @@ TEST(BoundedGroups, SixPeersInGroupsOfTwoConvergeAndAgreeWithinTolerance) {
                                            std::map<std::string, std::string>{{"LOOM_INITIAL_PEERS", peers[0]->address()}}));
   const auto deadline = Clock::now() + seconds(240);
   size_t bounded = 0, split_three_ways = 0, over = 0;
+  int64_t built = 0, through_hub = 0, through_dht = 0, hub_parts = 0;
   for (auto &p : peers) {
     auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
     ASSERT_EQ(p->wait_exit(std::max(left, milliseconds(1))), 0) << p->tail();
@@ -54,6 +55,12 @@ TEST(BoundedGroups, SixPeersInGroupsOfTwoConvergeAndAgreeWithinTolerance) {
     ASSERT_TRUE(final) << p->tail();
     EXPECT_GE(final->accuracy, 0.93) << p->name();
     EXPECT_EQ(final->steps, 100) << p->name();
+    const CommunicatorsBuilt c = communicators_built(log);
+    ASSERT_GE(c.total, 0) << "no communicators line: " << p->tail();
+    built += c.total;
+    through_hub += c.hub;
+    through_dht += c.dht;
+    hub_parts += c.hub_parts;
     for (const auto &r : bounded_rounds(log)) {
       ++bounded;
       EXPECT_LE(r.peers, 3) << p->name();  // groups of two (three when an odd number met)
@@ -67,6 +74,15 @@ TEST(BoundedGroups, SixPeersInGroupsOfTwoConvergeAndAgreeWithinTolerance) {
     }
   }
   EXPECT_GE(bounded, size_t(kPeers) * 20) << "too few bounded rounds: the swarm rarely split";
+  // Every group's addresses went through its leader's hub (oob_hub.h),
+  // the groups the leader was not in included: none through the DHT.
+  std::printf("[ figures  ] %lld communicators built: %lld through the hub, %lld through the DHT; %lld parts came "
+              "to hubs\n",
+              static_cast<long long>(built), static_cast<long long>(through_hub), static_cast<long long>(through_dht),
+              static_cast<long long>(hub_parts));
+  EXPECT_EQ(through_hub, built);
+  EXPECT_EQ(through_dht, 0);
+  EXPECT_GE(hub_parts, built);
   EXPECT_GE(split_three_ways, size_t(kPeers) * 5) << "the six peers rarely met in three groups of two";
   EXPECT_LE(over * 20, bounded) << over << " of " << bounded
                                 << " rounds averaged over a batch per member more than their share";

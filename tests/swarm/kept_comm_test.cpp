@@ -35,19 +35,6 @@ int64_t kept_rounds(const std::string& log) {
   return std::stoll(m[1]);
 }
 
-// From the teardown: communicators built, and how many exchanged their
-// addresses through the group's hub and through the DHT; -1s: no line.
-struct Built {
-  int64_t total = -1, hub = -1, dht = -1;
-};
-Built built(const std::string& log) {
-  std::smatch m;
-  if (!std::regex_search(log, m, std::regex(R"(built (\d+) communicators: (\d+) exchanged addresses through their )"
-                                            R"(group's hub, (\d+) through the DHT)")))
-    return {};
-  return {std::stoll(m[1]), std::stoll(m[2]), std::stoll(m[3])};
-}
-
 std::vector<std::string> kept_sets(const std::string& tag) {
   return {"strategy.options.listen=127.0.0.1", "strategy.options.verbose=true", "strategy.options.min_peers=3",
           "strategy.options.run_id=" + unique_run_id(tag)};
@@ -75,7 +62,7 @@ TEST(KeptComm, ASteadyGroupAveragesOverTheCommunicatorItKept) {
     // The rounds that built a communicator exchanged addresses through
     // their leader's hub (oob_hub.h), every one on loopback: no oob record
     // went through the DHT.
-    const Built b = built(log);
+    const CommunicatorsBuilt b = communicators_built(log);
     std::printf("[ figures  ] %lld communicators built: %lld through the hub, %lld through the DHT\n",
                 static_cast<long long>(b.total), static_cast<long long>(b.hub), static_cast<long long>(b.dht));
     ASSERT_GE(b.total, 1) << "no communicators line";

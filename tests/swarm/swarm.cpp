@@ -240,6 +240,16 @@ size_t count_of(const std::string& text, const std::string& what) {
   return n;
 }
 
+CommunicatorsBuilt communicators_built(const std::string& log) {
+  std::smatch m;
+  if (!std::regex_search(log, m,
+                         std::regex(R"(built (\d+) communicators: (\d+) exchanged addresses through their group's )"
+                                    R"(hub, (\d+) through the DHT; (\d+) exchanges failed; \d+ went on to the DHT )"
+                                    R"(after the hub failed; (\d+) parts came to this peer's hub)")))
+    return {};
+  return {std::stoll(m[1]), std::stoll(m[2]), std::stoll(m[3]), std::stoll(m[4]), std::stoll(m[5])};
+}
+
 std::vector<Averaged> averaged_rounds(const std::string& log) {
   static const std::regex re(
       R"(epoch ([0-9]+): averaged gradients of ([0-9]+) samples with ([0-9]+) peers [^\n]*\(matchmaking [0-9.]+ ms(, group and communicator prepared ahead)?)");

@@ -151,6 +151,15 @@ struct Final {
 };
 std::optional<Final> final_result(const std::string& log);  // "final accuracy: X after N steps"
 
+// From a peer's teardown: the communicators it built, how many exchanged
+// their addresses through the group's hub (oob_hub.h) and through the DHT,
+// how many exchanges failed, and the parts its own hub took; all -1 when
+// the line is missing.
+struct CommunicatorsBuilt {
+  int64_t total = -1, hub = -1, dht = -1, failed = -1, hub_parts = -1;
+};
+CommunicatorsBuilt communicators_built(const std::string& log);
+
 // Largest |a - b| over the parameters (section "optimizer": the optimizer's
 // statistics) two --dump-final folders hold; infinity when the sets differ,
 // are empty, or a folder cannot be read.
