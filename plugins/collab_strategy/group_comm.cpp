@@ -232,6 +232,9 @@ constexpr int64_t kHubHoldMs = 2000;
 // A reply that came back incomplete before its hold ended (a part of
 // another signer made the hub's count whole): the next ask waits this.
 constexpr auto kHubRetry = std::chrono::milliseconds(100);
+// After its half, a member asks the hub between its DHT reads, each ask
+// held this long at most.
+constexpr int64_t kHubAskMs = 200;
 }  // namespace
 
 GroupComm::ExchangeCounts GroupComm::exchange_counts() {
@@ -240,13 +243,16 @@ GroupComm::ExchangeCounts GroupComm::exchange_counts() {
 
 bool GroupComm::through_hub(const Bytes &value, Clock::time_point until,
                             const std::function<bool(const std::vector<Bytes> &)> &take,
-                            const std::function<bool()> &complete, std::string *failed) {
+                            const std::function<bool()> &complete, std::string *failed, bool *reachable) {
   while (Clock::now() < until && !(cancel_ && cancel_->load())) {
     const int64_t left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count();
     const auto hold = std::chrono::milliseconds(std::clamp<int64_t>(left, 1, kHubHoldMs));
     const auto asked = Clock::now();
     auto parts = hub_(value, hold, failed);
-    if (!parts) return false;
+    if (!parts) {
+      *reachable = false;
+      return false;
+    }
     take(*parts);
     if (complete()) return true;
     if (Clock::now() - asked < hold) std::this_thread::sleep_until(std::min(until, Clock::now() + kHubRetry));
@@ -296,10 +302,15 @@ loom_status GroupComm::exchange(const void *send, size_t len, void *recv, int64_
   auto complete = [&] { return std::all_of(have.begin(), have.end(), [](bool b) { return b; }); };
   // The hub first, for half the time: every member that reaches it gets
   // every part in one reply. One that cannot reach it goes to the DHT at
-  // once; the others follow when their half ends, keeping what came.
+  // once; the others follow when their half ends, keeping what came, and
+  // go on asking the hub too: a member that learnt of the group late
+  // starts at the hub, which still holds every early part, and its own
+  // part reaches the others only there.
   std::string hub_failed;
+  bool hub_reachable = hub_ != nullptr;
   if (hub_) {
-    if (through_hub(value, Clock::now() + std::chrono::milliseconds(timeout_ms / 2), take, complete, &hub_failed)) {
+    if (through_hub(value, Clock::now() + std::chrono::milliseconds(timeout_ms / 2), take, complete, &hub_failed,
+                    &hub_reachable)) {
       ++g_hub_exchanges;
       return LOOM_OK;
     }
@@ -314,6 +325,7 @@ loom_status GroupComm::exchange(const void *send, size_t len, void *recv, int64_
   uint64_t seen = 0;
   std::chrono::milliseconds quiet(250);
   Clock::time_point last_news = Clock::now();
+  Clock::time_point next_hub_ask = Clock::now();
   for (;;) {
     // The put waits 50 ms at most: a node that died (a peer killed a moment
     // ago, still in the routing table) holds its confirmation until it
@@ -331,6 +343,16 @@ loom_status GroupComm::exchange(const void *send, size_t len, void *recv, int64_
       news = take(dht_->get(key, std::chrono::milliseconds(200)));
       if (!news) quiet = std::min(quiet * 2, std::chrono::milliseconds(1000));
       last_news = Clock::now();
+    }
+    if (hub_reachable && !complete() && Clock::now() >= next_hub_ask) {
+      const int64_t left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+      std::string failed;
+      auto parts = hub_(value, std::chrono::milliseconds(std::clamp<int64_t>(left, 1, kHubAskMs)), &failed);
+      if (parts)
+        news = take(*parts) || news;
+      else
+        hub_reachable = false;
+      next_hub_ask = Clock::now() + kHubRetry;
     }
     if (news) last_news = Clock::now();
     if (complete()) {

@@ -134,7 +134,7 @@ class GroupComm {
   loom_status exchange(const void *send, size_t len, void *recv, int64_t timeout_ms);
   // The exchange's first half through the hub: true once every part came.
   bool through_hub(const Bytes &value, Clock::time_point until, const std::function<bool(const std::vector<Bytes> &)> &take,
-                   const std::function<bool()> &complete, std::string *failed);
+                   const std::function<bool()> &complete, std::string *failed, bool *reachable);
   const char *error_text() const;  // the failed call's message
   static loom_status no_comm(std::string *why);
   loom_status complete(loom_status posted, loom_request *request, Clock::time_point deadline, const char *what,

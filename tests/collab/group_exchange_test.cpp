@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstring>
 #include <future>
+#include <thread>
 
 #include "dht_support.hpp"
 #include "group_comm.h"
@@ -52,7 +53,8 @@ loom_collective_v1 fake_vtable() {
 }
 
 // How each member reaches the hub (member 0 is the hub's own).
-enum class Route { none, hub, unreachable, absent };  // absent: never builds
+// absent: never builds; late: reaches the hub after the others' half.
+enum class Route { none, hub, unreachable, absent, late };
 
 struct Outcome {
   std::vector<loom_status> status;
@@ -82,12 +84,13 @@ Outcome build(const std::vector<Route> &routes, int64_t timeout_ms) {
   for (size_t i = 0; i < routes.size(); ++i) {
     if (routes[i] == Route::absent) continue;
     threads.emplace_back([&, i] {
+      if (routes[i] == Route::late) std::this_thread::sleep_for(milliseconds(timeout_ms * 6 / 10));
       GroupComm comm(&vt, nullptr, nodes[i].get(), "group-exchange-test", run, ids[i].get());
       if (routes[i] == Route::hub && i == 0) {
         comm.set_hub([&](const Bytes &part, milliseconds hold, std::string *) {
           return std::optional<std::vector<Bytes>>(hub.exchange(part, hold, {}));
         });
-      } else if (routes[i] == Route::hub) {  // as the hub's server would answer it
+      } else if (routes[i] == Route::hub || routes[i] == Route::late) {  // as the hub's server would answer it
         comm.set_hub([&](const Bytes &part, milliseconds hold, std::string *why) -> std::optional<std::vector<Bytes>> {
           auto table = hub.serve(hub.wrap(part), hold, {}, why);
           std::vector<Bytes> parts;
@@ -154,6 +157,17 @@ TEST(GroupExchange, AMemberThatNeverComesFailsTheExchangeAtItsTimeNamingHowMany)
   EXPECT_EQ(o.counts.failed, 2u);
   EXPECT_EQ(o.counts.hub + o.counts.dht, 0u);
   EXPECT_LT(o.seconds, 5.0);
+}
+
+TEST(GroupExchange, AMemberThatComesAfterTheOthersHalfStillMeetsThemThroughTheHub) {
+  // Member 2 learnt of the group late: the others are past their half and
+  // on the DHT, but still ask the hub, where member 2's part goes; member
+  // 2 finds every early part there at once.
+  const Outcome o = build({Route::hub, Route::hub, Route::late}, 4000);
+  expect_built(o);
+  EXPECT_EQ(o.counts.hub, 1u);  // the late one
+  EXPECT_EQ(o.counts.dht, 2u);
+  EXPECT_LT(o.seconds, 4.0) << "the early members waited for the late one's part until their deadline";
 }
 
 TEST(GroupExchange, AMemberThatCannotReachTheHubMeetsTheOthersInTheDhtAfterHalfTheTime) {
