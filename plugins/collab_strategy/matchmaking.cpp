@@ -215,6 +215,44 @@ std::optional<GroupRecord> Peer::matchmake(int64_t epoch, uint32_t attempt, Cloc
   joins.reset();  // a follower needs the joins no more
   const uint64_t leader = *joiners.begin();
   if (leader == id_) {
+    // Another leader may have closed this attempt already, one that did not
+    // see this peer's join in time: a late join is the smallest id yet. Two
+    // groups that share members break both, for each member takes the
+    // smaller leader's and the other's parts wait for members that never
+    // come (at 64 peers most of the rounds that could not start). So the
+    // group published first stands: this peer follows it if it lists this
+    // peer, and otherwise leads only those it left out. Only a joiner that
+    // joined well before this peer (half a window; joins carry their
+    // clocks) can have closed without seeing it, so the group key is read
+    // only then: a steady swarm's leader joins with the others and reads
+    // nothing more.
+    const int64_t half_window_ms = int64_t(opt_.matchmaking_time * 500);
+    const bool others_earlier = std::any_of(joined_ms.begin(), joined_ms.end(), [&](const auto &j) {
+      return j.first != id_ && j.second + half_window_ms < join.time_ms;
+    });
+    if (joiners.size() > 1 && others_earlier) {
+      ++group_gets;
+      std::optional<GroupRecord> listed;
+      size_t taken = 0;
+      for (const auto &raw : dht_->get(gkey, std::chrono::milliseconds(200))) {
+        std::string reason;
+        auto g = decode_group(run_, raw.data(), raw.size(), &reason);
+        if (!g || g->epoch != epoch || g->attempt != attempt || g->fingerprint != fingerprint_ || g->leader == id_)
+          continue;
+        if (std::binary_search(g->members.begin(), g->members.end(), id_)) {
+          if (!listed || g->leader < listed->leader) listed = g;
+          continue;
+        }
+        for (uint64_t m : g->members) taken += joiners.erase(m);
+      }
+      if (listed) {
+        said("a leader that found another leader's group listing it, and follows it");
+        return mine(*listed);
+      }
+      if (taken)
+        detail("matchmaking at epoch " + std::to_string(epoch) + " attempt " + std::to_string(attempt) + ": " +
+               std::to_string(taken) + " of its joiners are in groups other leaders closed first: left out");
+    }
     said("the leader of " + std::to_string(joiners.size()) + " joiners");
     GroupRecord g;
     close_group(joiners.cbegin(), &g);  // alone, nothing is published
