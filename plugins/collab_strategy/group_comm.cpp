@@ -241,6 +241,14 @@ GroupComm::ExchangeCounts GroupComm::exchange_counts() {
   return {g_hub_exchanges.load(), g_dht_exchanges.load(), g_hub_failed.load(), g_failed_exchanges.load()};
 }
 
+std::string GroupComm::exchange_text() {
+  const ExchangeCounts c = exchange_counts();
+  return "built " + std::to_string(c.hub + c.dht) + " communicators: " + std::to_string(c.hub) +
+         " exchanged addresses through their group's hub, " + std::to_string(c.dht) + " through the DHT; " +
+         std::to_string(c.failed) + " exchanges failed; " + std::to_string(c.hub_failed) +
+         " went on to the DHT after the hub failed";
+}
+
 bool GroupComm::through_hub(const Bytes &value, Clock::time_point until,
                             const std::function<bool(const std::vector<Bytes> &)> &take,
                             const std::function<bool()> &complete, std::string *failed, bool *reachable) {

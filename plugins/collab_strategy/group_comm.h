@@ -58,6 +58,8 @@ class GroupComm {
     uint64_t hub = 0, dht = 0, hub_failed = 0, failed = 0;
   };
   static ExchangeCounts exchange_counts();
+  // The same as a sentence for a peer's exit: "built N communicators: ...".
+  static std::string exchange_text();
   bool is_open() const { return comm_ != nullptr; }
   int32_t rank() const { return rank_; }
   int32_t size() const { return size_; }

@@ -444,12 +444,7 @@ loom_status Peer::teardown() {
   log(Level::info, "handed the collective " + std::to_string(GroupComm::payload_bytes()) +
                        " payload bytes in rounds and state averaging (what this peer's calls asked it to move); " +
                        std::to_string(kept_.taken()) + " rounds averaged over the communicator kept from the last");
-  const GroupComm::ExchangeCounts exchanges = GroupComm::exchange_counts();
-  log(Level::info, "built " + std::to_string(exchanges.hub + exchanges.dht) + " communicators: " +
-                       std::to_string(exchanges.hub) + " exchanged addresses through their group's hub, " +
-                       std::to_string(exchanges.dht) + " through the DHT; " + std::to_string(exchanges.failed) +
-                       " exchanges failed; " + std::to_string(exchanges.hub_failed) +
-                       " went on to the DHT after the hub failed; " + std::to_string(hub_ ? hub_->parts() : 0) +
+  log(Level::info, GroupComm::exchange_text() + "; " + std::to_string(hub_ ? hub_->parts() : 0) +
                        " parts came to this peer's hub");
   uint64_t wire_sent = 0, wire_received = 0;
   if (GroupComm::wire_bytes(&wire_sent, &wire_received))

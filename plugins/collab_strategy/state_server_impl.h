@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 // The state server's insides, shared by its files: state_server.cpp (the
-// front thread: accepting, reading requests, the limits), state_server_auth.cpp
+// front thread: accepting, reading requests, the limits), state_admit.cpp
+// (who is served and who turned away), state_server_auth.cpp
 // (a swarm key's proofs) and state_serve.cpp (a transfer's own thread).
 #ifndef LOOM_COLLAB_STATE_SERVER_IMPL_H
 #define LOOM_COLLAB_STATE_SERVER_IMPL_H

@@ -15,7 +15,7 @@ find_package(nlohmann_json REQUIRED)
 set(_loom_swarm_dir ${CMAKE_CURRENT_LIST_DIR})
 set(_loom_swarm_sources ${_loom_swarm_dir}/records.cpp ${_loom_swarm_dir}/records_frame.cpp ${_loom_swarm_dir}/record_keys.cpp ${_loom_swarm_dir}/group_split.cpp ${_loom_swarm_dir}/dht.cpp ${_loom_swarm_dir}/dht_watch.cpp ${_loom_swarm_dir}/udp_buffer.cpp ${_loom_swarm_dir}/dht_value.cpp ${_loom_swarm_dir}/tracker.cpp ${_loom_swarm_dir}/progress_shards.cpp ${_loom_swarm_dir}/progress_exchange.cpp ${_loom_swarm_dir}/progress_push.cpp ${_loom_swarm_dir}/oob_hub.cpp ${_loom_swarm_dir}/group_comm.cpp
     ${_loom_swarm_dir}/fingerprint.cpp ${_loom_swarm_dir}/health.cpp
-    ${_loom_swarm_dir}/state_wire.cpp ${_loom_swarm_dir}/state_server.cpp ${_loom_swarm_dir}/state_serve.cpp ${_loom_swarm_dir}/state_server_auth.cpp ${_loom_swarm_dir}/state_secret.cpp ${_loom_swarm_dir}/serve_guard.cpp
+    ${_loom_swarm_dir}/state_wire.cpp ${_loom_swarm_dir}/state_server.cpp ${_loom_swarm_dir}/state_admit.cpp ${_loom_swarm_dir}/state_serve.cpp ${_loom_swarm_dir}/state_server_auth.cpp ${_loom_swarm_dir}/state_secret.cpp ${_loom_swarm_dir}/serve_guard.cpp
     ${_loom_swarm_dir}/state_download.cpp ${_loom_swarm_dir}/state_download_race.cpp ${_loom_swarm_dir}/state_download_stripes.cpp ${_loom_swarm_dir}/relay_channel.cpp ${_loom_swarm_dir}/relay_serve.cpp ${_loom_swarm_dir}/relay_link.cpp ${_loom_swarm_dir}/dial_back.cpp ${_loom_swarm_dir}/seal.cpp ${_loom_swarm_dir}/identity.cpp ${_loom_swarm_dir}/robust.cpp ${_loom_swarm_dir}/compression.cpp ${_loom_swarm_dir}/outer_step.cpp ${_loom_swarm_dir}/bandwidth.cpp ${_loom_swarm_dir}/state_check.cpp ${_loom_swarm_dir}/observer.cpp)
 
 add_library(loom_collab_swarm STATIC ${_loom_swarm_sources})

@@ -84,10 +84,14 @@ TEST(Compression, EachCodecTrainsDigitsWithinAPointOfUncompressedAndThePeersAgre
 // in it.
 TEST(Compression, AClientSendsItsGradientsThroughItsRelayInTheCodec) {
   Scratch scratch;
-  const std::vector<std::string> sets = {"trainer.threads=1", "strategy.options.listen=127.0.0.1",
-                                         "strategy.options.verbose=true", "strategy.options.min_peers=3",
-                                         "strategy.options.compression=blockwise8",
-                                         "strategy.options.run_id=" + unique_run_id("codec-client")};
+  // 20 ms a step: a run of at least 2 s, so that a client that starts a few
+  // seconds after the full peers on a loaded machine (the suite at -j2: it
+  // joined at epoch 84 of 100 once) still has most of the run to relay.
+  const std::vector<std::string> sets =
+      slowed({"trainer.threads=1", "strategy.options.listen=127.0.0.1", "strategy.options.verbose=true",
+              "strategy.options.min_peers=3", "strategy.options.compression=blockwise8",
+              "strategy.options.run_id=" + unique_run_id("codec-client")},
+             20);
   auto client_sets = sets;
   client_sets.push_back("strategy.options.client_mode=true");
   Peer p0(scratch, "p0", digits_config(), sets);
