@@ -269,9 +269,13 @@ bool GroupComm::through_hub(const Bytes &value, Clock::time_point until,
   return false;
 }
 
-// Publishes this member's part under the group's hash and watches until
-// every member's part is there. Parts of another group hash, size or length are
-// ignored (they belong to members that disagree about the group).
+// Brings every member's part: through the group's hub when it has one
+// (oob_hub.h), else or after the hub's half by publishing this member's part
+// under the group's hash and watching the key (the hub still asked between
+// reads). Parts of another group hash, size or length are ignored (they
+// belong to members that disagree about the group). An ask of the hub may
+// outlast the deadline by its slack (round.cpp's kHubSlack, 3 s) when the
+// hub's machine stalls.
 loom_status GroupComm::exchange(const void *send, size_t len, void *recv, int64_t timeout_ms) {
   if (len > kMaxOobPayload) {
     oob_error_ = "the collective's exchange payload of " + std::to_string(len) + " bytes exceeds " +
