@@ -165,15 +165,13 @@ std::vector<GroupRecord> split_group(const GroupRecord &whole, uint32_t target) 
     }
     chosen = unlike(cut(draw(cycle, whole.attempt, 0), phase), others, cycle, whole.attempt);
   }
-  std::vector<GroupRecord> out(parts);
+  // Each part is the whole with its own members: the leader (every part's
+  // hub, oob_hub.h), the round and the fingerprint carry over. A split
+  // group never reuses a communicator (kept_for).
+  std::vector<GroupRecord> out(parts, whole);
   for (uint32_t p = 0; p < parts; ++p) {
     GroupRecord &g = out[p];
-    g.fingerprint = whole.fingerprint;
-    g.leader = whole.leader;
-    g.epoch = whole.epoch;
-    g.attempt = whole.attempt;
-    g.hub_host = whole.hub_host;  // the leader is every part's hub (oob_hub.h)
-    g.hub_port = whole.hub_port;
+    g.reuse = 0;
     g.of = n;
     g.part = p;
     g.members = std::move(chosen[p]);

@@ -19,12 +19,7 @@ OobHub::~OobHub() = default;
 
 // Bound to the run and to this use, so that a sealed part is never taken
 // for a progress push, a DHT value or another run's.
-Bytes OobHub::ad() const {
-  static constexpr char kUse[] = "loom oob part";
-  Bytes out(kUse, kUse + sizeof kUse - 1);
-  for (int i = 0; i < 8; ++i) out.push_back(uint8_t(run_ >> (8 * i)));
-  return out;
-}
+Bytes OobHub::ad() const { return use_ad("loom oob part", run_); }
 
 Bytes OobHub::wrap(const Bytes &record) const {
   if (!sealer_) return record;
@@ -55,7 +50,8 @@ bool OobHub::file(const Bytes &record, GroupKey *key, std::string *why) {
   Group &g = it->second;
   g.touched = now;
   const auto part = std::make_pair(r->rank, r->signer);
-  if (!g.parts.count(part)) {
+  const bool fresh = !g.parts.count(part);
+  if (fresh) {
     const auto signers = std::count_if(g.parts.begin(), g.parts.end(),
                                        [&](const auto &p) { return p.first.first == r->rank; });
     if (size_t(signers) >= kMaxSignersPerRank) {
@@ -69,7 +65,7 @@ bool OobHub::file(const Bytes &record, GroupKey *key, std::string *why) {
     g.ranks[r->rank] = true;
     --g.missing;
   }
-  ++parts_;
+  parts_ += fresh;
   return true;
 }
 

@@ -73,7 +73,7 @@ class OobHub {
   // waits the same way; returns the group's parts (records as encoded).
   std::vector<Bytes> exchange(const Bytes &record, std::chrono::milliseconds hold, const std::function<bool()> &stop);
 
-  uint64_t parts() const { return parts_.load(); }      // parts filed, its own members' included
+  uint64_t parts() const { return parts_.load(); }      // distinct parts filed (a part sent again counts once)
   uint64_t refused() const { return refused_.load(); }  // pushes that were no valid part
 
  private:

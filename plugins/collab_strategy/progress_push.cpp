@@ -16,12 +16,7 @@ ProgressPush::~ProgressPush() = default;
 
 // Bound to the run and to this use, so that a sealed push is never taken
 // for a DHT value or another run's record.
-Bytes ProgressPush::ad() const {
-  static constexpr char kUse[] = "loom progress push";
-  Bytes out(kUse, kUse + sizeof kUse - 1);
-  for (int i = 0; i < 8; ++i) out.push_back(uint8_t(run_ >> (8 * i)));
-  return out;
-}
+Bytes ProgressPush::ad() const { return use_ad("loom progress push", run_); }
 
 Bytes ProgressPush::wrap(const Bytes &record) const {
   if (!sealer_) return record;

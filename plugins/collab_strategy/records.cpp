@@ -133,8 +133,7 @@ Bytes encode(uint64_t run, const GroupRecord &r, const Identity &signer) {
   write_members(w, r.members);
   w.u64(r.reuse);
   w.str(r.hub_host);
-  w.u8(static_cast<uint8_t>(r.hub_port));
-  w.u8(static_cast<uint8_t>(r.hub_port >> 8));
+  w.u16(r.hub_port);
   return w.finish(signer);
 }
 
@@ -261,9 +260,7 @@ std::optional<GroupRecord> decode_group(uint64_t run, const uint8_t *data, size_
           break;
         }
       }
-      uint8_t port_lo = 0, port_hi = 0;
-      if (r.u64(&g.reuse) && read_string(r, &g.hub_host, "hub_host") && r.u8(&port_lo) && r.u8(&port_hi)) {
-        g.hub_port = static_cast<uint16_t>(port_lo | (port_hi << 8));
+      if (r.u64(&g.reuse) && read_string(r, &g.hub_host, "hub_host") && r.u16(&g.hub_port)) {
         if (g.hub_host.empty() != (g.hub_port == 0))
           r.fail("hub " + (g.hub_host.empty() ? std::string("port ") + std::to_string(g.hub_port) + " without a host"
                                               : "host " + g.hub_host + " without a port"));

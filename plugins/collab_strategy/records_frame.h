@@ -48,12 +48,9 @@ class Writer {
     u32(0);  // payload length, patched by finish()
   }
   void u8(uint8_t v) { out_.push_back(v); }
-  void u32(uint32_t v) {
-    for (int i = 0; i < 4; ++i) out_.push_back(static_cast<uint8_t>(v >> (8 * i)));
-  }
-  void u64(uint64_t v) {
-    for (int i = 0; i < 8; ++i) out_.push_back(static_cast<uint8_t>(v >> (8 * i)));
-  }
+  void u16(uint16_t v) { le(v); }
+  void u32(uint32_t v) { le(v); }
+  void u64(uint64_t v) { le(v); }
   void i64(int64_t v) { u64(static_cast<uint64_t>(v)); }
   void f64(double v) {
     uint64_t bits;
@@ -79,6 +76,10 @@ class Writer {
   Bytes finish(const Identity &signer);
 
  private:
+  template <typename T>
+  void le(T v) {  // little-endian, whatever the host
+    for (size_t i = 0; i < sizeof v; ++i) out_.push_back(static_cast<uint8_t>(v >> (8 * i)));
+  }
   Bytes out_;
 };
 // Bounds-checked little-endian reads over a payload; the first short read
@@ -91,28 +92,9 @@ class Reader {
     *v = p_[pos_++];
     return true;
   }
-  bool u16(uint16_t *v) {
-    if (!need(2, "a 16-bit field")) return false;
-    *v = static_cast<uint16_t>(p_[pos_] | (p_[pos_ + 1] << 8));
-    pos_ += 2;
-    return true;
-  }
-  bool u32(uint32_t *v) {
-    if (!need(4, "a 32-bit field")) return false;
-    uint32_t r = 0;
-    for (int i = 0; i < 4; ++i) r |= static_cast<uint32_t>(p_[pos_ + i]) << (8 * i);
-    pos_ += 4;
-    *v = r;
-    return true;
-  }
-  bool u64(uint64_t *v) {
-    if (!need(8, "a 64-bit field")) return false;
-    uint64_t r = 0;
-    for (int i = 0; i < 8; ++i) r |= static_cast<uint64_t>(p_[pos_ + i]) << (8 * i);
-    pos_ += 8;
-    *v = r;
-    return true;
-  }
+  bool u16(uint16_t *v) { return le(v, "a 16-bit field"); }
+  bool u32(uint32_t *v) { return le(v, "a 32-bit field"); }
+  bool u64(uint64_t *v) { return le(v, "a 64-bit field"); }
   bool i64(int64_t *v) {
     uint64_t u;
     if (!u64(&u)) return false;
@@ -145,6 +127,15 @@ class Reader {
   }
 
  private:
+  template <typename T>
+  bool le(T *v, const char *what) {  // little-endian, whatever the host
+    if (!need(sizeof *v, what)) return false;
+    T r = 0;
+    for (size_t i = 0; i < sizeof *v; ++i) r = T(r | T(T(p_[pos_ + i]) << (8 * i)));
+    pos_ += sizeof *v;
+    *v = r;
+    return true;
+  }
   bool need(size_t k, const char *what) {
     if (!error_.empty()) return false;
     if (n_ - pos_ < k) {

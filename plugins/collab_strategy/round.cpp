@@ -456,9 +456,11 @@ std::unique_ptr<GroupComm> Peer::group_comm(const GroupRecord &group, Clock::tim
       return std::optional<std::vector<Bytes>>(hub->exchange(part, hold, [cancel] { return cancel && cancel->load(); }));
     });
   } else if (group.hub_port != 0 && hub_) {
-    comm->set_hub([this, cancel, host = group.hub_host, port = group.hub_port](
-                      const Bytes &part, std::chrono::milliseconds hold, std::string *failed) {
-      return fetch_oob(host, port, run_, hub_->wrap(part), hold, hold + kHubSlack, failed, opt_.swarm_key, cancel);
+    // The part is the same at every ask of one exchange: sealed once.
+    comm->set_hub([this, cancel, host = group.hub_host, port = group.hub_port, wrapped = Bytes()](
+                      const Bytes &part, std::chrono::milliseconds hold, std::string *failed) mutable {
+      if (wrapped.empty()) wrapped = hub_->wrap(part);
+      return fetch_oob(host, port, run_, wrapped, hold, hold + kHubSlack, failed, opt_.swarm_key, cancel);
     });
   }
   if (comm->open(group, id_, deadline, why) != LOOM_OK) return nullptr;

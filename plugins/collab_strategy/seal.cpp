@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "seal.h"
 
+#include <cstring>
+
 #include <sodium.h>
 
 #include <stdexcept>
@@ -62,6 +64,12 @@ bool Sealer::open(const uint8_t *sealed, size_t n, const uint8_t *ad, size_t ad_
   plain.resize(size_t(len));
   *out = std::move(plain);
   return true;
+}
+
+Bytes use_ad(const char *use, uint64_t run) {
+  Bytes out(use, use + std::strlen(use));
+  for (int i = 0; i < 8; ++i) out.push_back(uint8_t(run >> (8 * i)));
+  return out;
 }
 
 }  // namespace loom_collab

@@ -37,6 +37,11 @@ enum class Subkey : uint64_t {
 // std::runtime_error if libsodium cannot start.
 std::array<uint8_t, 32> derive_subkey(const loom_key::SwarmKey &key, Subkey use);
 
+// Associated data that binds a sealed message to one use and one run:
+// the use's name, then the run's hash (little-endian), so that what was
+// sealed for one use or run never opens as another's.
+Bytes use_ad(const char *use, uint64_t run);
+
 class Sealer {
  public:
   static constexpr size_t kLocationBytes = 20;  // an OpenDHT InfoHash

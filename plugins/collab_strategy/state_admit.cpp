@@ -160,18 +160,12 @@ void StateServer::Impl::admit(Pending &p, Clock::time_point now) {
         relaying.fetch_sub(1);
         t.done = true;
       });
-    } else if (oob) {
-      oob_serving.fetch_add(1);
-      t.thread = std::thread([this, &t] {
+    } else if (oob || progress) {  // each under its own bound
+      std::atomic<int> &serving_now = oob ? oob_serving : progress_serving;
+      serving_now.fetch_add(1);
+      t.thread = std::thread([this, &t, &serving_now] {
         serve(t);
-        oob_serving.fetch_sub(1);
-        t.done = true;
-      });
-    } else if (progress) {
-      progress_serving.fetch_add(1);
-      t.thread = std::thread([this, &t] {
-        serve(t);
-        progress_serving.fetch_sub(1);
+        serving_now.fetch_sub(1);
         t.done = true;
       });
     } else {
