@@ -268,15 +268,27 @@ bool SwarmDht::wait_connected(std::chrono::milliseconds timeout) {
 // good nodes). So while alone, puts wait in `pending` and gets answer empty;
 // the first operation after a peer appears sends what waited.
 bool SwarmDht::put(const std::string &key, uint64_t value_id, const Bytes &value, std::chrono::seconds ttl,
-                   std::chrono::milliseconds timeout) {
+                   std::chrono::milliseconds timeout, std::chrono::seconds expiry_grain) {
+  if (ttl <= seconds(0)) {
+    impl_->debug("DHT put under " + key + ": ttl must be positive");
+    return false;
+  }
+  if (ttl > kMaxTtl) ttl = duration_cast<seconds>(kMaxTtl);
+  const int64_t now = now_ms(), ttl_ms = duration_cast<milliseconds>(ttl).count();
+  int64_t expiry_ms = now + ttl_ms;
+  if (const int64_t grain = duration_cast<milliseconds>(expiry_grain).count(); grain > 0) {
+    const int64_t rounded = (expiry_ms + grain - 1) / grain * grain;
+    // Never past the type's expiration, which every node enforces.
+    if (rounded - now <= duration_cast<milliseconds>(kMaxTtl).count()) expiry_ms = rounded;
+  }
   if (good_nodes() == 0) {
     std::lock_guard<std::mutex> lock(impl_->pending_mu);
-    impl_->pending[{key, value_id}] = Impl::Pending{value, steady_clock::now() + ttl};
+    impl_->pending[{key, value_id}] = Impl::Pending{value, expiry_ms};
     impl_->debug("DHT put under " + key + ": no peer known yet (kept until one is)");
     return false;
   }
   flush_pending();
-  return put_now(key, value_id, value, ttl, timeout);
+  return put_now(key, value_id, value, expiry_ms, timeout);
 }
 
 void SwarmDht::flush_pending() {
@@ -285,20 +297,18 @@ void SwarmDht::flush_pending() {
     std::lock_guard<std::mutex> lock(impl_->pending_mu);
     due.swap(impl_->pending);
   }
-  const auto now = steady_clock::now();
-  for (auto &[where, p] : due) {
-    if (p.expires <= now) continue;
-    auto left = duration_cast<seconds>(p.expires - now);
-    if (left.count() > 0) put_now(where.first, where.second, p.value, left, milliseconds(0));
-  }
+  // A second at least still to live, as a put's ttl is.
+  const int64_t now = now_ms();
+  for (auto &[where, p] : due)
+    if (p.expiry_ms - now >= 1000) put_now(where.first, where.second, p.value, p.expiry_ms, milliseconds(0));
 }
 
-void SwarmDht::send_put(const std::string &key, uint64_t value_id, const Bytes &value, std::chrono::seconds ttl,
+void SwarmDht::send_put(const std::string &key, uint64_t value_id, const Bytes &value, int64_t expiry_ms,
                         const std::shared_ptr<dht_detail::Waiter> &w) {
   const dht::InfoHash at = impl_->where(key);
   dht::Blob data(kEnvelope);
   data[0] = impl_->sealer ? kSealedVersion : kEnvelopeVersion;
-  store64(data.data() + 1, static_cast<uint64_t>(now_ms() + duration_cast<milliseconds>(ttl).count()));
+  store64(data.data() + 1, static_cast<uint64_t>(expiry_ms));
   store64(data.data() + 9, next_stamp());
   if (impl_->sealer) {
     const auto ad = associated(data.data(), at);
@@ -313,23 +323,22 @@ void SwarmDht::send_put(const std::string &key, uint64_t value_id, const Bytes &
     std::lock_guard<std::mutex> lock(impl_->ops_mu);
     ++impl_->ops_of(key).puts;
   }
-  const auto created = dht::clock::now() - (kMaxTtl - ttl);
+  // OpenDHT sends `created` truncated to whole seconds: 1 ms past the
+  // intended second keeps a whole-second expiry (expiry_grain) from
+  // truncating to the second before on a clock read's jitter.
+  const auto left = milliseconds(expiry_ms - now_ms() + 1);
+  const auto created = dht::clock::now() + left - kMaxTtl;
   impl_->runner.put(
       at, v,
       [w](bool ok, const std::vector<std::shared_ptr<dht::Node>> &) { w->finish(ok); }, created, false);
 }
 
-bool SwarmDht::put_now(const std::string &key, uint64_t value_id, const Bytes &value, std::chrono::seconds ttl,
+bool SwarmDht::put_now(const std::string &key, uint64_t value_id, const Bytes &value, int64_t expiry_ms,
                        std::chrono::milliseconds timeout) {
   if ((value_id ^ kIdMask) == dht::Value::INVALID_ID) {
     impl_->debug("DHT put under " + key + ": value id " + std::to_string(value_id) + " is reserved");
     return false;
   }
-  if (ttl <= seconds(0)) {
-    impl_->debug("DHT put under " + key + ": ttl must be positive");
-    return false;
-  }
-  if (ttl > kMaxTtl) ttl = duration_cast<seconds>(kMaxTtl);
   const size_t overhead = kEnvelope + (impl_->sealer ? Sealer::kOverhead : 0);
   if (value.size() + overhead > dht::MAX_VALUE_SIZE) {
     impl_->debug("DHT put under " + key + ": " + std::to_string(value.size()) + " bytes is above OpenDHT's limit");
@@ -361,7 +370,7 @@ bool SwarmDht::put_now(const std::string &key, uint64_t value_id, const Bytes &v
       send = true;
     }
   }
-  if (send) send_put(key, value_id, value, ttl, w);
+  if (send) send_put(key, value_id, value, expiry_ms, w);
   bool ok = false;
   if (!w->wait(timeout, &ok)) {
     if (timeout.count() > 0)  // 0: the caller chose not to wait

@@ -81,8 +81,15 @@ class SwarmDht {
   // peer returns false and is sent as soon as it knows one. The same value
   // put again under (key, value_id) while the earlier put is unconfirmed
   // (up to 5 s) is not sent again: the call waits for that put.
+  //
+  // expiry_grain > 0 moves the expiry on to the next multiple of the grain
+  // (wall clock, whole seconds), so values put within one grain expire
+  // together. Every node that holds a key tells each node that ever watched
+  // it (OpenDHT 2.4 keeps a remote listener 10 minutes and never cancels
+  // it) of each expiry, one message and its reply for each batch of values
+  // expiring at once: put a second apart, a round's joins cost one each.
   bool put(const std::string &key, uint64_t value_id, const Bytes &value, std::chrono::seconds ttl,
-           std::chrono::milliseconds timeout);
+           std::chrono::milliseconds timeout, std::chrono::seconds expiry_grain = std::chrono::seconds(0));
 
   // Every live value under key (this node's and the network's), at most one
   // per value_id (the newest), within timeout: partial results on timeout.
@@ -175,10 +182,11 @@ class SwarmDht {
   Held held() const;
 
  private:
-  bool put_now(const std::string &key, uint64_t value_id, const Bytes &value, std::chrono::seconds ttl,
+  // expiry_ms: when the value expires, in milliseconds since the Unix epoch.
+  bool put_now(const std::string &key, uint64_t value_id, const Bytes &value, int64_t expiry_ms,
                std::chrono::milliseconds timeout);
   void flush_pending();
-  void send_put(const std::string &key, uint64_t value_id, const Bytes &value, std::chrono::seconds ttl,
+  void send_put(const std::string &key, uint64_t value_id, const Bytes &value, int64_t expiry_ms,
                 const std::shared_ptr<dht_detail::Waiter> &w);
   struct Impl;
   struct Flight;

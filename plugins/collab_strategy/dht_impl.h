@@ -94,7 +94,7 @@ struct SwarmDht::Impl {
   // Puts made while the node knows no good peer, sent once it does (see put).
   struct Pending {
     Bytes value;
-    std::chrono::steady_clock::time_point expires;
+    int64_t expiry_ms = 0;  // wall clock, as the envelope's
   };
   std::mutex pending_mu;
   std::map<std::pair<std::string, uint64_t>, Pending> pending;

@@ -345,7 +345,8 @@ loom_status GroupComm::exchange(const void *send, size_t len, void *recv, int64_
     // repeated at most once a second.
     if (!published && Clock::now() - last_put >= std::chrono::seconds(1)) {
       last_put = Clock::now();
-      published = dht_->put(key, value_id, value, ttl, std::chrono::milliseconds(std::min<int64_t>(50, timeout_ms)));
+      published = dht_->put(key, value_id, value, ttl, std::chrono::milliseconds(std::min<int64_t>(50, timeout_ms)),
+                            kRoundExpiryGrain);
     }
     bool news = false;
     std::vector<Bytes> pushed;

@@ -81,7 +81,8 @@ std::optional<GroupRecord> Peer::matchmake(int64_t epoch, uint32_t attempt, Cloc
     }
     const bool others = std::any_of(g->members.begin(), g->members.end(), [&](uint64_t m) { return m != id_; });
     return others &&
-           dht_->put(gkey, value_id, encode(run_, *g, identity_), ttl, std::chrono::milliseconds(500));
+           dht_->put(gkey, value_id, encode(run_, *g, identity_), ttl, std::chrono::milliseconds(500),
+                     kRoundExpiryGrain);
   };
   // Leaving as the would-be leader (it joined, and no smaller id did): the
   // peers that joined behind it wait for its group record. They get their
@@ -140,7 +141,7 @@ std::optional<GroupRecord> Peer::matchmake(int64_t epoch, uint32_t attempt, Cloc
     // good moment to snapshot for a joiner (never from the prematch thread).
     if (!background) serve_if_wanted();
     if (!joined) {
-      joined = dht_->put(jkey, value_id, join_bytes, ttl, std::chrono::milliseconds(300));
+      joined = dht_->put(jkey, value_id, join_bytes, ttl, std::chrono::milliseconds(300), kRoundExpiryGrain);
       if (joined) joined_at = Clock::now();
     }
     // The watch brings each join as it is put. One that has brought

@@ -258,6 +258,12 @@ uint64_t round_value_id(uint64_t peer, int64_t epoch, uint32_t attempt);
 // Shorter than the 60 s they had, so that fast rounds leave fewer old
 // records under each key (each watch begins with all of them).
 std::chrono::seconds round_record_ttl(double averaging_timeout);
+// Round records' expiries are moved on to a multiple of this (SwarmDht::put's
+// expiry_grain): a round's joins, put over its matchmaking window, then
+// expire together, and every node holding the key sends each of its
+// watchers one notice for them instead of one for each. They live up to
+// this much longer than their ttl.
+constexpr std::chrono::seconds kRoundExpiryGrain{10};
 uint32_t round_bucket(int64_t epoch, uint32_t attempt, uint32_t buckets = kRoundBuckets);
 std::string progress_key(const std::string &run_id);
 std::string join_key(const std::string &run_id, int64_t epoch, uint32_t attempt);
