@@ -235,6 +235,18 @@ constexpr auto kHubRetry = std::chrono::milliseconds(100);
 // After its half, a member asks the hub between its DHT reads, each ask
 // held this long at most.
 constexpr int64_t kHubAskMs = 200;
+// What a hub's answer may take past its hold: a loaded machine's scheduling
+// (64 peers on 2 cores), the connection and the table. Never into the
+// exchange's last quarter, which the DHT keeps: a hub that takes the
+// connection and never answers (a stalled server, a firewall dropping it)
+// held every member past its deadline when the ask could run 3 s over a
+// 2 s hold.
+constexpr auto kHubSlack = std::chrono::seconds(3);
+
+std::chrono::milliseconds ask_wait(std::chrono::milliseconds hold, Clock::time_point latest) {
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(latest - Clock::now());
+  return std::max(hold, std::min<std::chrono::milliseconds>(hold + kHubSlack, left));
+}
 }  // namespace
 
 GroupComm::ExchangeCounts GroupComm::exchange_counts() {
@@ -249,14 +261,14 @@ std::string GroupComm::exchange_text() {
          " went on to the DHT after the hub failed";
 }
 
-bool GroupComm::through_hub(const Bytes &value, Clock::time_point until,
+bool GroupComm::through_hub(const Bytes &value, Clock::time_point until, Clock::time_point latest,
                             const std::function<bool(const std::vector<Bytes> &)> &take,
                             const std::function<bool()> &complete, std::string *failed, bool *reachable) {
   while (Clock::now() < until && !(cancel_ && cancel_->load())) {
     const int64_t left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count();
     const auto hold = std::chrono::milliseconds(std::clamp<int64_t>(left, 1, kHubHoldMs));
     const auto asked = Clock::now();
-    auto parts = hub_(value, hold, failed);
+    auto parts = hub_(value, hold, ask_wait(hold, latest), failed);
     if (!parts) {
       *reachable = false;
       return false;
@@ -273,9 +285,8 @@ bool GroupComm::through_hub(const Bytes &value, Clock::time_point until,
 // (oob_hub.h), else or after the hub's half by publishing this member's part
 // under the group's hash and watching the key (the hub still asked between
 // reads). Parts of another group hash, size or length are ignored (they
-// belong to members that disagree about the group). An ask of the hub may
-// outlast the deadline by its slack (round.cpp's kHubSlack, 3 s) when the
-// hub's machine stalls.
+// belong to members that disagree about the group). No ask of the hub
+// outlasts the deadline (ask_wait).
 loom_status GroupComm::exchange(const void *send, size_t len, void *recv, int64_t timeout_ms) {
   if (len > kMaxOobPayload) {
     oob_error_ = "the collective's exchange payload of " + std::to_string(len) + " bytes exceeds " +
@@ -321,8 +332,8 @@ loom_status GroupComm::exchange(const void *send, size_t len, void *recv, int64_
   std::string hub_failed;
   bool hub_reachable = hub_ != nullptr;
   if (hub_) {
-    if (through_hub(value, Clock::now() + std::chrono::milliseconds(timeout_ms / 2), take, complete, &hub_failed,
-                    &hub_reachable)) {
+    if (through_hub(value, Clock::now() + std::chrono::milliseconds(timeout_ms / 2),
+                    deadline - std::chrono::milliseconds(timeout_ms / 4), take, complete, &hub_failed, &hub_reachable)) {
       ++g_hub_exchanges;
       return LOOM_OK;
     }
@@ -360,7 +371,8 @@ loom_status GroupComm::exchange(const void *send, size_t len, void *recv, int64_
     if (hub_reachable && !complete() && Clock::now() >= next_hub_ask) {
       const int64_t left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
       std::string failed;
-      auto parts = hub_(value, std::chrono::milliseconds(std::clamp<int64_t>(left, 1, kHubAskMs)), &failed);
+      const auto hold = std::chrono::milliseconds(std::clamp<int64_t>(left, 1, kHubAskMs));
+      auto parts = hub_(value, hold, ask_wait(hold, deadline), &failed);
       if (parts)
         news = take(*parts) || news;
       else

@@ -42,13 +42,14 @@ class GroupComm {
   loom_status open(const GroupRecord &group, uint64_t me, Clock::time_point deadline, std::string *why);
   // open() gives up early (LOOM_ERR_ABORTED) once *cancel is set; null: never.
   void set_cancel(const std::atomic<bool> *cancel) { cancel_ = cancel; }
-  // The next open()'s hub (oob_hub.h): given this member's encoded part and
-  // how long the hub may hold its reply, returns the parts the hub held
-  // (records as encoded; each is checked here as a DHT value is), or
-  // nullopt with *why when the hub cannot be reached. Empty: no hub, the
-  // DHT alone.
-  using HubExchange =
-      std::function<std::optional<std::vector<Bytes>>(const Bytes &part, std::chrono::milliseconds hold, std::string *why)>;
+  // The next open()'s hub (oob_hub.h): given this member's encoded part,
+  // how long the hub may hold its reply and how long the whole ask may
+  // take (connection included; at least hold), returns the parts the hub
+  // held (records as encoded; each is checked here as a DHT value is), or
+  // nullopt with *why when the hub cannot be reached or did not answer in
+  // time. Empty: no hub, the DHT alone.
+  using HubExchange = std::function<std::optional<std::vector<Bytes>>(
+      const Bytes &part, std::chrono::milliseconds hold, std::chrono::milliseconds wait, std::string *why)>;
   void set_hub(HubExchange hub) { hub_ = std::move(hub); }
   // How this process's exchanges went (every GroupComm): completed through
   // the hub alone, completed through the DHT (no hub, or after the hub
@@ -135,8 +136,11 @@ class GroupComm {
   static loom_status oob_allgather(void *user, const void *send, size_t len, void *recv, int64_t timeout_ms) noexcept;
   loom_status exchange(const void *send, size_t len, void *recv, int64_t timeout_ms);
   // The exchange's first half through the hub: true once every part came.
-  bool through_hub(const Bytes &value, Clock::time_point until, const std::function<bool(const std::vector<Bytes> &)> &take,
-                   const std::function<bool()> &complete, std::string *failed, bool *reachable);
+  // Asks the hub until `until` (holds end by then; an ask's answer may come
+  // up to `latest`).
+  bool through_hub(const Bytes &value, Clock::time_point until, Clock::time_point latest,
+                   const std::function<bool(const std::vector<Bytes> &)> &take, const std::function<bool()> &complete,
+                   std::string *failed, bool *reachable);
   const char *error_text() const;  // the failed call's message
   static loom_status no_comm(std::string *why);
   loom_status complete(loom_status posted, loom_request *request, Clock::time_point deadline, const char *what,

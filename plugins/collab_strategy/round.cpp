@@ -439,12 +439,6 @@ void Peer::run_prematch(Prematch *p) {
   p->done = true;
 }
 
-namespace {
-// What a hub's reply may take past its hold: a loaded machine's scheduling
-// (64 peers on 2 cores), the connection and the table.
-constexpr auto kHubSlack = std::chrono::seconds(3);
-}  // namespace
-
 std::unique_ptr<GroupComm> Peer::group_comm(const GroupRecord &group, Clock::time_point deadline,
                                             const std::atomic<bool> *cancel, std::string *why) {
   if (group.reuse != 0) return kept_.take(group, id_, why);
@@ -452,15 +446,17 @@ std::unique_ptr<GroupComm> Peer::group_comm(const GroupRecord &group, Clock::tim
   comm->set_cancel(cancel);
   // The group's hub (oob_hub.h): this peer's own, or its leader's server.
   if (group.hub_port != 0 && group.leader == id_ && hub_) {
-    comm->set_hub([hub = hub_, cancel](const Bytes &part, std::chrono::milliseconds hold, std::string *) {
+    comm->set_hub([hub = hub_, cancel](const Bytes &part, std::chrono::milliseconds hold, std::chrono::milliseconds,
+                                       std::string *) {
       return std::optional<std::vector<Bytes>>(hub->exchange(part, hold, [cancel] { return cancel && cancel->load(); }));
     });
   } else if (group.hub_port != 0 && hub_) {
     // The part is the same at every ask of one exchange: sealed once.
     comm->set_hub([this, cancel, host = group.hub_host, port = group.hub_port, wrapped = Bytes()](
-                      const Bytes &part, std::chrono::milliseconds hold, std::string *failed) mutable {
+                      const Bytes &part, std::chrono::milliseconds hold, std::chrono::milliseconds wait,
+                      std::string *failed) mutable {
       if (wrapped.empty()) wrapped = hub_->wrap(part);
-      return fetch_oob(host, port, run_, wrapped, hold, hold + kHubSlack, failed, opt_.swarm_key, cancel);
+      return fetch_oob(host, port, run_, wrapped, hold, wait, failed, opt_.swarm_key, cancel);
     });
   }
   if (comm->open(group, id_, deadline, why) != LOOM_OK) return nullptr;

@@ -5,6 +5,11 @@
 // not. Three members in threads, each with its own DHT node on loopback, and
 // a collective whose comm_create is only its exchange: each member
 // contributes a slot that names its rank and checks every other slot.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <cstring>
 #include <future>
@@ -53,8 +58,30 @@ loom_collective_v1 fake_vtable() {
 }
 
 // How each member reaches the hub (member 0 is the hub's own).
-// absent: never builds; late: reaches the hub after the others' half.
-enum class Route { none, hub, unreachable, absent, late };
+// absent: never builds; late: reaches the hub after the others' half;
+// silent: the hub's address takes the connection and never answers (a
+// stalled server, or a firewall that drops it), asked over TCP as a peer
+// asks its leader's server.
+enum class Route { none, hub, unreachable, absent, late, silent };
+
+// A listening socket that never accepts: connections complete in its
+// backlog, their requests are never read.
+struct SilentServer {
+  int fd = -1;
+  uint16_t port = 0;
+  SilentServer() {
+    fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr *>(&a), len) != 0 || ::listen(fd, 16) != 0 ||
+        ::getsockname(fd, reinterpret_cast<sockaddr *>(&a), &len) != 0)
+      throw std::runtime_error("cannot listen on loopback");
+    port = ntohs(a.sin_port);
+  }
+  ~SilentServer() { ::close(fd); }
+};
 
 struct Outcome {
   std::vector<loom_status> status;
@@ -75,6 +102,7 @@ Outcome build(const std::vector<Route> &routes, int64_t timeout_ms) {
   for (const auto &id : ids) group.members.push_back(id->id());
   const uint64_t run = run_hash("group-exchange-test");
   OobHub hub(run, std::nullopt);
+  SilentServer silent;
   const GroupComm::ExchangeCounts before = GroupComm::exchange_counts();
   Outcome out;
   out.status.resize(routes.size());
@@ -87,18 +115,22 @@ Outcome build(const std::vector<Route> &routes, int64_t timeout_ms) {
       if (routes[i] == Route::late) std::this_thread::sleep_for(milliseconds(timeout_ms * 6 / 10));
       GroupComm comm(&vt, nullptr, nodes[i].get(), "group-exchange-test", run, ids[i].get());
       if (routes[i] == Route::hub && i == 0) {
-        comm.set_hub([&](const Bytes &part, milliseconds hold, std::string *) {
+        comm.set_hub([&](const Bytes &part, milliseconds hold, milliseconds, std::string *) {
           return std::optional<std::vector<Bytes>>(hub.exchange(part, hold, {}));
         });
       } else if (routes[i] == Route::hub || routes[i] == Route::late) {  // as the hub's server would answer it
-        comm.set_hub([&](const Bytes &part, milliseconds hold, std::string *why) -> std::optional<std::vector<Bytes>> {
+        comm.set_hub([&](const Bytes &part, milliseconds hold, milliseconds, std::string *why) -> std::optional<std::vector<Bytes>> {
           auto table = hub.serve(hub.wrap(part), hold, {}, why);
           std::vector<Bytes> parts;
           if (!table || !decode_progress_table(table->data(), table->size(), &parts, why)) return std::nullopt;
           return parts;
         });
+      } else if (routes[i] == Route::silent) {
+        comm.set_hub([&](const Bytes &part, milliseconds hold, milliseconds wait, std::string *why) {
+          return fetch_oob("127.0.0.1", silent.port, run, hub.wrap(part), hold, wait, why, std::nullopt, nullptr);
+        });
       } else if (routes[i] == Route::unreachable) {
-        comm.set_hub([](const Bytes &, milliseconds, std::string *why) -> std::optional<std::vector<Bytes>> {
+        comm.set_hub([](const Bytes &, milliseconds, milliseconds, std::string *why) -> std::optional<std::vector<Bytes>> {
           *why = "connection refused";
           return std::nullopt;
         });
@@ -180,6 +212,19 @@ TEST(GroupExchange, AMemberThatCannotReachTheHubMeetsTheOthersInTheDhtAfterHalfT
   EXPECT_EQ(o.counts.hub_failed, 3u);
   EXPECT_GE(o.seconds, 2.9) << "the members at the hub left it before half the time";
   EXPECT_LT(o.seconds, 6.0);
+}
+
+TEST(GroupExchange, AHubThatTakesTheConnectionAndNeverAnswersLeavesTimeForTheDht) {
+  // The leader reaches its own hub; the others' asks go to an address that
+  // takes their connections and never answers. Their first ask must end
+  // with time left for the DHT, where all three meet, within the exchange's
+  // time (an ask held 2 s plus 3 s of slack outlasted a 4 s exchange).
+  const Outcome o = build({Route::hub, Route::silent, Route::silent}, 4000);
+  expect_built(o);
+  EXPECT_EQ(o.counts.hub, 0u);
+  EXPECT_EQ(o.counts.dht, 3u);
+  EXPECT_EQ(o.counts.hub_failed, 3u);
+  EXPECT_LT(o.seconds, 4.0);
 }
 
 }  // namespace
