@@ -43,7 +43,9 @@ bool Peer::exchange_weights(GroupComm &comm, double weight, double norm, Clock::
   // And each member's count of the swarm's full training peers (swarm_capped_target).
   // And each member's epoch and attempt: on a kept communicator
   // (kept_comm.h) nothing else would tell two rounds apart.
-  std::vector<double> x(7 * n, 0.0);
+  // And each member's clock at its entry and its own samples a second this
+  // epoch: a top-up's time box (top_up_box_seconds) ends at one time for all.
+  std::vector<double> x(9 * n, 0.0);
   x[5 * n + r] = double(comm.epoch());
   x[6 * n + r] = double(comm.attempt());
   x[r] = weight;
@@ -61,6 +63,10 @@ bool Peer::exchange_weights(GroupComm &comm, double weight, double norm, Clock::
     if (o.flags & (ProgressRecord::kClient | ProgressRecord::kAway)) excluded += 1;
   const double swarm = double(peers_seen(v)) - excluded;
   x[4 * n + r] = std::max(0.0, swarm);
+  const int64_t entered = wall_ms();
+  x[7 * n + r] = double(entered);
+  const double elapsed = double(entered - epoch_start_ms_.load()) / 1000.0;
+  x[8 * n + r] = elapsed >= 0.05 && weight > 0 && std::isfinite(weight) ? weight / elapsed : 0.0;
   if (comm.allreduce(x.data(), x.size(), LOOM_DTYPE_F64, LOOM_REDUCE_SUM, deadline, why) != LOOM_OK) return false;
   for (size_t i = 0; i < n; ++i) {
     if (x[5 * n + i] != x[5 * n + r] || x[6 * n + i] != x[6 * n + r]) {
@@ -76,6 +82,10 @@ bool Peer::exchange_weights(GroupComm &comm, double weight, double norm, Clock::
   out->rate.assign(x.begin() + 2 * n, x.begin() + 3 * n);
   out->training.assign(x.begin() + 3 * n, x.begin() + 4 * n);
   out->swarm_peers = swarm_count(std::vector<double>(x.begin() + 4 * n, x.begin() + 5 * n));
+  out->met_ms = *std::max_element(x.begin() + 7 * n, x.begin() + 8 * n);
+  out->speed = 0;
+  for (size_t i = 0; i < n; ++i)
+    if (std::isfinite(x[8 * n + i]) && x[8 * n + i] > 0) out->speed += x[8 * n + i];
   for (size_t i : out->outliers) {
     if (i == r) {
       mark_unhealthy("this peer's norm " + number_text(norms[i]) + " is over " + number_text(factor) +
@@ -142,11 +152,24 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
   // A pending group's meeting again keeps the target agreed before, or a
   // lower one (set for that one call; another group agrees afresh).
   uint64_t meet_again_target = 0;
+  // What this epoch's earlier meetings of the group waited (a top-up's
+  // meetings: the round's line reports them all).
+  Clock::duration earlier_waits{};
+  // After a time box: each member's samples at the meeting that set it, and
+  // the box's seconds: what the box brought sets the next one.
+  std::vector<double> boxed_from;
+  double boxed_seconds = 0;
   auto reduce = [&](const GroupRecord &group, std::unique_ptr<GroupComm> comm, Clock::duration waited,
                     Clock::duration setup, bool ahead) -> std::optional<RoundEnd> {
     Doing doing(activity_, "in its group's round");
     uint64_t agreed_target = meet_again_target;  // 0: none yet
     meet_again_target = 0;
+    const Clock::duration before = earlier_waits;
+    earlier_waits = {};
+    const std::vector<double> from = std::move(boxed_from);
+    const double box_seconds = boxed_seconds;
+    boxed_from.clear();
+    boxed_seconds = 0;
     std::string why;
     auto failed = [&] {
       round_met_.reset();
@@ -166,6 +189,8 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
     const uint64_t part = round_target(group);
     uint64_t target = part;
     double group_rate = 0;  // the members' training rates (group_training_rate), for the cap and its log
+    bool boxed = false;     // a short round's top-up by a time box (top_up_box_seconds)
+    double speed = 0;       // the group's samples a second (top_up_group_speed)
     // A member that drew no batch of a short round's deficit meets the
     // others again at once (another batch would overshoot).
     for (bool waits = true; waits;) {
@@ -185,7 +210,9 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
       const bool short_round = members.total > 0 && members.total < double(target);
       shares = short_round ? top_up_shares(target, members.weight, batch, members.training) : std::vector<uint64_t>{};
       share = short_round ? shares[size_t(comm->rank())] : 0;
-      waits = short_round && share == 0 && members.weight[size_t(comm->rank())] > 0;
+      speed = top_up_group_speed(members.weight, from, box_seconds, group_rate, members.speed);
+      boxed = short_round && top_up_box_seconds(double(target) - members.total, speed) > 0;
+      waits = short_round && !boxed && share == 0 && members.weight[size_t(comm->rank())] > 0;
       if (waits)
         detail("epoch " + std::to_string(epoch) + ": " + group_text(group) + " brought " +
                std::to_string(uint64_t(members.total)) + " of " + std::to_string(target) +
@@ -193,6 +220,7 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
     }
     round_met_ = Clock::now();
     if (ahead) waited = *round_met_ - start;
+    waited += before;
     const double mine = members.weight[size_t(comm->rank())];
     const double total = members.total;
     if (total <= 0) {
@@ -216,8 +244,27 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
                              (double(target) - total) / total;
       p->until_time = mine > 0 ? Clock::now() : Clock::now() + std::chrono::milliseconds(int64_t(seconds * 1000));
       p->others_by = Clock::now() + std::chrono::milliseconds(int64_t(1000 * top_up_seconds(shares, members.training)));
+      p->waited_before = waited;
+      std::string adds = std::to_string(share);
+      if (boxed) {
+        // Every member trains until one time, each at its own pace (one
+        // that counts 0, uncounted). The box counts from when the last member came (members
+        // leave a meeting apart on a loaded machine: up to 0.26 s at 8
+        // peers on 2 cores, and the group trained on meanwhile, 1.5 times
+        // the box's samples), on each member's clock: one that runs ahead
+        // or behind of the others' trains for no box or at most a box.
+        const int64_t box_ms = int64_t(1000 * top_up_box_seconds(double(target) - total, speed));
+        const int64_t left_ms = std::clamp<int64_t>(int64_t(members.met_ms) + box_ms - wall_ms(), 0, box_ms);
+        p->until_samples = samples_.load();
+        p->until_time = Clock::now() + std::chrono::milliseconds(left_ms);
+        p->others_by = Clock::now() + std::chrono::milliseconds(box_ms);
+        p->box_from = members.weight;
+        p->box_seconds = double(box_ms) / 1000.0;
+        adds = "what it trains in " + std::to_string(left_ms) + " ms (a time box of " + std::to_string(box_ms) +
+               " ms at the group's " + number_text(speed) + " samples a second)";
+      }
       detail("epoch " + std::to_string(epoch) + ": " + group_text(group) + " brought " + std::to_string(uint64_t(total)) +
-             " of " + std::to_string(target) + " samples; this peer adds " + std::to_string(share) +
+             " of " + std::to_string(target) + " samples; this peer adds " + adds +
              " before the group meets again (the cap's inputs: " + std::to_string(int64_t(members.swarm_peers)) +
              " full peers in the swarm by the members' median count, the group's rate " +
              number_text(group_rate) + " samples a second)");
@@ -348,6 +395,9 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
     std::unique_ptr<Pending> p = std::move(pending_);
     activity_.top_up_until = 0;
     meet_again_target = p->target;
+    earlier_waits = p->waited_before;
+    boxed_from = std::move(p->box_from);
+    boxed_seconds = p->box_seconds;
     first_attempt = p->group.attempt + 1;
     // A member that drew a small share waits for the one that drew the
     // longest: at 64 peers a top-up took longer than averaging_timeout, and

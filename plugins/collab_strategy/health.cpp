@@ -70,6 +70,26 @@ double top_up_seconds(const std::vector<uint64_t> &shares, const std::vector<dou
   return slowest;
 }
 
+double top_up_group_speed(const std::vector<double> &weights, const std::vector<double> &box_from, double box_seconds,
+                          double group_rate, double speed) {
+  if (box_seconds > 0 && box_from.size() == weights.size()) {
+    double brought = 0;
+    for (size_t i = 0; i < weights.size(); ++i)
+      if (std::isfinite(weights[i]) && std::isfinite(box_from[i])) brought += std::max(0.0, weights[i] - box_from[i]);
+    if (brought > 0) return brought / box_seconds;
+  }
+  double best = 0;
+  for (double v : {group_rate, speed})
+    if (std::isfinite(v) && v > best) best = v;
+  return best;
+}
+
+double top_up_box_seconds(double deficit, double speed) {
+  if (!(deficit > 0) || !(speed > 0) || !std::isfinite(speed)) return 0;
+  if (deficit / speed < kTopUpBoxMinSeconds) return 0;
+  return kTopUpBoxFraction * deficit / speed;
+}
+
 double group_training_rate(const std::vector<double> &rates) {
   const double stand_in = median_rate(rates, std::vector<bool>(rates.size(), true));
   if (!(stand_in > 0)) return 0;

@@ -37,6 +37,12 @@ struct MemberWeights {
   // The members' views of how many full peers train in the swarm (not
   // loading, diverged or in client mode), taken at swarm_count; 0: none known.
   double swarm_peers = 0;
+  // When the last member came to the meeting (the largest of the members'
+  // wall clocks at their entry, ms since the Unix epoch): a time box counts
+  // from it, so members that left the meeting late end it with the others.
+  double met_ms = 0;
+  // The members' own samples a second this epoch, summed (0: none known).
+  double speed = 0;
 };
 
 // The lower median of values (the smaller middle one of an even count);
@@ -113,6 +119,30 @@ double group_training_rate(const std::vector<double> &rates);
 // others'; 0 when no member has a rate. The members that finish first wait
 // that long, plus averaging_timeout, for the group to meet again.
 double top_up_seconds(const std::vector<uint64_t> &shares, const std::vector<double> &rates);
+
+// A long top-up goes by time boxes: every member that counts trains for the
+// same time and the group meets again, so a member whose machine ran slower
+// or faster than its rate said brings less or more instead of keeping the
+// others waiting. Shares by rate missed by up to 5x on a loaded machine (8
+// peers on 2 cores: a member drew 134,016 samples and took 1.4 s, another
+// 71,168 and was done in 0.25 s, then waited), and the members done first
+// waited 30% of an epoch. Shares by the speeds measured in a box just run
+// did no better: over a fraction of a second a process that ran fast runs
+// slow next (the kernel evens out CPU time).
+//
+// The group's speed (samples a second, the same number at every member):
+// what the last box brought over its length, where one ran; else the
+// larger of the members' rates summed and their own samples a second this
+// epoch summed. Returns the box in seconds, or 0 for a top-up by shares: no
+// speed, or a deficit under kTopUpBoxMinSeconds at that speed. The box is
+// kTopUpBoxFraction of the deficit's time, so that the group falls short,
+// never over, and the last part goes by shares: estimates before a box
+// missed by a quarter, and a box ran 19% faster than the one before it.
+constexpr double kTopUpBoxMinSeconds = 0.1;
+constexpr double kTopUpBoxFraction = 0.7;
+double top_up_group_speed(const std::vector<double> &weights, const std::vector<double> &box_from, double box_seconds,
+                          double group_rate, double speed);
+double top_up_box_seconds(double deficit, double speed);
 
 }  // namespace loom_collab
 

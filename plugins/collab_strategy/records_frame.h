@@ -18,7 +18,10 @@ namespace loom_collab {
 namespace record_frame {
 
 constexpr uint8_t kMagic[4] = {'L', 'M', 'S', 'W'};
-constexpr uint8_t kVersion = 8;
+// 9: the members' weight exchange (Peer::exchange_weights) carries each
+// member's clock and speed, for a top-up's time boxes; peers of version 8
+// would exchange vectors of another length.
+constexpr uint8_t kVersion = 9;
 constexpr size_t kHeaderSize = 4 + 1 + 1 + 8 + 4;  // up to and including the payload length
 constexpr size_t kTrailer = kPublicKeyBytes + kSignatureBytes + 4;  // signer, signature, CRC
 constexpr size_t kFrameSize = kHeaderSize + kTrailer;

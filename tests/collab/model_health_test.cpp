@@ -189,6 +189,33 @@ TEST(Health, TopUpSharesFollowTheMembersRatesSoThatTheyFinishTogether) {
   EXPECT_EQ(zero[0], 0u);
 }
 
+TEST(TopUpBox, TheGroupsSpeedIsWhatTheLastBoxBroughtElseTheFasterEstimate) {
+  // A box of 0.5 s just ran: 100,000 + 300,000 samples in it.
+  EXPECT_DOUBLE_EQ(top_up_group_speed({200000, 500000}, {100000, 200000}, 0.5, 9e5, 1e6), 400000 / 0.5);
+  // No box: the larger of the rates' sum and the epoch's measured speed.
+  EXPECT_DOUBLE_EQ(top_up_group_speed({200000, 500000}, {}, 0, 9e5, 1.2e6), 1.2e6);
+  EXPECT_DOUBLE_EQ(top_up_group_speed({200000, 500000}, {}, 0, 9e5, std::nan("")), 9e5);
+  // A box that brought nothing (every member lost its samples) or whose
+  // members differ in number tells nothing: the estimates.
+  EXPECT_DOUBLE_EQ(top_up_group_speed({0, 0}, {100, 100}, 0.5, 9e5, 0), 9e5);
+  EXPECT_DOUBLE_EQ(top_up_group_speed({200000, 500000}, {100000}, 0.5, 9e5, 0), 9e5);
+  EXPECT_DOUBLE_EQ(top_up_group_speed({}, {}, 0, 0, 0), 0.0);
+}
+
+TEST(TopUpBox, ALongTopUpGoesByTimeAndFallsShortOfTheDeficit) {
+  // 700,000 samples at 900,000 a second: 0.78 s, boxed at 0.7 of it.
+  EXPECT_DOUBLE_EQ(top_up_box_seconds(700000, 900000), 0.7 * 700000 / 900000);
+  // Under a tenth of a second at that speed: by shares.
+  EXPECT_DOUBLE_EQ(top_up_box_seconds(80000, 900000), 0.0);
+  EXPECT_GT(top_up_box_seconds(100000, 900000), 0.0);
+  // No speed, no deficit, or a speed that is no number: by shares.
+  EXPECT_DOUBLE_EQ(top_up_box_seconds(700000, 0), 0.0);
+  EXPECT_DOUBLE_EQ(top_up_box_seconds(0, 900000), 0.0);
+  EXPECT_DOUBLE_EQ(top_up_box_seconds(700000, std::nan("")), 0.0);
+  // At the speed it was given, a box never brings the whole deficit.
+  EXPECT_LT(top_up_box_seconds(700000, 9e5) * 9e5, 700000.0);
+}
+
 TEST(GroupTrainingRate, AMemberWithoutARateCountsAtTheOthersMedian) {
   EXPECT_DOUBLE_EQ(group_training_rate({500, 0, 700}), 500 + 600 + 700);
   EXPECT_DOUBLE_EQ(group_training_rate({500, 400}), 900);

@@ -66,5 +66,40 @@ TEST(SamplesPerRound, EightPeersAverageBetweenTheTargetAndOneBatchPerMemberMore)
   // while the window stays open) shows in larger swarms.
 }
 
+// A target of a million samples: a group formed ahead meets with a part of
+// it and tops up the rest in time boxes (every member trains until one time,
+// each at its own pace), then by shares; the boxes fall short of the
+// deficit, never over it, so every round still lands at the target.
+TEST(SamplesPerRound, ALongTopUpGoesByTimeBoxesAndStillLandsAtTheTarget) {
+  constexpr int kBoxPeers = 4;
+  constexpr int64_t kBig = 1 << 20;
+  Scratch scratch;
+  const std::vector<std::string> sets = {
+      "trainer.max_steps=10", "trainer.threads=1", "trainer.val_every=0", "trainer.checkpoint_every=0",
+      "trainer.log_every=5", "strategy.name=collab", "strategy.options.target_batch_size=" + std::to_string(kBig),
+      "strategy.options.listen=127.0.0.1", "strategy.options.verbose=true",
+      "strategy.options.min_peers=" + std::to_string(kBoxPeers),
+      "strategy.options.run_id=" + unique_run_id("boxes")};
+  auto peers = start_teacher_swarm(scratch, kBoxPeers, sets);
+  ASSERT_EQ(peers.size(), size_t(kBoxPeers)) << "p0 never listened\n" << peers[0]->tail();
+  const auto deadline = Clock::now() + seconds(170);
+  size_t rounds = 0, boxes = 0;
+  for (auto& p : peers) {
+    auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
+    ASSERT_EQ(p->wait_exit(std::max(left, milliseconds(1))), 0) << p->tail();
+    const std::string log = p->log();
+    boxes += count_of(log, "(a time box of ");
+    for (const auto& r : averaged_rounds(log)) {
+      ++rounds;
+      EXPECT_GE(r.samples, kBig) << p->name() << " epoch " << r.epoch << " with " << r.peers << " peers";
+      EXPECT_LE(r.samples, kBig + kBatch * r.peers) << p->name() << " epoch " << r.epoch << " with " << r.peers
+                                                    << " peers";
+    }
+  }
+  EXPECT_GE(rounds, size_t(kBoxPeers) * 5) << "too few averaged rounds to judge";
+  EXPECT_GE(boxes, size_t(kBoxPeers) * 3) << "the top-ups hardly ever went by time boxes";
+  std::printf("[ figures  ] %zu averaged rounds, %zu top-ups by time box (over %d peers)\n", rounds, boxes, kBoxPeers);
+}
+
 }  // namespace
 }  // namespace loom::swarm
