@@ -63,10 +63,13 @@ bool Peer::exchange_weights(GroupComm &comm, double weight, double norm, Clock::
     if (o.flags & (ProgressRecord::kClient | ProgressRecord::kAway)) excluded += 1;
   const double swarm = double(peers_seen(v)) - excluded;
   x[4 * n + r] = std::max(0.0, swarm);
-  const int64_t entered = wall_ms();
-  x[7 * n + r] = double(entered);
-  const double elapsed = double(entered - epoch_start_ms_.load()) / 1000.0;
-  x[8 * n + r] = elapsed >= 0.05 && weight > 0 && std::isfinite(weight) ? weight / elapsed : 0.0;
+  x[7 * n + r] = double(wall_ms());
+  // Over the time it trained, not the epoch's: an epoch's waits (a first
+  // meeting that took a second, a state served to a joiner) made the
+  // group's speed read a third of what its box then trained, and the box
+  // brought 1.6 targets (8 peers under churn).
+  const double trained = trained_since_ms_ == epoch_start_ms_.load() ? trained_s_ : 0.0;
+  x[8 * n + r] = trained >= 0.05 && weight > 0 && std::isfinite(weight) ? weight / trained : 0.0;
   if (comm.allreduce(x.data(), x.size(), LOOM_DTYPE_F64, LOOM_REDUCE_SUM, deadline, why) != LOOM_OK) return false;
   for (size_t i = 0; i < n; ++i) {
     if (x[5 * n + i] != x[5 * n + r] || x[6 * n + i] != x[6 * n + r]) {
@@ -211,7 +214,8 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
       shares = short_round ? top_up_shares(target, members.weight, batch, members.training) : std::vector<uint64_t>{};
       share = short_round ? shares[size_t(comm->rank())] : 0;
       speed = top_up_group_speed(members.weight, from, box_seconds, group_rate, members.speed);
-      boxed = short_round && top_up_box_seconds(double(target) - members.total, speed) > 0;
+      boxed = opt_.top_up_boxes && short_round &&
+              top_up_box_seconds(double(target) - members.total, speed, box_seconds > 0) > 0;
       waits = short_round && !boxed && share == 0 && members.weight[size_t(comm->rank())] > 0;
       if (waits)
         detail("epoch " + std::to_string(epoch) + ": " + group_text(group) + " brought " +
@@ -253,7 +257,7 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
         // peers on 2 cores, and the group trained on meanwhile, 1.5 times
         // the box's samples), on each member's clock: one that runs ahead
         // or behind of the others' trains for no box or at most a box.
-        const int64_t box_ms = int64_t(1000 * top_up_box_seconds(double(target) - total, speed));
+        const int64_t box_ms = int64_t(1000 * top_up_box_seconds(double(target) - total, speed, box_seconds > 0));
         const int64_t left_ms = std::clamp<int64_t>(int64_t(members.met_ms) + box_ms - wall_ms(), 0, box_ms);
         p->until_samples = samples_.load();
         p->until_time = Clock::now() + std::chrono::milliseconds(left_ms);

@@ -84,10 +84,10 @@ double top_up_group_speed(const std::vector<double> &weights, const std::vector<
   return best;
 }
 
-double top_up_box_seconds(double deficit, double speed) {
+double top_up_box_seconds(double deficit, double speed, bool measured) {
   if (!(deficit > 0) || !(speed > 0) || !std::isfinite(speed)) return 0;
   if (deficit / speed < kTopUpBoxMinSeconds) return 0;
-  return kTopUpBoxFraction * deficit / speed;
+  return (measured ? kTopUpBoxFraction : kTopUpFirstBoxFraction) * deficit / speed;
 }
 
 double group_training_rate(const std::vector<double> &rates) {

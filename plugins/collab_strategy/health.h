@@ -134,15 +134,19 @@ double top_up_seconds(const std::vector<uint64_t> &shares, const std::vector<dou
 // what the last box brought over its length, where one ran; else the
 // larger of the members' rates summed and their own samples a second this
 // epoch summed. Returns the box in seconds, or 0 for a top-up by shares: no
-// speed, or a deficit under kTopUpBoxMinSeconds at that speed. The box is
-// kTopUpBoxFraction of the deficit's time, so that the group falls short,
-// never over, and the last part goes by shares: estimates before a box
-// missed by a quarter, and a box ran 19% faster than the one before it.
+// speed, or a deficit under kTopUpBoxMinSeconds at that speed. The box is a
+// fraction of the deficit's time, so that the group falls short, never over,
+// and the last part goes by shares: kTopUpBoxFraction at a speed a box
+// measured (a box ran up to 19% faster than the one before it), and
+// kTopUpFirstBoxFraction before any box (on 2 cores shared by 8 peers a
+// first box trained 1.3 to 1.7 times the speed the members had trained at
+// since their epoch began: the group's forming ran beside it then).
 constexpr double kTopUpBoxMinSeconds = 0.1;
 constexpr double kTopUpBoxFraction = 0.7;
+constexpr double kTopUpFirstBoxFraction = 0.4;
 double top_up_group_speed(const std::vector<double> &weights, const std::vector<double> &box_from, double box_seconds,
                           double group_rate, double speed);
-double top_up_box_seconds(double deficit, double speed);
+double top_up_box_seconds(double deficit, double speed, bool measured);
 
 }  // namespace loom_collab
 

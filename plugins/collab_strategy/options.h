@@ -63,6 +63,7 @@ enum OptionIndex {
   kOptOuterMomentum,
   kOptDelayAveraging,
   kOptBalanceBandwidth,
+  kOptTopUpBoxes,
   kNumOptions
 };
 
@@ -148,6 +149,9 @@ struct Options {
   // point-to-point blocks, each member owning a part sized by its link's
   // rate as measured in earlier rounds.
   bool balance_bandwidth = false;
+  // top_up_boxes (health.h's top_up_box_seconds): a long top-up goes by time
+  // boxes first, faster on a loaded machine, not bound to the target.
+  bool top_up_boxes = false;
 };
 
 // Reads and validates every option through host->get_option. On a bad value

@@ -203,17 +203,19 @@ TEST(TopUpBox, TheGroupsSpeedIsWhatTheLastBoxBroughtElseTheFasterEstimate) {
 }
 
 TEST(TopUpBox, ALongTopUpGoesByTimeAndFallsShortOfTheDeficit) {
-  // 700,000 samples at 900,000 a second: 0.78 s, boxed at 0.7 of it.
-  EXPECT_DOUBLE_EQ(top_up_box_seconds(700000, 900000), 0.7 * 700000 / 900000);
+  // 700,000 samples at 900,000 a second: 0.78 s, boxed: 0.4 of it before
+  // any box ran, 0.7 at a speed a box measured.
+  EXPECT_DOUBLE_EQ(top_up_box_seconds(700000, 900000, false), 0.4 * 700000 / 900000);
+  EXPECT_DOUBLE_EQ(top_up_box_seconds(700000, 900000, true), 0.7 * 700000 / 900000);
   // Under a tenth of a second at that speed: by shares.
-  EXPECT_DOUBLE_EQ(top_up_box_seconds(80000, 900000), 0.0);
-  EXPECT_GT(top_up_box_seconds(100000, 900000), 0.0);
+  EXPECT_DOUBLE_EQ(top_up_box_seconds(80000, 900000, true), 0.0);
+  EXPECT_GT(top_up_box_seconds(100000, 900000, true), 0.0);
   // No speed, no deficit, or a speed that is no number: by shares.
-  EXPECT_DOUBLE_EQ(top_up_box_seconds(700000, 0), 0.0);
-  EXPECT_DOUBLE_EQ(top_up_box_seconds(0, 900000), 0.0);
-  EXPECT_DOUBLE_EQ(top_up_box_seconds(700000, std::nan("")), 0.0);
+  EXPECT_DOUBLE_EQ(top_up_box_seconds(700000, 0, false), 0.0);
+  EXPECT_DOUBLE_EQ(top_up_box_seconds(0, 900000, false), 0.0);
+  EXPECT_DOUBLE_EQ(top_up_box_seconds(700000, std::nan(""), false), 0.0);
   // At the speed it was given, a box never brings the whole deficit.
-  EXPECT_LT(top_up_box_seconds(700000, 9e5) * 9e5, 700000.0);
+  for (bool measured : {false, true}) EXPECT_LT(top_up_box_seconds(700000, 9e5, measured) * 9e5, 700000.0);
 }
 
 TEST(GroupTrainingRate, AMemberWithoutARateCountsAtTheOthersMedian) {
