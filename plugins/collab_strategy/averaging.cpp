@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <utility>
 
 #include "group_split.h"
 #include "peer.h"
@@ -66,9 +67,9 @@ bool Peer::exchange_weights(GroupComm &comm, double weight, double norm, Clock::
   x[7 * n + r] = double(wall_ms());
   // Over the time it trained, not the epoch's: an epoch's waits (a first
   // meeting that took a second, a state served to a joiner) made the
-  // group's speed read a third of what its box then trained, and the box
-  // brought 1.6 targets (8 peers under churn).
-  const double trained = trained_since_ms_ == epoch_start_ms_.load() ? trained_s_ : 0.0;
+  // group's speed read a third of what its box then trained, and the round
+  // came to 1.54 targets (8 peers under churn).
+  const double trained = trained_.since(epoch_start_ms_.load());
   x[8 * n + r] = trained >= 0.05 && weight > 0 && std::isfinite(weight) ? weight / trained : 0.0;
   if (comm.allreduce(x.data(), x.size(), LOOM_DTYPE_F64, LOOM_REDUCE_SUM, deadline, why) != LOOM_OK) return false;
   for (size_t i = 0; i < n; ++i) {
@@ -152,27 +153,16 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
   // waited for the group; setup: how long building its communicator took
   // (ahead: on the prematch thread, while this peer still trained). nullopt:
   // the round failed (logged); retry among the survivors.
-  // A pending group's meeting again keeps the target agreed before, or a
-  // lower one (set for that one call; another group agrees afresh).
-  uint64_t meet_again_target = 0;
-  // What this epoch's earlier meetings of the group waited (a top-up's
-  // meetings: the round's line reports them all).
-  Clock::duration earlier_waits{};
-  // After a time box: each member's samples at the meeting that set it, and
-  // the box's seconds: what the box brought sets the next one.
-  std::vector<double> boxed_from;
-  double boxed_seconds = 0;
+  // A pending group's meeting again keeps the target agreed before (or a
+  // lower one), the waits of its earlier meetings (the round's line reports
+  // them all) and its last time box (what it brought sets the next): set
+  // for that one call; another group starts afresh.
+  TopUpCarry carried;
   auto reduce = [&](const GroupRecord &group, std::unique_ptr<GroupComm> comm, Clock::duration waited,
                     Clock::duration setup, bool ahead) -> std::optional<RoundEnd> {
     Doing doing(activity_, "in its group's round");
-    uint64_t agreed_target = meet_again_target;  // 0: none yet
-    meet_again_target = 0;
-    const Clock::duration before = earlier_waits;
-    earlier_waits = {};
-    const std::vector<double> from = std::move(boxed_from);
-    const double box_seconds = boxed_seconds;
-    boxed_from.clear();
-    boxed_seconds = 0;
+    const TopUpCarry in = std::exchange(carried, TopUpCarry{});
+    uint64_t agreed_target = in.target;  // 0: none yet
     std::string why;
     auto failed = [&] {
       round_met_.reset();
@@ -192,8 +182,8 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
     const uint64_t part = round_target(group);
     uint64_t target = part;
     double group_rate = 0;  // the members' training rates (group_training_rate), for the cap and its log
-    bool boxed = false;     // a short round's top-up by a time box (top_up_box_seconds)
     double speed = 0;       // the group's samples a second (top_up_group_speed)
+    double box = 0;         // a short round's time box in seconds (top_up_box_seconds); 0: by shares
     // A member that drew no batch of a short round's deficit meets the
     // others again at once (another batch would overshoot).
     for (bool waits = true; waits;) {
@@ -213,10 +203,11 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
       const bool short_round = members.total > 0 && members.total < double(target);
       shares = short_round ? top_up_shares(target, members.weight, batch, members.training) : std::vector<uint64_t>{};
       share = short_round ? shares[size_t(comm->rank())] : 0;
-      speed = top_up_group_speed(members.weight, from, box_seconds, group_rate, members.speed);
-      boxed = opt_.top_up_boxes && short_round &&
-              top_up_box_seconds(double(target) - members.total, speed, box_seconds > 0) > 0;
-      waits = short_round && !boxed && share == 0 && members.weight[size_t(comm->rank())] > 0;
+      speed = top_up_group_speed(members.weight, in.box_from, in.box_seconds, group_rate, members.speed);
+      box = opt_.top_up_boxes && short_round
+                ? top_up_box_seconds(double(target) - members.total, speed, in.box_seconds > 0)
+                : 0.0;
+      waits = short_round && box == 0 && share == 0 && members.weight[size_t(comm->rank())] > 0;
       if (waits)
         detail("epoch " + std::to_string(epoch) + ": " + group_text(group) + " brought " +
                std::to_string(uint64_t(members.total)) + " of " + std::to_string(target) +
@@ -224,7 +215,7 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
     }
     round_met_ = Clock::now();
     if (ahead) waited = *round_met_ - start;
-    waited += before;
+    waited += in.waited;
     const double mine = members.weight[size_t(comm->rank())];
     const double total = members.total;
     if (total <= 0) {
@@ -240,7 +231,7 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
       p->group = group;
       p->comm = std::move(comm);
       p->until_samples = samples_.load() + share;
-      p->target = target;
+      p->carry.target = target;
       // A member that counts 0 trains on (uncounted) for as long as the
       // others need; one that counts but drew no batch of the deficit waits
       // for them in the exchange: about one batch's time.
@@ -248,22 +239,22 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
                              (double(target) - total) / total;
       p->until_time = mine > 0 ? Clock::now() : Clock::now() + std::chrono::milliseconds(int64_t(seconds * 1000));
       p->others_by = Clock::now() + std::chrono::milliseconds(int64_t(1000 * top_up_seconds(shares, members.training)));
-      p->waited_before = waited;
+      p->carry.waited = waited;
       std::string adds = std::to_string(share);
-      if (boxed) {
+      if (box > 0) {
         // Every member trains until one time, each at its own pace (one
         // that counts 0, uncounted). The box counts from when the last member came (members
         // leave a meeting apart on a loaded machine: up to 0.26 s at 8
         // peers on 2 cores, and the group trained on meanwhile, 1.5 times
         // the box's samples), on each member's clock: one that runs ahead
         // or behind of the others' trains for no box or at most a box.
-        const int64_t box_ms = int64_t(1000 * top_up_box_seconds(double(target) - total, speed, box_seconds > 0));
+        const int64_t box_ms = int64_t(1000 * box);
         const int64_t left_ms = std::clamp<int64_t>(int64_t(members.met_ms) + box_ms - wall_ms(), 0, box_ms);
         p->until_samples = samples_.load();
         p->until_time = Clock::now() + std::chrono::milliseconds(left_ms);
         p->others_by = Clock::now() + std::chrono::milliseconds(box_ms);
-        p->box_from = members.weight;
-        p->box_seconds = double(box_ms) / 1000.0;
+        p->carry.box_from = members.weight;
+        p->carry.box_seconds = double(box_ms) / 1000.0;
         adds = "what it trains in " + std::to_string(left_ms) + " ms (a time box of " + std::to_string(box_ms) +
                " ms at the group's " + number_text(speed) + " samples a second)";
       }
@@ -398,10 +389,7 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
     // The group whose round fell short meets again.
     std::unique_ptr<Pending> p = std::move(pending_);
     activity_.top_up_until = 0;
-    meet_again_target = p->target;
-    earlier_waits = p->waited_before;
-    boxed_from = std::move(p->box_from);
-    boxed_seconds = p->box_seconds;
+    carried = std::move(p->carry);
     first_attempt = p->group.attempt + 1;
     // A member that drew a small share waits for the one that drew the
     // longest: at 64 peers a top-up took longer than averaging_timeout, and

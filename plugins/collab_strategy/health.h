@@ -137,7 +137,8 @@ double top_up_seconds(const std::vector<uint64_t> &shares, const std::vector<dou
 // speed, or a deficit under kTopUpBoxMinSeconds at that speed. The box is a
 // fraction of the deficit's time, so that the group falls short, never over,
 // and the last part goes by shares: kTopUpBoxFraction at a speed a box
-// measured (a box ran up to 19% faster than the one before it), and
+// measured (without churn a box ran up to 19% faster than the one before
+// it; under churn 2.3 times, which no fraction covers: options.cpp), and
 // kTopUpFirstBoxFraction before any box (on 2 cores shared by 8 peers a
 // first box trained 1.3 to 1.7 times the speed the members had trained at
 // since their epoch began: the group's forming ran beside it then).

@@ -174,9 +174,10 @@ const loom_option_decl kOptions[kNumOptions] = {
     {sizeof(loom_option_decl), LOOM_OPTION_BOOL, "top_up_boxes", "false",
      "Top up a round that met short of the target by time boxes first: every member of the group trains until "
      "one time, each at its own pace, and the group meets again; the last tenth of a second by shares. Members "
-     "whose speeds swing (peers sharing cores) then wait less (8 peers on 2 cores without churn: 15% of an epoch "
-     "against 30%, 1.3 times the samples a second), but a round exceeds target_batch_size when the group's speed "
-     "jumps within a box (2 of 93 rounds without churn; under churn 13 of 213, up to 1.4 times, and no faster). "
+     "whose speeds swing (peers sharing cores) then wait less (8 peers on 2 cores without churn, one run each: 15% "
+     "of an epoch against 32%, 1.1 times the samples a second), but a round exceeds target_batch_size when the "
+     "group's speed jumps within a box (2 of 93 rounds without churn; under churn 13 of 213, up to 1.4 times, "
+     "and no faster). "
      "false: shares by training rate, every round within one batch per member of the target. Every peer of a "
      "run must use the same value."},
 };

@@ -442,9 +442,7 @@ class Peer {
   std::atomic<uint64_t> samples_{0};
   std::atomic<double> rate_{0};
   TrainingRate training_rate_{3.0};  // rate_ over the last few seconds trained (training thread)
-  // Seconds trained (windows, not rounds) since epoch_start_ms_ was trained_since_ms_.
-  double trained_s_ = 0;
-  int64_t trained_since_ms_ = -1;
+  EpochTrainingTime trained_;  // this epoch's seconds trained (training thread)
   std::atomic<uint32_t> flags_{0};
   std::atomic<int64_t> epoch_start_ms_{0};  // wall clock when this peer entered its epoch
   TrainingActivity activity_;  // quiet_peer.h

@@ -57,11 +57,7 @@ loom_status Peer::after_backward(uint64_t local_samples, loom_step_decision *dec
     if (seconds > 0) {
       training_rate_.add(double(counted), seconds);  // training_rate.h says why not a mean of window rates
       rate_ = training_rate_.rate();
-      if (trained_since_ms_ != epoch_start_ms_.load()) {
-        trained_since_ms_ = epoch_start_ms_.load();
-        trained_s_ = 0;
-      }
-      trained_s_ += seconds;
+      trained_.add(seconds, epoch_start_ms_.load());
     }
   }
   window_start_ = tick;

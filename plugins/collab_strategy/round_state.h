@@ -54,6 +54,18 @@ struct DelayedRound {
   std::string why;
 };
 
+// What a short round's meeting hands to the group's next meeting.
+struct TopUpCarry {
+  // The round's target as the members agreed at their last meeting: a
+  // meeting again never raises it (swarm_capped_target follows counts and
+  // rates that move; a capped group of 3 met with 152,960, and met again to
+  // find 524,288). 0: none agreed yet.
+  uint64_t target = 0;
+  Clock::duration waited{};      // what the group's meetings of this epoch waited so far
+  std::vector<double> box_from;  // a time box's: the members' samples when it was set
+  double box_seconds = 0;        // and its length (0: no box)
+};
+
 // A round that fell short of target_batch_size: its group stays together
 // while each member accumulates its share of the deficit, then meets again.
 struct Pending {
@@ -62,14 +74,7 @@ struct Pending {
   uint64_t until_samples = 0;      // this peer's samples when it may meet again
   Clock::time_point until_time{};  // and not before (a member with no share waits as long as the others)
   Clock::time_point others_by{};   // when the slowest member should be done with its share (top_up_seconds)
-  Clock::duration waited_before{};  // what the group's meetings of this epoch waited so far
-  std::vector<double> box_from;      // a time box's: the members' samples when it was set
-  double box_seconds = 0;            // and its length (0: no box)
-  // The round's target as the members agreed at their last meeting: a
-  // meeting again never raises it (swarm_capped_target follows counts and
-  // rates that move; a capped group of 3 met with 152,960, and met again to
-  // find 524,288).
-  uint64_t target = 0;
+  TopUpCarry carry;
 };
 
 // How a round ended for this peer.

@@ -6,6 +6,7 @@
 #define LOOM_COLLAB_TRAINING_RATE_H
 
 #include <cmath>
+#include <cstdint>
 
 namespace loom_collab {
 
@@ -31,6 +32,28 @@ class TrainingRate {
  private:
   double memory_;
   double samples_ = 0, seconds_ = 0;
+};
+
+// The seconds a peer trained (windows, not rounds or waits) in the
+// accumulation that began at a given epoch start: its own samples a second
+// this epoch, in the weight exchange (time boxes, health.h).
+class EpochTrainingTime {
+ public:
+  // A window of `seconds` trained in the accumulation begun at `start_ms`
+  // (epoch_start_ms_); another start begins the count afresh.
+  void add(double seconds, int64_t start_ms) {
+    if (start_ms != start_ms_) {
+      start_ms_ = start_ms;
+      seconds_ = 0;
+    }
+    seconds_ += seconds;
+  }
+  // Seconds trained since start_ms; 0 when no window of it was counted.
+  double since(int64_t start_ms) const { return start_ms == start_ms_ ? seconds_ : 0.0; }
+
+ private:
+  double seconds_ = 0;
+  int64_t start_ms_ = -1;
 };
 
 }  // namespace loom_collab
