@@ -184,12 +184,21 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
     double group_rate = 0;  // the members' training rates (group_training_rate), for the cap and its log
     double speed = 0;       // the group's samples a second (top_up_group_speed)
     double box = 0;         // a short round's time box in seconds (top_up_box_seconds); 0: by shares
+    // top_up = "grants": how this member asks its group's hub, and where its
+    // first grant leaves it. A round takes grants once.
+    double after_last_ms = 0;
+    std::optional<TopUpGrants> grants;
+    uint64_t grant_until = 0;
+    bool granted = in.granted;
     // A member that drew no batch of a short round's deficit meets the
     // others again at once (another batch would overshoot).
     for (bool waits = true; waits;) {
       // Contributions relayed for client-mode peers count as this member's.
       const double relayed = weight > 0 ? take_relayed(epoch, norm) : 0.0;
       if (!exchange_weights(*comm, weight + relayed, norm, deadline, &members, &why)) return failed();
+      // How long the exchange took once the last member had come (its own
+      // cost, against the wait for the others): for the round's line.
+      after_last_ms = double(wall_ms()) - members.met_ms;
       const uint64_t batch = std::max<uint64_t>(1, opt_.batch_size ? opt_.batch_size : state_.batch_size);
       // A member in its first window has no rate yet: taken at the median
       // of the others' (as top_up_shares does); none known, no cap.
@@ -204,10 +213,25 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
       shares = short_round ? top_up_shares(target, members.weight, batch, members.training) : std::vector<uint64_t>{};
       share = short_round ? shares[size_t(comm->rank())] : 0;
       speed = top_up_group_speed(members.weight, in.box_from, in.box_seconds, group_rate, members.speed);
-      box = opt_.top_up_boxes && short_round
+      box = opt_.top_up == Options::TopUp::boxes && short_round
                 ? top_up_box_seconds(double(target) - members.total, speed, in.box_seconds > 0)
                 : 0.0;
-      waits = short_round && box == 0 && share == 0 && members.weight[size_t(comm->rank())] > 0;
+      const bool counts = members.weight[size_t(comm->rank())] > 0;
+      bool trains = share > 0;
+      grants.reset();
+      if (opt_.top_up == Options::TopUp::grants && short_round && counts && !granted) {
+        // The first grant is asked here: a member that gets none meets the
+        // others at once, as one that drew no share does.
+        granted = true;
+        grants = grant_asker(group, *comm, double(target) - members.total, batch,
+                             training_rate_share(members.training, size_t(comm->rank())), samples_.load() + share);
+        if (grants) {
+          grant_until = samples_.load();
+          trains = ask_grant(*grants, &grant_until);
+          grants->asking = {};  // this one is in the meeting's wait
+        }
+      }
+      waits = short_round && box == 0 && !trains && counts;
       if (waits)
         detail("epoch " + std::to_string(epoch) + ": " + group_text(group) + " brought " +
                std::to_string(uint64_t(members.total)) + " of " + std::to_string(target) +
@@ -215,7 +239,8 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
     }
     round_met_ = Clock::now();
     if (ahead) waited = *round_met_ - start;
-    waited += in.waited;
+    const Clock::duration this_meeting = waited;
+    waited += in.waited + in.asking;
     const double mine = members.weight[size_t(comm->rank())];
     const double total = members.total;
     if (total <= 0) {
@@ -239,8 +264,16 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
                              (double(target) - total) / total;
       p->until_time = mine > 0 ? Clock::now() : Clock::now() + std::chrono::milliseconds(int64_t(seconds * 1000));
       p->others_by = Clock::now() + std::chrono::milliseconds(int64_t(1000 * top_up_seconds(shares, members.training)));
-      p->carry.waited = waited;
+      p->carry.waited = waited - in.asking;  // meetings alone
+      p->carry.asking = in.asking;
+      p->carry.first = in.target > 0 ? in.first : this_meeting;
+      p->carry.granted = granted;
       std::string adds = std::to_string(share);
+      if (grants) {
+        p->until_samples = grant_until;
+        adds = std::to_string(grant_until - samples_.load()) + (grants->failed ? " (its share by rate)" : " (a first grant of its group's hub)");
+        p->grants = std::move(grants);
+      }
       if (box > 0) {
         // Every member trains until one time, each at its own pace (one
         // that counts 0, uncounted). The box counts from when the last member came (members
@@ -378,6 +411,7 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
            " ms" + (direct && !sliced ? ", scaled into the gradients" : "") +
            (target < part ? ", its target capped at " + std::to_string(target) + " by its part of the swarm"
                           : std::string()) +
+           top_up_text(in, this_meeting, after_last_ms) +
            ")");
     comm_ = std::move(comm);
     last_local_reason_.clear();
@@ -390,6 +424,7 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
     std::unique_ptr<Pending> p = std::move(pending_);
     activity_.top_up_until = 0;
     carried = std::move(p->carry);
+    if (p->grants) carried.add(*p->grants);
     first_attempt = p->group.attempt + 1;
     // A member that drew a small share waits for the one that drew the
     // longest: at 64 peers a top-up took longer than averaging_timeout, and

@@ -72,7 +72,8 @@ std::string fingerprint_text(const loom_training_state_v1 &state, const Options 
   // a snapshot holds (the outer state): peers must agree on all of it.
   if (o.delay_averaging) out += "collab delay_averaging: true\n";
   if (o.balance_bandwidth) out += "collab balance_bandwidth: true\n";
-  if (o.top_up_boxes) out += "collab top_up_boxes: true\n";
+  if (o.top_up != Options::TopUp::grants)  // listed when not the default, like aggregation
+    out += std::string("collab top_up: ") + (o.top_up == Options::TopUp::boxes ? "boxes" : "shares") + "\n";
   if (o.local_updates) {
     char line[160];
     std::snprintf(line, sizeof line, "collab local_updates: local_steps %lld, outer_lr %.9g, outer_momentum %.9g\n",

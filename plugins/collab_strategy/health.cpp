@@ -98,6 +98,14 @@ double group_training_rate(const std::vector<double> &rates) {
   return sum;
 }
 
+double training_rate_share(const std::vector<double> &rates, size_t i) {
+  const double sum = group_training_rate(rates);
+  if (i >= rates.size()) return 0;
+  if (!(sum > 0)) return 1.0 / double(rates.size());
+  const double mine = has_rate(rates, i) ? rates[i] : median_rate(rates, std::vector<bool>(rates.size(), true));
+  return std::min(1.0, mine / sum);
+}
+
 double lower_median(std::vector<double> values) {
   if (values.empty()) return 0;
   const auto mid = values.begin() + long((values.size() - 1) / 2);

@@ -113,6 +113,8 @@ uint64_t swarm_capped_target(uint64_t part, uint64_t target_batch_size, double m
 // 606,784 samples: requiring every member's own rate left early groups
 // out (likely; not confirmed in the logs).
 double group_training_rate(const std::vector<double> &rates);
+// Member i's part of that sum, (0, 1]; 1/n when no member has a rate.
+double training_rate_share(const std::vector<double> &rates, size_t i);
 
 // How long the slowest member of a short round takes to train its share
 // (top_up_shares) at its rate, a member with no rate at the median of the

@@ -99,6 +99,16 @@ std::optional<Bytes> OobHub::serve(const Bytes &pushed, std::chrono::millisecond
     }
     record = &opened;
   }
+  if (is_grant_ask(*record)) {
+    auto ask = decode_grant_ask(record->data(), record->size(), why);
+    auto grant = ask ? grants_.grant(*ask, why) : std::nullopt;
+    if (!grant) {
+      ++refused_;
+      return std::nullopt;
+    }
+    const Bytes one = encode_grant(*grant);
+    return encode_progress_table({&one});
+  }
   GroupKey key;
   {
     std::lock_guard<std::mutex> g(m_);
@@ -172,6 +182,18 @@ std::optional<std::vector<Bytes>> fetch_oob(const std::string &host, uint16_t po
   std::vector<Bytes> out;
   if (!decode_progress_table(got->bytes.data(), got->bytes.size(), &out, why)) return std::nullopt;
   return out;
+}
+
+std::optional<Grant> fetch_grant(const std::string &host, uint16_t port, uint64_t run, const Bytes &push,
+                                 std::chrono::milliseconds timeout, std::string *why,
+                                 const std::optional<loom_key::SwarmKey> &key) {
+  auto table = fetch_oob(host, port, run, push, std::chrono::milliseconds(1), timeout, why, key, nullptr);
+  if (!table) return std::nullopt;
+  if (table->size() != 1) {
+    *why = "the hub answered a grant ask with " + std::to_string(table->size()) + " entries, not one grant";
+    return std::nullopt;
+  }
+  return decode_grant(table->front().data(), table->front().size(), why);
 }
 
 }  // namespace loom_collab

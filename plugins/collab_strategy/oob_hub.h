@@ -20,6 +20,9 @@
 // Where the hub cannot be reached (the leader announced an address nobody
 // reaches, or died), a member falls back to the DHT at once; members that
 // did reach it go to the DHT after half the exchange's time (GroupComm).
+//
+// The hub also keeps the books of its groups' top-up grants
+// (top_up_grants.h): an ask rides an oob request as a part does.
 #ifndef LOOM_COLLAB_OOB_HUB_H
 #define LOOM_COLLAB_OOB_HUB_H
 
@@ -36,6 +39,7 @@
 #include <vector>
 
 #include "records.h"
+#include "top_up_grants.h"
 #include "../common/swarm_key.h"
 
 namespace loom_collab {
@@ -66,15 +70,20 @@ class OobHub {
   // its group (hash and size), and waits up to hold, or until stop(), for a
   // part of every rank. Returns the group's parts as a progress table
   // (state_transfer.h's encoding), or nullopt with *why for a push that
-  // does not open or is no valid part.
+  // does not open or is no valid part. A grant ask (top_up_grants.h) is
+  // answered at once with a table of one encoded Grant.
   std::optional<Bytes> serve(const Bytes &pushed, std::chrono::milliseconds hold, const std::function<bool()> &stop,
                              std::string *why);
   // The hub's own member: files its own record (encoded, not wrapped) and
   // waits the same way; returns the group's parts (records as encoded).
   std::vector<Bytes> exchange(const Bytes &record, std::chrono::milliseconds hold, const std::function<bool()> &stop);
 
+  // The hub's own member's ask (not wrapped).
+  std::optional<Grant> grant(const GrantAsk &ask, std::string *why) { return grants_.grant(ask, why); }
+
   uint64_t parts() const { return parts_.load(); }      // distinct parts filed (a part sent again counts once)
-  uint64_t refused() const { return refused_.load(); }  // pushes that were no valid part
+  uint64_t refused() const { return refused_.load(); }  // pushes that were no valid part (or grant ask)
+  uint64_t grants() const { return grants_.asks(); }    // grants handed out, the hub's own member's included
 
  private:
   struct Group {
@@ -95,6 +104,7 @@ class OobHub {
   std::mutex m_;
   std::condition_variable filed_;
   std::map<GroupKey, Group> groups_;  // guarded by m_
+  GrantLedger grants_;
   std::atomic<uint64_t> parts_{0}, refused_{0};
 };
 

@@ -171,15 +171,18 @@ const loom_option_decl kOptions[kNumOptions] = {
      "member on a slow link moves less and every member finishes together (hivemind's load balancing). The first "
      "round and groups of two use equal parts. Uncompressed rounds on the training thread only (a codec or "
      "delay_averaging keeps equal parts). Every peer of a run must use the same value."},
-    {sizeof(loom_option_decl), LOOM_OPTION_BOOL, "top_up_boxes", "false",
-     "Top up a round that met short of the target by time boxes first: every member of the group trains until "
-     "one time, each at its own pace, and the group meets again; the last tenth of a second by shares. Members "
-     "whose speeds swing (peers sharing cores) then wait less (8 peers on 2 cores without churn, one run each: 15% "
-     "of an epoch against 32%, 1.1 times the samples a second), but a round exceeds target_batch_size when the "
-     "group's speed jumps within a box (2 of 93 rounds without churn; under churn 13 of 213, up to 1.4 times, "
-     "and no faster). "
-     "false: shares by training rate, every round within one batch per member of the target. Every peer of a "
-     "run must use the same value."},
+    {sizeof(loom_option_decl), LOOM_OPTION_STRING, "top_up", "grants",
+     "How a round whose group met short of target_batch_size trains the rest before the group meets again. "
+     "\"grants\": each member asks the group's hub (the leader's state server) for a piece of what is left, "
+     "trains it and asks again, the pieces shrinking as the rest does, so that members whose speeds swing take "
+     "less; every round within one batch of the target (8 peers on 2 cores, one run each: the members waited "
+     "23% of an epoch against 34% by shares, and the swarm averaged 1.1 to 1.2 times the samples a second, "
+     "churn or not). A group without a hub, or a member whose ask fails, tops up by shares. \"shares\": each "
+     "member a share of the deficit by its training rate, fixed when the group meets; within one batch per "
+     "member of the target. \"boxes\": time boxes first, every member training until one time at its own pace "
+     "and the group meeting again, the last tenth of a second by shares; a round exceeds the target when the "
+     "group's speed jumps within a box (under churn up to 1.4 times). "
+     "Every peer of a run must use the same value."},
 };
 
 namespace {
@@ -413,8 +416,12 @@ bool read_options(const loom_host_v1 *host, Options *o, std::string *why) {
   o->delay_averaging = t == "true";
   if (!r.text(kOptBalanceBandwidth, &t)) return false;
   o->balance_bandwidth = t == "true";
-  if (!r.text(kOptTopUpBoxes, &t)) return false;
-  o->top_up_boxes = t == "true";
+  if (!r.text(kOptTopUp, &t)) return false;
+  if (t != "shares" && t != "boxes" && t != "grants") {
+    *why = "option top_up = '" + t + "' is not valid; use \"shares\", \"boxes\" or \"grants\"";
+    return false;
+  }
+  o->top_up = t == "boxes" ? Options::TopUp::boxes : t == "grants" ? Options::TopUp::grants : Options::TopUp::shares;
   if (o->delay_averaging && (o->local_updates || o->client_mode)) {
     *why = std::string("option delay_averaging = true is not valid with ") +
            (o->local_updates ? "local_updates = true (an outer step must finish before the next epoch starts "

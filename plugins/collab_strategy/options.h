@@ -63,7 +63,7 @@ enum OptionIndex {
   kOptOuterMomentum,
   kOptDelayAveraging,
   kOptBalanceBandwidth,
-  kOptTopUpBoxes,
+  kOptTopUp,
   kNumOptions
 };
 
@@ -149,9 +149,12 @@ struct Options {
   // point-to-point blocks, each member owning a part sized by its link's
   // rate as measured in earlier rounds.
   bool balance_bandwidth = false;
-  // top_up_boxes (health.h's top_up_box_seconds): a long top-up goes by time
-  // boxes first, faster on a loaded machine, not bound to the target.
-  bool top_up_boxes = false;
+  // How a round that met short of the target tops up the rest: shares by
+  // training rate (health.h's top_up_shares), time boxes first
+  // (top_up_box_seconds: faster on a loaded machine, not bound to the
+  // target), or grants from the group's hub (top_up_grants.h).
+  enum class TopUp { shares, boxes, grants };
+  TopUp top_up = TopUp::grants;
 };
 
 // Reads and validates every option through host->get_option. On a bad value

@@ -223,6 +223,12 @@ class Peer {
   // weight: this peer's samples, 0 when it must not contribute; norm: of its
   // mean gradient (not finite when the gradients are not).
   RoundEnd average_gradients(double weight, double norm);
+  // top_up = "grants" (grant_round.cpp): the asker (none without a hub);
+  // the next grant (false: meet); an ask sent ahead near a grant's end.
+  std::optional<TopUpGrants> grant_asker(const GroupRecord &group, const GroupComm &comm, double deficit,
+                                         uint64_t batch, double share, uint64_t fallback_until) const;
+  bool ask_grant(TopUpGrants &g, uint64_t *until_samples);
+  void ask_ahead(TopUpGrants &g, uint64_t until_samples);
   // Every member's weight and norm, exchanged over comm before any data
   // moves; false (with *why) when the allreduce failed.
   bool exchange_weights(GroupComm &comm, double weight, double norm, Clock::time_point deadline, MemberWeights *out,

@@ -21,7 +21,9 @@ constexpr uint8_t kMagic[4] = {'L', 'M', 'S', 'W'};
 // 9: the members' weight exchange (Peer::exchange_weights) carries each
 // member's clock and speed, for a top-up's time boxes; peers of version 8
 // would exchange vectors of another length.
-constexpr uint8_t kVersion = 9;
+// 10: a short round tops up by grants from its hub by default (top_up);
+// a peer of version 9 would train its share beside them, past the target.
+constexpr uint8_t kVersion = 10;
 constexpr size_t kHeaderSize = 4 + 1 + 1 + 8 + 4;  // up to and including the payload length
 constexpr size_t kTrailer = kPublicKeyBytes + kSignatureBytes + 4;  // signer, signature, CRC
 constexpr size_t kFrameSize = kHeaderSize + kTrailer;

@@ -89,7 +89,14 @@ loom_status Peer::after_backward(uint64_t local_samples, loom_step_decision *dec
   auto go_on = [&] { return opt_.local_updates ? inner_step(decision) : LOOM_OK; };
   if (pending_) {
     // The group of a round that fell short waits for this peer's share.
-    if (samples_ >= pending_->until_samples && tick >= pending_->until_time) return close_window(decision);
+    // Under grants, a member whose grant is trained asks for the next.
+    if (samples_ >= pending_->until_samples && tick >= pending_->until_time) {
+      auto &g = pending_->grants;
+      if (!g || !ask_grant(*g, &pending_->until_samples)) return close_window(decision);
+      activity_.top_up_until = pending_->until_samples;
+    } else if (pending_->grants) {
+      ask_ahead(*pending_->grants, pending_->until_samples);
+    }
     wake_background();
     return go_on();
   }

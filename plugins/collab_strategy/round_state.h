@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <future>
 #include <memory>
 #include <optional>
 #include <string>
@@ -16,6 +17,7 @@
 #include "group_comm.h"
 #include "health.h"
 #include "records.h"
+#include "top_up_grants.h"
 
 namespace loom_collab {
 
@@ -54,6 +56,8 @@ struct DelayedRound {
   std::string why;
 };
 
+struct TopUpGrants;
+
 // What a short round's meeting hands to the group's next meeting.
 struct TopUpCarry {
   // The round's target as the members agreed at their last meeting: a
@@ -62,8 +66,45 @@ struct TopUpCarry {
   // find 524,288). 0: none agreed yet.
   uint64_t target = 0;
   Clock::duration waited{};      // what the group's meetings of this epoch waited so far
+  Clock::duration first{};       // of which the first meeting's
+  Clock::duration asking{};      // and asking for grants (top_up = "grants"), not in waited
   std::vector<double> box_from;  // a time box's: the members' samples when it was set
   double box_seconds = 0;        // and its length (0: no box)
+  // top_up = "grants": a round takes grants once (a meeting short after
+  // them tops up by shares); what this member asked, for the round's line.
+  bool granted = false;
+  uint32_t grant_asks = 0, grants_ahead = 0, grants_waited = 0;
+  double grant_round_trip = 0;  // seconds, smoothed
+  uint64_t grant_samples = 0;
+  void add(const TopUpGrants &g);  // what a top-up by grants asked
+};
+// What the round's line says of its top-up (grant_round.cpp): its grants and
+// where its wait went; empty for a round that met once.
+std::string top_up_text(const TopUpCarry &in, Clock::duration last_meeting, double after_last_ms);
+
+// top_up = "grants" (top_up_grants.h): how this member asks its group's hub.
+struct TopUpGrants {
+  GrantAsk ask;
+  Bytes wrapped;  // the ask as sent (sealed with a swarm key); unused when this peer is the hub
+  std::string host;
+  uint16_t port = 0;
+  bool own = false;             // this peer is the group's hub
+  uint64_t fallback_until = 0;  // this peer's samples once its share by rate is done: where a failed ask leaves it
+  bool failed = false;          // an ask failed: this member asks no more
+  bool given_out = false;       // the hub said nothing is left: meet once this grant is trained
+  uint32_t asks = 0;
+  uint32_t sent_ahead = 0;  // of them sent ahead
+  uint32_t waited_for = 0;  // of them the training thread waited for over 1 ms
+  uint64_t granted = 0;
+  Clock::duration asking{};  // the training thread's time waiting for grants (counted as the round's wait)
+  double round_trip = 0;     // seconds an ask took, smoothed (what asking ahead must cover)
+  // An ask sent ahead, while this member still trains its last grant.
+  struct Asked {
+    std::optional<Grant> grant;
+    std::string why;
+    double seconds = 0;
+  };
+  std::future<Asked> ahead;
 };
 
 // A round that fell short of target_batch_size: its group stays together
@@ -75,6 +116,7 @@ struct Pending {
   Clock::time_point until_time{};  // and not before (a member with no share waits as long as the others)
   Clock::time_point others_by{};   // when the slowest member should be done with its share (top_up_seconds)
   TopUpCarry carry;
+  std::optional<TopUpGrants> grants;  // top_up = "grants": ask for more at until_samples
 };
 
 // How a round ended for this peer.

@@ -123,7 +123,7 @@ void StateServer::Impl::serve(Transfer &t) {
     snap = oob_snapshot(t, &why);  // held while the group's members arrive
     t.min_epoch = 0;
     if (!snap && !stopping && !t.cancel) {
-      emit(log, Level::warn, "state server: refused " + peer + "'s oob part: " + why);
+      emit(log, Level::warn, "state server: refused " + peer + "'s oob request (a part or a grant ask): " + why);
       oob_refused = true;
     }
   } else if (t.range) {

@@ -21,6 +21,7 @@
 
 #include "log.h"
 #include "records.h"
+#include "top_up_grants.h"
 #include "../common/swarm_key.h"
 
 namespace loom_collab {
@@ -336,6 +337,12 @@ std::optional<std::vector<Bytes>> fetch_oob(const std::string &host, uint16_t po
                                             std::chrono::milliseconds hold, std::chrono::milliseconds timeout,
                                             std::string *why, const std::optional<loom_key::SwarmKey> &key,
                                             const std::atomic<bool> *cancel);
+// Asks the hub at host:port for a grant of a short round's top-up
+// (top_up_grants.h; push: an encoded GrantAsk, sealed by the caller as a
+// part is), answered at once; within timeout. nullopt with *why.
+std::optional<Grant> fetch_grant(const std::string &host, uint16_t port, uint64_t run, const Bytes &push,
+                                 std::chrono::milliseconds timeout, std::string *why,
+                                 const std::optional<loom_key::SwarmKey> &key);
 // A progress table's encoding (above): records beyond kMaxProgressBytes or
 // kMaxProgressRecords are left out, from the end.
 Bytes encode_progress_table(const std::vector<const Bytes *> &records);

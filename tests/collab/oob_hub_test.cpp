@@ -171,7 +171,7 @@ TEST(OobHub, TheServerRefusesBadOobRequestsByName) {
   EXPECT_FALSE(fetch_oob("127.0.0.1", server.port(), kRun, pattern(100, 1), milliseconds(100), milliseconds(2000), &why,
                          std::nullopt, nullptr));
   EXPECT_NE(why.find("donor refused the request"), std::string::npos) << why;
-  EXPECT_TRUE(log.has(Level::warn, {"refused", "oob part", "magic"}));
+  EXPECT_TRUE(log.has(Level::warn, {"refused", "oob request", "magic"}));
   // Holds outside 1 ms to kMaxOobHoldMs, and an oob request without its part.
   EXPECT_EQ(status_of_reply(server.port(), request_bytes(kRun, 0, kStateFlagOob | kStateFlagProgressPush)),
             int(StateStatus::bad_request));

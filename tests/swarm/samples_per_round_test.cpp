@@ -44,7 +44,7 @@ TEST(SamplesPerRound, EightPeersAverageBetweenTheTargetAndOneBatchPerMemberMore)
       (leader ? leaders : followers) += 1;
       (leader ? leader_values : follower_values) += std::stoull((*it)[3]);
     }
-    EXPECT_EQ(count_of(log, "(a time box of "), 0u) << p->name() << ": time boxes without top_up_boxes";
+    EXPECT_EQ(count_of(log, "(a time box of "), 0u) << p->name() << ": time boxes by default";
     for (const auto& r : averaged_rounds(log)) {
       ++rounds;
       most = std::max<int64_t>(most, int64_t(r.samples));
@@ -67,41 +67,72 @@ TEST(SamplesPerRound, EightPeersAverageBetweenTheTargetAndOneBatchPerMemberMore)
   // while the window stays open) shows in larger swarms.
 }
 
-// top_up_boxes and a target of a million samples: a group formed ahead
-// meets with a part of it and tops up the rest in time boxes (every member
-// trains until one time, each at its own pace), then by shares. Without
-// churn the boxes fall short of the deficit, so every round still lands at
-// the target (under churn a box may overshoot: options.cpp says so).
-TEST(SamplesPerRound, ALongTopUpGoesByTimeBoxesAndStillLandsAtTheTarget) {
-  constexpr int kBoxPeers = 4;
+// A target of a million samples: a group formed ahead meets with a part of
+// it and tops up the rest.
+// - boxes: in time boxes (every member trains until one time, each at its
+//   own pace), then by shares. Without churn the boxes fall short of the
+//   deficit, so every round still lands at the target (under churn a box
+//   may overshoot: options.cpp says so).
+// - grants (the default): each member asks the leader's hub for pieces of
+//   what is left (top_up_grants.h); only the piece that crosses the deficit
+//   overshoots it.
+// - shares: each member trains its share of the deficit by rate.
+struct LongTopUp {
+  const char *mode;
+  const char *marker;  // what a top-up of this mode writes in the log
+  const char *never;   // what another mode writes, never this one
+  int64_t over;        // the most a round may exceed the target by, in batches (0: one per member)
+};
+
+void PrintTo(const LongTopUp& m, std::ostream* os) { *os << m.mode; }
+
+class SamplesPerLongRound : public ::testing::TestWithParam<LongTopUp> {};
+
+TEST_P(SamplesPerLongRound, TopsUpInItsModeAndLandsAtTheTarget) {
+  constexpr int kLongPeers = 4;
   constexpr int64_t kBig = 1 << 20;
+  const LongTopUp mode = GetParam();
   Scratch scratch;
   const std::vector<std::string> sets = {
       "trainer.max_steps=10", "trainer.threads=1", "trainer.val_every=0", "trainer.checkpoint_every=0",
       "trainer.log_every=5", "strategy.name=collab", "strategy.options.target_batch_size=" + std::to_string(kBig),
       "strategy.options.listen=127.0.0.1", "strategy.options.verbose=true",
-      "strategy.options.min_peers=" + std::to_string(kBoxPeers),
-      "strategy.options.top_up_boxes=true", "strategy.options.run_id=" + unique_run_id("boxes")};
-  auto peers = start_teacher_swarm(scratch, kBoxPeers, sets);
-  ASSERT_EQ(peers.size(), size_t(kBoxPeers)) << "p0 never listened\n" << peers[0]->tail();
+      "strategy.options.min_peers=" + std::to_string(kLongPeers),
+      std::string("strategy.options.top_up=") + mode.mode,
+      "strategy.options.run_id=" + unique_run_id(mode.mode)};
+  auto peers = start_teacher_swarm(scratch, kLongPeers, sets);
+  ASSERT_EQ(peers.size(), size_t(kLongPeers)) << "p0 never listened\n" << peers[0]->tail();
   const auto deadline = Clock::now() + seconds(170);
-  size_t rounds = 0, boxes = 0;
+  size_t rounds = 0, topped = 0;
+  int64_t most = 0;
   for (auto& p : peers) {
     auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
     ASSERT_EQ(p->wait_exit(std::max(left, milliseconds(1))), 0) << p->tail();
     const std::string log = p->log();
-    boxes += count_of(log, "(a time box of ");
+    topped += count_of(log, mode.marker);
+    EXPECT_EQ(count_of(log, mode.never), 0u) << p->name() << ": \"" << mode.never << "\" under " << mode.mode;
+    EXPECT_EQ(count_of(log, "gave no grant of the top-up"), 0u) << p->name() << ": a grant ask failed on loopback";
     for (const auto& r : averaged_rounds(log)) {
       ++rounds;
+      most = std::max<int64_t>(most, r.samples);
+      const int64_t bound = kBig + kBatch * (mode.over > 0 ? mode.over : r.peers);
       EXPECT_GE(r.samples, kBig) << p->name() << " epoch " << r.epoch << " with " << r.peers << " peers";
-      EXPECT_LE(r.samples, kBig + kBatch * r.peers) << p->name() << " epoch " << r.epoch << " with " << r.peers
-                                                    << " peers";
+      EXPECT_LE(r.samples, bound) << p->name() << " epoch " << r.epoch << " with " << r.peers << " peers";
     }
   }
-  EXPECT_GE(rounds, size_t(kBoxPeers) * 5) << "too few averaged rounds to judge";
-  EXPECT_GE(boxes, size_t(kBoxPeers) * 3) << "the top-ups hardly ever went by time boxes";
-  std::printf("[ figures  ] %zu averaged rounds, %zu top-ups by time box (over %d peers)\n", rounds, boxes, kBoxPeers);
+  EXPECT_GE(rounds, size_t(kLongPeers) * 5) << "too few averaged rounds to judge";
+  EXPECT_GE(topped, size_t(kLongPeers) * 3) << "the top-ups hardly ever went by " << mode.mode;
+  std::printf("[ figures  ] %zu averaged rounds, %zu top-ups by %s (over %d peers), at most %lld samples (target %lld)\n",
+              rounds, topped, mode.mode, kLongPeers, static_cast<long long>(most), static_cast<long long>(kBig));
 }
+
+INSTANTIATE_TEST_SUITE_P(
+    Modes, SamplesPerLongRound,
+    ::testing::Values(LongTopUp{"boxes", "(a time box of ", " grants (", 0},
+                      // One grant crosses the deficit: one batch over at most.
+                      LongTopUp{"grants", " grants (", "(a time box of ", 1},
+                      LongTopUp{"shares", " ms asking for grants, ", " grants (", 0}),
+    [](const ::testing::TestParamInfo<LongTopUp>& i) { return std::string(i.param.mode); });
 
 }  // namespace
 }  // namespace loom::swarm

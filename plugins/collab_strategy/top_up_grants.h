@@ -1,0 +1,114 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+// A short round's top-up by grants from its group's hub (top_up = "grants").
+//
+// A group formed ahead meets at a few percent of its target and must train
+// the rest, the deficit, before it meets again. Shares fixed at that
+// meeting (health.h's top_up_shares) and time boxes (top_up_box_seconds)
+// both bet on each member's speed over the next second; on a loaded machine
+// that speed swings up to 5 times (8 peers on 2 cores), and the members done
+// first waited 30% of an epoch for the last.
+//
+// Grants decide while the top-up goes on. Each member asks the group's hub
+// (the leader's state server, oob_hub.h) for a piece of what is left,
+// trains it, and asks again. The hub hands out a fraction of what is left
+// at each ask, in whole batches and down to one batch (guided
+// self-scheduling, as OpenMP's schedule(guided) hands out loop iterations),
+// and nothing once the whole deficit is given out; the members then meet.
+// A member that slows down asks less often and the others take the rest,
+// so the last to come waits about one batch, and the round lands within
+// one batch of the target (only the grant that crosses the deficit
+// overshoots it).
+//
+// An ask rides an oob request (the push, sealed with the swarm key where
+// there is one, as a part is) and is told from a part by its magic. The hub
+// does not check that the asker is a member: any peer of the run that
+// learns the group's hash could ask the budget away. The group then meets
+// short once more and tops up that time by shares (a round takes grants
+// once), so such a peer costs a round one more meeting, no more.
+#ifndef LOOM_COLLAB_TOP_UP_GRANTS_H
+#define LOOM_COLLAB_TOP_UP_GRANTS_H
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "records.h"
+
+namespace loom_collab {
+
+// What a member asks for. The deficit is the same number at every member
+// (computed from one weight exchange); the hub takes the first it is told
+// and refuses an ask that names another.
+struct GrantAsk {
+  uint64_t group_hash = 0;
+  uint32_t size = 0;  // the group's members (a split group's part: its own)
+  uint32_t rank = 0;
+  double deficit = 0;  // samples the group must still train before it meets
+  uint64_t batch = 1;  // the asker's samples a step: grants come in whole batches of it
+  double share = 0;    // the asker's part of the group's training rate, (0, 1]
+  // The least worth asking for: what the asker trains in about two of its
+  // asks' round trips (0: no least). Over TCP on a loaded machine an ask
+  // took 14 ms, the time of 23 steps of a small model, and grants of one
+  // batch cost the members 13% of an epoch in asks.
+  uint64_t min_samples = 0;
+};
+
+// What the hub hands out: samples to train before asking again (0: the
+// deficit is given out; meet), and what is left after this grant.
+struct Grant {
+  uint64_t samples = 0;
+  double left = 0;
+};
+
+// Little-endian, fixed size, each with its magic ("LGRA", "LGRG"), a
+// version byte and a CRC-32 of what precedes it.
+Bytes encode_grant_ask(const GrantAsk &a);
+bool is_grant_ask(const Bytes &b);  // by its magic alone
+std::optional<GrantAsk> decode_grant_ask(const uint8_t *data, size_t len, std::string *why);
+Bytes encode_grant(const Grant &g);
+std::optional<Grant> decode_grant(const uint8_t *data, size_t len, std::string *why);
+
+// The fraction of what is left that one ask takes, times the asker's share:
+// 0.5 hands out half of the deficit at the members' first asks, and each
+// member asks about ten times in a top-up of a hundred batches a member.
+constexpr double kGrantFraction = 0.5;
+
+// What one ask gets: left * share * kGrantFraction, down to whole batches,
+// at least one batch and at least min_samples (up to whole batches) while
+// anything is left, but no more batches than cover what is left unless the
+// fraction says so; 0 when nothing is left. So only the grant that crosses
+// what is left exceeds it, by less than one batch.
+uint64_t grant_size(double left, double share, uint64_t batch, uint64_t min_samples = 0);
+
+// The hub's books: what is left of each group's deficit. Thread-safe.
+class GrantLedger {
+ public:
+  using Clock = std::chrono::steady_clock;
+  // Groups kept at once (the least recently asked go first) and for how
+  // long one nobody asks is kept.
+  static constexpr size_t kMaxGroups = 256;
+  static constexpr std::chrono::seconds kKeep{60};
+
+  // nullopt with *why for an ask that names another deficit than the
+  // group's first ask did.
+  std::optional<Grant> grant(const GrantAsk &ask, std::string *why);
+  uint64_t asks() const;  // grants handed out (0 included)
+
+ private:
+  struct Group {
+    double deficit = 0;
+    double left = 0;
+    Clock::time_point touched;
+  };
+  mutable std::mutex m_;
+  std::map<std::pair<uint64_t, uint32_t>, Group> groups_;  // (group hash, size)
+  uint64_t asks_ = 0;
+};
+
+}  // namespace loom_collab
+
+#endif
