@@ -37,6 +37,14 @@ struct Out {
   void close() { le(crc_of(b.data(), b.size())); }
 };
 
+// Both messages open with their magic and the version.
+Out begin(const uint8_t magic[4]) {
+  Out o;
+  o.b.assign(magic, magic + 4);
+  o.le(kGrantVersion);
+  return o;
+}
+
 struct In {
   const uint8_t *p;
   template <typename T>
@@ -79,9 +87,7 @@ bool open_frame(const uint8_t *data, size_t len, const uint8_t magic[4], size_t 
 }  // namespace
 
 Bytes encode_grant_ask(const GrantAsk &a) {
-  Out o;
-  o.b.assign(kAskMagic, kAskMagic + 4);
-  o.le(kGrantVersion);
+  Out o = begin(kAskMagic);
   o.le(a.group_hash);
   o.le(a.size);
   o.le(a.rank);
@@ -128,9 +134,7 @@ std::optional<GrantAsk> decode_grant_ask(const uint8_t *data, size_t len, std::s
 }
 
 Bytes encode_grant(const Grant &g) {
-  Out o;
-  o.b.assign(kGrantMagic, kGrantMagic + 4);
-  o.le(kGrantVersion);
+  Out o = begin(kGrantMagic);
   o.le(g.samples);
   o.f64(g.left);
   o.close();
