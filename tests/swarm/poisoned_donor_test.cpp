@@ -22,7 +22,7 @@ TEST(Swarm, APoisonedDonorIsRefusedAndTheJoinerLoadsAnHonestState) {
   // Slow epochs and sparse state averaging: the rogue's record keeps up
   // with the honest peers' epoch, so it ranks with them as a donor.
   const std::vector<std::string> common = {"strategy.options.listen=127.0.0.1", "strategy.options.verbose=true",
-                                           "strategy.options.run_id=" + run_id, "trainer.max_steps=55",
+                                           "strategy.options.run_id=" + run_id, "trainer.max_steps=80",
                                            "strategy.options.target_batch_size=2048",
                                            "strategy.options.average_state_every=10",
                                            "strategy.options.load_state_timeout=60"};
