@@ -65,11 +65,11 @@ void Peer::ask_ahead(TopUpGrants &g, uint64_t until_samples) {
   const uint64_t now = samples_.load();
   const double rate = rate_.load();
   const double left = until_samples > now ? double(until_samples - now) : 0.0;
-  if (!(rate > 0) || left > rate * g.round_trip) return;
-  set_least(&g.ask, rate, g.round_trip);
+  if (!(rate > 0) || left > rate * g.tally.round_trip) return;
+  set_least(&g.ask, rate, g.tally.round_trip);
   try {
     g.ahead = std::async(std::launch::async, send_ask, hub_, g.own, g.host, g.port, run_, g.ask, opt_.swarm_key);
-    ++g.sent_ahead;
+    ++g.tally.ahead;
   } catch (const std::system_error &) {
     // No thread to be had: this member asks at the grant's end instead.
   }
@@ -82,14 +82,15 @@ bool Peer::ask_grant(TopUpGrants &g, uint64_t *until_samples) {
   if (g.ahead.valid()) {
     got = g.ahead.get();  // bounded by the ask's own timeout
   } else {
-    set_least(&g.ask, rate_.load(), g.round_trip);
+    set_least(&g.ask, rate_.load(), g.tally.round_trip);
     got = send_ask(hub_, g.own, g.host, g.port, run_, g.ask, opt_.swarm_key);
   }
   const auto waited = Clock::now() - t0;
   g.asking += waited;
-  g.waited_for += waited > std::chrono::milliseconds(1);
-  ++g.asks;
-  g.round_trip = g.asks == 1 ? got.seconds : 0.7 * g.round_trip + 0.3 * got.seconds;
+  GrantTally &t = g.tally;
+  t.waited += waited > std::chrono::milliseconds(1);
+  ++t.asks;
+  t.round_trip = t.asks == 1 ? got.seconds : 0.7 * t.round_trip + 0.3 * got.seconds;
   const uint64_t now = samples_.load();
   if (!got.grant) {
     // The others go on asking; this member's share by rate bounds what it
@@ -107,7 +108,7 @@ bool Peer::ask_grant(TopUpGrants &g, uint64_t *until_samples) {
     g.given_out = true;
     return false;
   }
-  g.granted += got.grant->samples;
+  t.samples += got.grant->samples;
   // From where the last grant ended: a step past it (a short batch) counts towards this one.
   *until_samples = std::min(*until_samples, now) + got.grant->samples;
   return true;
@@ -115,21 +116,22 @@ bool Peer::ask_grant(TopUpGrants &g, uint64_t *until_samples) {
 
 void TopUpCarry::add(const TopUpGrants &g) {
   asking += g.asking;
-  grant_asks += g.asks;
-  grants_ahead += g.sent_ahead;
-  grants_waited += g.waited_for;
-  grant_round_trip = g.round_trip;
-  grant_samples += g.granted;
+  grants.asks += g.tally.asks;
+  grants.ahead += g.tally.ahead;
+  grants.waited += g.tally.waited;
+  grants.samples += g.tally.samples;
+  grants.round_trip = g.tally.round_trip;
 }
 
 std::string top_up_text(const TopUpCarry &in, Clock::duration last_meeting, double after_last_ms) {
   if (in.target == 0) return {};
   auto ms = [](Clock::duration d) { return milliseconds_text(d); };
   std::string out;
-  if (in.grant_asks > 0)
-    out += ", topped up by " + std::to_string(in.grant_samples) + " samples in " + std::to_string(in.grant_asks) +
-           " grants (" + std::to_string(in.grants_ahead) + " asked ahead, " + std::to_string(in.grants_waited) +
-           " waited for, round trips of " + number_text(1000 * in.grant_round_trip) + " ms)";
+  const GrantTally &g = in.grants;
+  if (g.asks > 0)
+    out += ", topped up by " + std::to_string(g.samples) + " samples in " + std::to_string(g.asks) + " grants (" +
+           std::to_string(g.ahead) + " asked ahead, " + std::to_string(g.waited) + " waited for, round trips of " +
+           number_text(1000 * g.round_trip) + " ms)";
   return out + ", the wait: " + ms(in.first) + " ms at the first meeting, " + ms(in.waited - in.first) +
          " ms at the others before the last, " + ms(in.asking) + " ms asking for grants, " + ms(last_meeting) +
          " ms at the last (of which " + number_text(after_last_ms) + " ms after the last member came)";

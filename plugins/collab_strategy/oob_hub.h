@@ -83,7 +83,6 @@ class OobHub {
 
   uint64_t parts() const { return parts_.load(); }      // distinct parts filed (a part sent again counts once)
   uint64_t refused() const { return refused_.load(); }  // pushes that were no valid part (or grant ask)
-  uint64_t grants() const { return grants_.asks(); }    // grants handed out, the hub's own member's included
 
  private:
   struct Group {

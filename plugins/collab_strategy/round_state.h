@@ -56,6 +56,15 @@ struct DelayedRound {
   std::string why;
 };
 
+// What a member's asks of a top-up by grants came to, for the round's line.
+struct GrantTally {
+  uint32_t asks = 0;
+  uint32_t ahead = 0;   // of them sent ahead
+  uint32_t waited = 0;  // of them the training thread waited for over 1 ms
+  uint64_t samples = 0;    // granted
+  double round_trip = 0;   // seconds an ask took, smoothed (what asking ahead must cover)
+};
+
 struct TopUpGrants;
 
 // What a short round's meeting hands to the group's next meeting.
@@ -73,10 +82,8 @@ struct TopUpCarry {
   // top_up = "grants": a round takes grants once (a meeting short after
   // them tops up by shares); what this member asked, for the round's line.
   bool granted = false;
-  uint32_t grant_asks = 0, grants_ahead = 0, grants_waited = 0;
-  double grant_round_trip = 0;  // seconds, smoothed
-  uint64_t grant_samples = 0;
-  void add(const TopUpGrants &g);  // what a top-up by grants asked
+  GrantTally grants;
+  void add(const TopUpGrants &g);  // what a top-up by grants asked, its wait included
 };
 // What the round's line says of its top-up (grant_round.cpp): its grants and
 // where its wait went; empty for a round that met once.
@@ -85,19 +92,14 @@ std::string top_up_text(const TopUpCarry &in, Clock::duration last_meeting, doub
 // top_up = "grants" (top_up_grants.h): how this member asks its group's hub.
 struct TopUpGrants {
   GrantAsk ask;
-  Bytes wrapped;  // the ask as sent (sealed with a swarm key); unused when this peer is the hub
   std::string host;
   uint16_t port = 0;
   bool own = false;             // this peer is the group's hub
   uint64_t fallback_until = 0;  // this peer's samples once its share by rate is done: where a failed ask leaves it
   bool failed = false;          // an ask failed: this member asks no more
   bool given_out = false;       // the hub said nothing is left: meet once this grant is trained
-  uint32_t asks = 0;
-  uint32_t sent_ahead = 0;  // of them sent ahead
-  uint32_t waited_for = 0;  // of them the training thread waited for over 1 ms
-  uint64_t granted = 0;
+  GrantTally tally;
   Clock::duration asking{};  // the training thread's time waiting for grants (counted as the round's wait)
-  double round_trip = 0;     // seconds an ask took, smoothed (what asking ahead must cover)
   // An ask sent ahead, while this member still trains its last grant.
   struct Asked {
     std::optional<Grant> grant;
