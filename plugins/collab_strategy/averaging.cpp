@@ -401,7 +401,7 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
     round_averaged_ = Clock::now();
     relay_total_ = total;
     const auto reduced = round_averaged_ - posted;
-    round_report_ = {epoch, group.group_hash(), uint32_t(group.members.size()), uint64_t(total),
+    report_.pending_round() = {epoch, group.group_hash(), uint32_t(group.members.size()), uint64_t(total),
                      float(std::chrono::duration<double, std::milli>(waited).count()), 0.0f};
     detail("epoch " + std::to_string(epoch) + ": averaged gradients of " + std::to_string(uint64_t(total)) +
            " samples with " + group_text(group) + " (matchmaking " + milliseconds_text(waited) + " ms" +

@@ -93,7 +93,7 @@ bool Peer::apply_delayed(loom_step_decision *decision) {
   round_met_ = d->posted;
   round_averaged_ = Clock::now();
   relay_total_ = d->total;
-  round_report_ = {d->epoch, d->group.group_hash(), uint32_t(d->group.members.size()), uint64_t(d->total),
+  report_.pending_round() = {d->epoch, d->group.group_hash(), uint32_t(d->group.members.size()), uint64_t(d->total),
                    float(std::chrono::duration<double, std::milli>(d->waited).count()), 0.0f};
   detail("epoch " + std::to_string(d->epoch) + ": averaged gradients of " + std::to_string(uint64_t(d->total)) +
          " samples with " + group_text(d->group) + " (matchmaking " + milliseconds_text(d->waited) + " ms" +

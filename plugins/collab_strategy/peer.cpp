@@ -570,26 +570,10 @@ void Peer::warm_serving() {
 }
 
 void Peer::note_loss() {
-  const int64_t epoch = epoch_.load();
-  if (epoch != summing_epoch_) {
-    if (loss_count_ > 0) {
-      std::lock_guard<std::mutex> lock(report_mutex_);
-      loss_epoch_ = summing_epoch_;
-      epoch_loss_ = float(loss_sum_ / loss_count_);
-      loss_windows_ = loss_count_;
-    }
-    summing_epoch_ = epoch;
-    loss_sum_ = 0;
-    loss_count_ = 0;
-  }
   double loss = 0;
-  if (state_.struct_size < LOOM_TRAINING_STATE_V1_10_SIZE || state_.window_loss == nullptr ||
-      state_.window_loss(state_.user, &loss) != LOOM_OK)
-    return;
-  loss_sum_ += loss;
-  ++loss_count_;
-  std::lock_guard<std::mutex> lock(report_mutex_);
-  last_loss_ = float(loss);
+  const bool has = state_.struct_size >= LOOM_TRAINING_STATE_V1_10_SIZE && state_.window_loss != nullptr &&
+                   state_.window_loss(state_.user, &loss) == LOOM_OK;
+  report_.note_loss(epoch_.load(), has ? std::optional<double>(loss) : std::nullopt);
 }
 
 void Peer::zero_grads() {

@@ -28,6 +28,7 @@
 #include "kept_comm.h"
 #include "log.h"
 #include "loom/strategy.h"
+#include "observer_report.h"
 #include "oob_hub.h"
 #include "options.h"
 #include "outer_step.h"
@@ -540,21 +541,8 @@ class Peer {
   std::vector<float> balance_copies_, balance_result_;
   LinkRate link_rate_;
   int64_t last_heal_try_ms_ = 0;
-  // What observers see (records.h's version 5 fields): the training thread
-  // sets them, the background thread publishes them.
-  void note_loss();  // training thread: adds the host's loss of this window (ABI 1.10)
-  mutable std::mutex report_mutex_;
-  float last_loss_ = std::numeric_limits<float>::quiet_NaN();
-  int64_t loss_epoch_ = -1;
-  float epoch_loss_ = std::numeric_limits<float>::quiet_NaN();
-  uint32_t loss_windows_ = 0;
-  ProgressRecord::Round last_round_;
-  // Training thread only: the epoch whose windows' losses are summed, and
-  // the averaged round waiting for its optimizer step to be reported.
-  int64_t summing_epoch_ = -1;
-  double loss_sum_ = 0;
-  uint32_t loss_count_ = 0;
-  ProgressRecord::Round round_report_;
+  void note_loss();  // training thread: adds the host's loss of this window (ABI 1.10) to report_
+  ObserverReport report_;
   bool alone_until_target_ = false;  // an early round found nobody: this epoch waits for a whole target
   int64_t alone_since_ms_ = 0;       // when it began (a round is tried again from time to time)
   // Local updates (training thread): the outer state, the boundary window's

@@ -75,16 +75,7 @@ ProgressRecord Peer::own_record() const {
   r.fingerprint = fingerprint_;
   r.since_ms = since_ms_;
   r.target_batch_size = std::max<uint64_t>(1, opt_.target_batch_size);
-  {
-    std::lock_guard<std::mutex> lock(report_mutex_);
-    r.last_loss = last_loss_;
-    if (loss_epoch_ <= r.epoch) {  // never ahead of the record (encode refuses it)
-      r.loss_epoch = loss_epoch_;
-      r.epoch_loss = epoch_loss_;
-      r.loss_windows = loss_windows_;
-    }
-    if (last_round_.epoch <= r.epoch) r.last_round = last_round_;
-  }
+  report_.fill(&r);
   {
     std::lock_guard<std::mutex> lock(sync_mutex_);
     r.sync_epoch = sync_epoch_;

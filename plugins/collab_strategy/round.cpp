@@ -384,11 +384,8 @@ loom_status Peer::after_optimizer_step(std::string *why) {
     // all met before it): what a front end's speed changes, and what the
     // benchmarks compare.
     const auto end = Clock::now();
-    round_report_.round_ms = float(std::chrono::duration<double, std::milli>(end - *round_met_).count());
-    {
-      std::lock_guard<std::mutex> lock(report_mutex_);
-      last_round_ = round_report_;
-    }
+    report_.pending_round().round_ms = float(std::chrono::duration<double, std::milli>(end - *round_met_).count());
+    report_.round_done();
     detail("epoch " + std::to_string(done - 1) + ": round " + milliseconds_text(end - *round_met_) +
            " ms from the group's meeting to the next window: gradients " +
            milliseconds_text(round_averaged_ - *round_met_) + " ms, the host's optimizer step " +
