@@ -224,10 +224,12 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
         // others at once, as one that drew no share does.
         granted = true;
         grants = grant_asker(group, *comm, double(target) - members.total, batch,
-                             training_rate_share(members.training, size_t(comm->rank())), samples_.load() + share);
+                             training_rate_share(members.training, size_t(comm->rank())));
         if (grants) {
           grant_until = samples_.load();
-          trains = ask_grant(*grants, &grant_until);
+          // One whose ask failed meets again as a pending member does, its
+          // deadline stretched to the others' top-up (Pending::others_by).
+          trains = ask_grant(*grants, &grant_until) || grants->failed;
           grants->asking = {};  // this one is in the meeting's wait
         }
       }
@@ -271,7 +273,8 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
       std::string adds = std::to_string(share);
       if (grants) {
         p->until_samples = grant_until;
-        adds = std::to_string(grant_until - samples_.load()) + (grants->failed ? " (its share by rate)" : " (a first grant of its group's hub)");
+        adds = grants->failed ? std::string("nothing (its hub gave no grant)")
+                              : std::to_string(grant_until - samples_.load()) + " (a first grant of its group's hub)";
         p->grants = std::move(grants);
       }
       if (box > 0) {

@@ -11,25 +11,41 @@ namespace loom_collab {
 namespace {
 
 // How long one ask may take before the member gives up on the hub and
-// trains its share by rate: an ask is one connection and a reply of under
-// a hundred bytes, but on a loaded machine each thread on its way waits its
-// turn (8 peers on 2 cores: a median of 14.5 ms, a tenth over 45 ms).
-constexpr std::chrono::milliseconds kGrantAskTimeout{1000};
-// The least a grant is worth, in this member's round trips to the hub; an
-// ask goes out ahead once what is left of the grant takes one round trip.
-// More spreads the last meeting: at 2 round trips the members waited 90 ms
-// a round in asks and 124 ms at the last meeting, at half of one 116 and 89.
-constexpr double kGrantMinTrips = 0.5;
+// meets its group with what it trained (a dead hub refuses the connection
+// at once; this bounds one that hangs). An ask is one connection and a
+// reply of under a hundred bytes, but on a loaded machine each thread on
+// its way waits its turn: 8 peers on 2 cores, a median of 14.5 ms and a
+// tenth over 45 ms; 64 peers, a median of 96 ms and a tenth over 630 ms,
+// and at 1 s 53 asks of one 40 s run timed out, each member then idle
+// until its group met.
+constexpr std::chrono::milliseconds kGrantAskTimeout{4000};
+// The least a grant is worth, in this member's round trips to the hub. An
+// ask goes out ahead once what is left of the grant takes one round trip,
+// so a grant of two has its successor back about when it is trained. At
+// half of one (session 30) 64 peers on 2 cores, whose asks took 400 ms,
+// drew grants of 6 batches and waited 8.5 s of a round asking; at 8 peers
+// a least of 2 or of 0.5 made no difference beyond the runs' swing (one
+// run each: 22.5 and 21.5% of an epoch waited).
+constexpr double kGrantMinTrips = 2.0;
 
-// One ask, on whichever thread: the hub's own member asks its ledger.
+// One ask, on whichever thread, of copies (an ask ahead runs beside the
+// training thread): the hub's own member asks its ledger; another sends
+// `pushed`, the ask signed and wrapped (pushed_ask).
 TopUpGrants::Asked send_ask(const std::shared_ptr<OobHub> &hub, bool own, const std::string &host, uint16_t port,
-                            uint64_t run, const GrantAsk &ask, const std::optional<loom_key::SwarmKey> &key) {
+                            uint64_t run, const GrantAsk &ask, const Bytes &pushed,
+                            const std::optional<loom_key::SwarmKey> &key) {
   TopUpGrants::Asked out;
   const auto t0 = Clock::now();
-  out.grant = own ? hub->grant(ask, &out.why)
-                  : fetch_grant(host, port, run, hub->wrap(encode_grant_ask(ask)), kGrantAskTimeout, &out.why, key);
+  out.grant = own ? hub->grant(ask, &out.why) : fetch_grant(host, port, run, pushed, kGrantAskTimeout, &out.why, key);
   out.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   return out;
+}
+
+// What a member sends: its ask signed by it (the hub checks that the
+// signer is the member at its rank) and sealed where the swarm is keyed.
+// Nothing for the hub's own member.
+Bytes pushed_ask(const OobHub &hub, const TopUpGrants &g, uint64_t run, const Identity &me) {
+  return g.own ? Bytes{} : hub.wrap(encode_grant_ask(run, g.ask, me));
 }
 
 // The least worth asking for: this member's samples in kGrantMinTrips of its
@@ -42,7 +58,7 @@ void set_least(GrantAsk *ask, double rate, double round_trip) {
 }  // namespace
 
 std::optional<TopUpGrants> Peer::grant_asker(const GroupRecord &group, const GroupComm &comm, double deficit,
-                                             uint64_t batch, double share, uint64_t fallback_until) const {
+                                             uint64_t batch, double share) const {
   if (group.hub_port == 0 || !hub_ || !(deficit > 0)) return std::nullopt;
   TopUpGrants g;
   g.ask.group_hash = group.group_hash();
@@ -51,12 +67,12 @@ std::optional<TopUpGrants> Peer::grant_asker(const GroupRecord &group, const Gro
   g.ask.deficit = deficit;
   g.ask.batch = std::max<uint64_t>(1, batch);
   g.ask.share = share > 0 && share <= 1 ? share : 1.0 / double(std::max(1, comm.size()));
+  g.ask.signer = id_;
   g.own = group.leader == id_;
   if (!g.own) {
     g.host = group.hub_host;
     g.port = group.hub_port;
   }
-  g.fallback_until = fallback_until;
   return g;
 }
 
@@ -67,8 +83,11 @@ void Peer::ask_ahead(TopUpGrants &g, uint64_t until_samples) {
   const double left = until_samples > now ? double(until_samples - now) : 0.0;
   if (!(rate > 0) || left > rate * g.tally.round_trip) return;
   set_least(&g.ask, rate, g.tally.round_trip);
+  ++g.ask.seq;
   try {
-    g.ahead = std::async(std::launch::async, send_ask, hub_, g.own, g.host, g.port, run_, g.ask, opt_.swarm_key);
+    // Signed here: the thread sends bytes and touches nothing of this peer's.
+    g.ahead = std::async(std::launch::async, send_ask, hub_, g.own, g.host, g.port, run_, g.ask,
+                         pushed_ask(*hub_, g, run_, identity_), opt_.swarm_key);
     ++g.tally.ahead;
   } catch (const std::system_error &) {
     // No thread to be had: this member asks at the grant's end instead.
@@ -83,7 +102,8 @@ bool Peer::ask_grant(TopUpGrants &g, uint64_t *until_samples) {
     got = g.ahead.get();  // bounded by the ask's own timeout
   } else {
     set_least(&g.ask, rate_.load(), g.tally.round_trip);
-    got = send_ask(hub_, g.own, g.host, g.port, run_, g.ask, opt_.swarm_key);
+    ++g.ask.seq;
+    got = send_ask(hub_, g.own, g.host, g.port, run_, g.ask, pushed_ask(*hub_, g, run_, identity_), opt_.swarm_key);
   }
   const auto waited = Clock::now() - t0;
   g.asking += waited;
@@ -93,16 +113,19 @@ bool Peer::ask_grant(TopUpGrants &g, uint64_t *until_samples) {
   t.round_trip = t.asks == 1 ? got.seconds : 0.7 * t.round_trip + 0.3 * got.seconds;
   const uint64_t now = samples_.load();
   if (!got.grant) {
-    // The others go on asking; this member's share by rate bounds what it
-    // adds, so the round exceeds the target by at most that share.
+    // The hub may have granted this ask and lost the reply, and the others
+    // go on asking: a member that trained its share by rate besides (until
+    // session 30) took rounds at 64 peers up to 24,335 samples past their
+    // bound when asks timed out. It meets now instead; a meeting short
+    // after grants tops up by shares (a round takes grants once).
     log_limited(Level::warn, "grant",
                 "epoch " + std::to_string(epoch_.load()) + ": the group's hub" +
                     (g.own ? std::string() : " at " + g.host + ":" + std::to_string(g.port)) +
-                    " gave no grant of the top-up (" + got.why + "); this peer trains its share by rate instead (" +
-                    std::to_string(g.fallback_until > now ? g.fallback_until - now : 0) + " samples more)");
+                    " gave no grant of the top-up (" + got.why +
+                    "); this peer meets its group with what it trained, and a short meeting tops up by shares");
     g.failed = true;
-    *until_samples = std::max(now, g.fallback_until);
-    return *until_samples > now;
+    *until_samples = now;
+    return false;
   }
   if (got.grant->samples == 0) {
     g.given_out = true;

@@ -78,6 +78,9 @@ std::optional<GroupRecord> Peer::matchmake(int64_t epoch, uint32_t attempt, Cloc
     if (server_ && std::binary_search(g->members.begin(), g->members.end(), id_)) {
       g->hub_host = announce_host_;
       g->hub_port = server_->port();
+      // Its parts' members, and only they, may ask it for top-up grants.
+      if (hub_)
+        for (const auto &part : split_group(*g, uint32_t(opt_.target_group_size))) hub_->lead(part);
     }
     const bool others = std::any_of(g->members.begin(), g->members.end(), [&](uint64_t m) { return m != id_; });
     return others &&

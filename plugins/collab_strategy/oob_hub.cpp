@@ -100,7 +100,7 @@ std::optional<Bytes> OobHub::serve(const Bytes &pushed, std::chrono::millisecond
     record = &opened;
   }
   if (is_grant_ask(*record)) {
-    auto ask = decode_grant_ask(record->data(), record->size(), why);
+    auto ask = decode_grant_ask(run_, record->data(), record->size(), why);
     auto grant = ask ? grants_.grant(*ask, why) : std::nullopt;
     if (!grant) {
       ++refused_;

@@ -22,7 +22,8 @@
 // did reach it go to the DHT after half the exchange's time (GroupComm).
 //
 // The hub also keeps the books of its groups' top-up grants
-// (top_up_grants.h): an ask rides an oob request as a part does.
+// (top_up_grants.h): an ask, a signed record of its own kind, rides an oob
+// request as a part does.
 #ifndef LOOM_COLLAB_OOB_HUB_H
 #define LOOM_COLLAB_OOB_HUB_H
 
@@ -78,7 +79,10 @@ class OobHub {
   // waits the same way; returns the group's parts (records as encoded).
   std::vector<Bytes> exchange(const Bytes &record, std::chrono::milliseconds hold, const std::function<bool()> &stop);
 
-  // The hub's own member's ask (not wrapped).
+  // A group (a split group's part) this peer leads: its members may ask
+  // for grants (GrantLedger::lead).
+  void lead(const GroupRecord &group) { grants_.lead(group); }
+  // The hub's own member's ask (not encoded; its signer set by the caller).
   std::optional<Grant> grant(const GrantAsk &ask, std::string *why) { return grants_.grant(ask, why); }
 
   uint64_t parts() const { return parts_.load(); }      // distinct parts filed (a part sent again counts once)

@@ -177,7 +177,7 @@ const loom_option_decl kOptions[kNumOptions] = {
      "trains it and asks again, the pieces shrinking as the rest does, so that members whose speeds swing take "
      "less; every round within one batch of the target (8 peers on 2 cores, grants in six runs against shares in "
      "one: the members waited 21 to 25% of an epoch against 34%, and the swarm averaged 1.06 to 1.2 times the "
-     "samples a second; under churn, one run each, 50% against 58% and 1.18 times). A group without a hub, or a member whose ask fails, tops up by shares. \"shares\": each "
+     "samples a second; under churn, one run each, 50% against 58% and 1.18 times). A group without a hub tops up by shares; a member whose ask fails meets its group with what it trained, and a meeting short after grants tops up by shares. \"shares\": each "
      "member a share of the deficit by its training rate, fixed when the group meets; within one batch per "
      "member of the target. \"boxes\": time boxes first, every member training until one time at its own pace "
      "and the group meeting again, the last tenth of a second by shares; a round exceeds the target when the "

@@ -227,7 +227,7 @@ class Peer {
   // top_up = "grants" (grant_round.cpp): the asker (none without a hub);
   // the next grant (false: meet); an ask sent ahead near a grant's end.
   std::optional<TopUpGrants> grant_asker(const GroupRecord &group, const GroupComm &comm, double deficit,
-                                         uint64_t batch, double share, uint64_t fallback_until) const;
+                                         uint64_t batch, double share) const;
   bool ask_grant(TopUpGrants &g, uint64_t *until_samples);
   void ask_ahead(TopUpGrants &g, uint64_t until_samples);
   // Every member's weight and norm, exchanged over comm before any data

@@ -19,6 +19,7 @@ const char *kind_name(uint8_t k) {
     case kGroup: return "group";
     case kOob: return "oob";
     case kFingerprint: return "fingerprint";
+    case kGrantAsk: return "grant ask";
     default: return nullptr;
   }
 }

@@ -2,7 +2,8 @@
 // The swarm records' frame (records.cpp's layout comment): the constants,
 // the little-endian Writer and the bounds-checked Reader, and the checks
 // every record kind shares (the frame and its signature, the signer, a
-// payload read to its end). Internal to records.cpp and records_frame.cpp.
+// payload read to its end). Internal to records.cpp, records_frame.cpp and
+// top_up_grants.cpp (a grant ask is a record of its own kind).
 #ifndef LOOM_COLLAB_RECORDS_FRAME_H
 #define LOOM_COLLAB_RECORDS_FRAME_H
 
@@ -23,7 +24,9 @@ constexpr uint8_t kMagic[4] = {'L', 'M', 'S', 'W'};
 // would exchange vectors of another length.
 // 10: a short round tops up by grants from its hub by default (top_up);
 // a peer of version 9 would train its share beside them, past the target.
-constexpr uint8_t kVersion = 10;
+// 11: a grant ask is a record of its own kind, signed by its member
+// (top_up_grants.h); a hub of version 10 would refuse every ask.
+constexpr uint8_t kVersion = 11;
 constexpr size_t kHeaderSize = 4 + 1 + 1 + 8 + 4;  // up to and including the payload length
 constexpr size_t kTrailer = kPublicKeyBytes + kSignatureBytes + 4;  // signer, signature, CRC
 constexpr size_t kFrameSize = kHeaderSize + kTrailer;
@@ -31,7 +34,7 @@ constexpr size_t kMaxPayload = 64 * 1024;          // OpenDHT's own value limit
 constexpr size_t kMaxString = 255;
 constexpr size_t kMaxMembers = 4096;
 
-enum Kind : uint8_t { kProgress = 1, kJoin = 2, kGroup = 3, kOob = 4, kFingerprint = 5 };
+enum Kind : uint8_t { kProgress = 1, kJoin = 2, kGroup = 3, kOob = 4, kFingerprint = 5, kGrantAsk = 6 };
 
 inline uint64_t fnv1a(uint64_t h, const uint8_t *p, size_t n) {
   for (size_t i = 0; i < n; ++i) {
@@ -46,6 +49,7 @@ constexpr uint64_t kFnvOffset = 0xcbf29ce484222325ULL;
 class Writer {
  public:
   Writer(uint64_t run, uint8_t kind) {
+    out_.reserve(kFrameSize + 64);  // also keeps GCC 12 from a false -Wstringop-overflow on the insert
     out_.insert(out_.end(), kMagic, kMagic + 4);
     u8(kVersion);
     u8(kind);

@@ -94,10 +94,9 @@ struct TopUpGrants {
   GrantAsk ask;
   std::string host;
   uint16_t port = 0;
-  bool own = false;             // this peer is the group's hub
-  uint64_t fallback_until = 0;  // this peer's samples once its share by rate is done: where a failed ask leaves it
-  bool failed = false;          // an ask failed: this member asks no more
-  bool given_out = false;       // the hub said nothing is left: meet once this grant is trained
+  bool own = false;        // this peer is the group's hub
+  bool failed = false;     // an ask failed: this member asks no more and meets its group
+  bool given_out = false;  // the hub said nothing is left: meet once this grant is trained
   GrantTally tally;
   Clock::duration asking{};  // the training thread's time waiting for grants (counted as the round's wait)
   // An ask sent ahead, while this member still trains its last grant.

@@ -3,6 +3,8 @@
 // the hub's books.
 #include "top_up_grants.h"
 
+#include "records_frame.h"
+
 #include <zlib.h>
 
 #include <algorithm>
@@ -12,10 +14,8 @@
 namespace loom_collab {
 namespace {
 
-constexpr uint8_t kAskMagic[4] = {'L', 'G', 'R', 'A'};
 constexpr uint8_t kGrantMagic[4] = {'L', 'G', 'R', 'G'};
 constexpr uint8_t kGrantVersion = 1;
-constexpr size_t kAskSize = 4 + 1 + 8 + 4 + 4 + 8 + 8 + 8 + 8 + 4;
 constexpr size_t kGrantSize = 4 + 1 + 8 + 8 + 4;
 // 2^53: samples counted in doubles stay exact below it.
 constexpr double kMaxSamples = 9007199254740992.0;
@@ -37,7 +37,7 @@ struct Out {
   void close() { le(crc_of(b.data(), b.size())); }
 };
 
-// Both messages open with their magic and the version.
+// A grant opens with its magic and the version.
 Out begin(const uint8_t magic[4]) {
   Out o;
   o.b.assign(magic, magic + 4);
@@ -62,7 +62,7 @@ struct In {
   }
 };
 
-// The frame both share: size, magic, version, CRC. Leaves `in` after the version.
+// A grant's frame: size, magic, version, CRC. Leaves `in` after the version.
 bool open_frame(const uint8_t *data, size_t len, const uint8_t magic[4], size_t size, const char *what, In *in,
                 std::string *why) {
   if (len != size || std::memcmp(data, magic, 4) != 0) {
@@ -86,32 +86,33 @@ bool open_frame(const uint8_t *data, size_t len, const uint8_t magic[4], size_t 
 
 }  // namespace
 
-Bytes encode_grant_ask(const GrantAsk &a) {
-  Out o = begin(kAskMagic);
-  o.le(a.group_hash);
-  o.le(a.size);
-  o.le(a.rank);
-  o.f64(a.deficit);
-  o.le(a.batch);
-  o.f64(a.share);
-  o.le(a.min_samples);
-  o.close();
-  return o.b;
+Bytes encode_grant_ask(uint64_t run, const GrantAsk &a, const Identity &signer) {
+  record_frame::Writer w(run, record_frame::kGrantAsk);
+  w.u64(a.group_hash);
+  w.u32(a.size);
+  w.u32(a.rank);
+  w.f64(a.deficit);
+  w.u64(a.batch);
+  w.f64(a.share);
+  w.u64(a.min_samples);
+  w.u32(a.seq);
+  return w.finish(signer);
 }
 
-bool is_grant_ask(const Bytes &b) { return b.size() >= 4 && std::memcmp(b.data(), kAskMagic, 4) == 0; }
+bool is_grant_ask(const Bytes &b) {
+  return b.size() > 5 && std::memcmp(b.data(), record_frame::kMagic, 4) == 0 && b[5] == record_frame::kGrantAsk;
+}
 
-std::optional<GrantAsk> decode_grant_ask(const uint8_t *data, size_t len, std::string *why) {
-  In in{nullptr};
-  if (!open_frame(data, len, kAskMagic, kAskSize, "grant ask", &in, why)) return std::nullopt;
+std::optional<GrantAsk> decode_grant_ask(uint64_t run, const uint8_t *data, size_t len, std::string *why) {
+  record_frame::Reader r(nullptr, 0);
   GrantAsk a;
-  a.group_hash = in.le<uint64_t>();
-  a.size = in.le<uint32_t>();
-  a.rank = in.le<uint32_t>();
-  a.deficit = in.f64();
-  a.batch = in.le<uint64_t>();
-  a.share = in.f64();
-  a.min_samples = in.le<uint64_t>();
+  if (!record_frame::open_frame(run, record_frame::kGrantAsk, data, len, &r, &a.signer, why)) return std::nullopt;
+  if (!(r.u64(&a.group_hash) && r.u32(&a.size) && r.u32(&a.rank) && r.f64(&a.deficit) && r.u64(&a.batch) &&
+        r.f64(&a.share) && r.u64(&a.min_samples) && r.u32(&a.seq)) ||
+      !record_frame::close_payload(r, why)) {
+    if (why->empty()) *why = r.error();
+    return std::nullopt;
+  }
   if (a.size < 2 || a.size > kMaxGroupMembers || a.rank >= a.size) {
     *why = "a grant ask for rank " + std::to_string(a.rank) + " of a group of " + std::to_string(a.size) +
            " (a group has 2 to " + std::to_string(kMaxGroupMembers) + " members, ranks from 0)";
@@ -128,6 +129,10 @@ std::optional<GrantAsk> decode_grant_ask(const uint8_t *data, size_t len, std::s
   }
   if (!(a.share > 0 && a.share <= 1)) {
     *why = "a grant ask with a share of " + std::to_string(a.share) + " of its group's rate (above 0, at most 1)";
+    return std::nullopt;
+  }
+  if (a.seq == 0) {
+    *why = "a grant ask numbered 0 (a member numbers its asks of a round from 1)";
     return std::nullopt;
   }
   return a;
@@ -166,12 +171,17 @@ uint64_t grant_size(double left, double share, uint64_t batch, uint64_t min_samp
   return std::max<uint64_t>({1, by_fraction, std::min(least, covering)}) * b;
 }
 
-std::optional<Grant> GrantLedger::grant(const GrantAsk &ask, std::string *why) {
-  std::lock_guard<std::mutex> g(m_);
-  const auto now = Clock::now();
+void GrantLedger::forget_old(Clock::time_point now) {
   for (auto it = groups_.begin(); it != groups_.end();)
     it = now - it->second.touched > kKeep ? groups_.erase(it) : std::next(it);
-  const auto key = std::make_pair(ask.group_hash, ask.size);
+}
+
+void GrantLedger::lead(const GroupRecord &group) {
+  if (group.members.size() < 2) return;  // nobody else to ask
+  std::lock_guard<std::mutex> g(m_);
+  const auto now = Clock::now();
+  forget_old(now);
+  const auto key = std::make_pair(group.group_hash(), uint32_t(group.members.size()));
   auto it = groups_.find(key);
   if (it == groups_.end()) {
     if (groups_.size() >= kMaxGroups) {
@@ -179,14 +189,45 @@ std::optional<Grant> GrantLedger::grant(const GrantAsk &ask, std::string *why) {
         return a.second.touched < b.second.touched;
       }));
     }
-    it = groups_.emplace(key, Group{ask.deficit, ask.deficit, now}).first;
+    it = groups_.emplace(key, Group{}).first;
+    it->second.members = group.members;
+    it->second.seq.assign(group.members.size(), 0);
+  }
+  it->second.touched = now;
+}
+
+std::optional<Grant> GrantLedger::grant(const GrantAsk &ask, std::string *why) {
+  std::lock_guard<std::mutex> g(m_);
+  const auto now = Clock::now();
+  forget_old(now);
+  auto it = groups_.find(std::make_pair(ask.group_hash, ask.size));
+  if (it == groups_.end()) {
+    *why = "an ask for group " + hex64(ask.group_hash) + " of " + std::to_string(ask.size) +
+           " members, which this hub does not lead (or led over " + std::to_string(kKeep.count()) + " s ago)";
+    return std::nullopt;
   }
   Group &group = it->second;
-  if (ask.deficit != group.deficit) {
+  if (ask.rank >= group.members.size() || group.members[ask.rank] != ask.signer) {
+    *why = "an ask for rank " + std::to_string(ask.rank) + " of group " + hex64(ask.group_hash) +
+           " signed by peer " + std::to_string(ask.signer) + "; that rank is peer " +
+           std::to_string(ask.rank < group.members.size() ? group.members[ask.rank] : 0);
+    return std::nullopt;
+  }
+  if (ask.seq <= group.seq[ask.rank]) {
+    *why = "ask " + std::to_string(ask.seq) + " of rank " + std::to_string(ask.rank) + " of group " +
+           hex64(ask.group_hash) + " after its ask " + std::to_string(group.seq[ask.rank]) +
+           " (an ask sent again, or replayed)";
+    return std::nullopt;
+  }
+  if (group.deficit == 0) {
+    group.deficit = ask.deficit;
+    group.left = ask.deficit;
+  } else if (ask.deficit != group.deficit) {
     *why = "an ask for group " + hex64(ask.group_hash) + " names a deficit of " + std::to_string(ask.deficit) +
            " samples; its first ask named " + std::to_string(group.deficit);
     return std::nullopt;
   }
+  group.seq[ask.rank] = ask.seq;
   group.touched = now;
   Grant out;
   out.samples = grant_size(group.left, ask.share, ask.batch, ask.min_samples);

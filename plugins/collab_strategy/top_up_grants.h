@@ -17,14 +17,20 @@
 // A member that slows down asks less often and the others take the rest,
 // so the last to come waits about one batch, and the round lands within
 // one batch of the target (only the grant that crosses the deficit
-// overshoots it).
+// overshoots it). A member whose ask fails (the hub died, or did not
+// answer in time) trains nothing more and meets its group: the hub may
+// have granted that ask, so training on would overshoot. A meeting short
+// after grants tops up by shares, by what the members then hold.
 //
 // An ask rides an oob request (the push, sealed with the swarm key where
-// there is one, as a part is) and is told from a part by its magic. The hub
-// does not check that the asker is a member: any peer of the run that
-// learns the group's hash could ask the budget away. The group then meets
-// short once more and tops up that time by shares (a round takes grants
-// once), so such a peer costs a round one more meeting, no more.
+// there is one, as a part is) and is told from a part by its record kind.
+// It is a swarm record signed by the asker (records.h's frame, kind "grant
+// ask"), and the hub grants only to the members of groups it leads: the
+// leader registers each part of a group as it closes it (GrantLedger::lead),
+// and an ask must come signed by the peer at its rank, numbered past that
+// rank's last ask. A peer of the run that learns a group's hash can neither
+// ask its deficit away nor crowd its books out with made-up groups, and an
+// ask seen on the wire cannot be sent again.
 #ifndef LOOM_COLLAB_TOP_UP_GRANTS_H
 #define LOOM_COLLAB_TOP_UP_GRANTS_H
 
@@ -35,7 +41,9 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
+#include "identity.h"
 #include "records.h"
 
 namespace loom_collab {
@@ -55,6 +63,8 @@ struct GrantAsk {
   // took 14 ms, the time of 23 steps of a small model, and grants of one
   // batch cost the members 13% of an epoch in asks.
   uint64_t min_samples = 0;
+  uint32_t seq = 0;     // this asker's asks of the round, from 1
+  uint64_t signer = 0;  // set by decode_grant_ask: the peer that signed it (the hub's own member: its id)
 };
 
 // What the hub hands out: samples to train before asking again (0: the
@@ -64,11 +74,14 @@ struct Grant {
   double left = 0;
 };
 
-// Little-endian, fixed size, each with its magic ("LGRA", "LGRG"), a
-// version byte and a CRC-32 of what precedes it.
-Bytes encode_grant_ask(const GrantAsk &a);
-bool is_grant_ask(const Bytes &b);  // by its magic alone
-std::optional<GrantAsk> decode_grant_ask(const uint8_t *data, size_t len, std::string *why);
+// An ask is a swarm record of kind "grant ask", signed by its member and
+// bound to the run (records.h: frame, version, signature, CRC); decode
+// sets signer. A grant is little-endian, fixed size, with its magic
+// ("LGRG"), a version byte and a CRC-32 (it answers on the connection
+// the member opened).
+Bytes encode_grant_ask(uint64_t run, const GrantAsk &a, const Identity &signer);
+bool is_grant_ask(const Bytes &b);  // by its record header alone
+std::optional<GrantAsk> decode_grant_ask(uint64_t run, const uint8_t *data, size_t len, std::string *why);
 Bytes encode_grant(const Grant &g);
 std::optional<Grant> decode_grant(const uint8_t *data, size_t len, std::string *why);
 
@@ -84,26 +97,34 @@ constexpr double kGrantFraction = 0.5;
 // what is left exceeds it, by less than one batch.
 uint64_t grant_size(double left, double share, uint64_t batch, uint64_t min_samples = 0);
 
-// The hub's books: what is left of each group's deficit. Thread-safe.
+// The hub's books: the groups it leads and what is left of each one's
+// deficit. Thread-safe.
 class GrantLedger {
  public:
   using Clock = std::chrono::steady_clock;
-  // Groups kept at once (the least recently asked go first) and for how
-  // long one nobody asks is kept.
+  // Groups kept at once (the least recently led or asked go first) and for
+  // how long one nobody asks is kept.
   static constexpr size_t kMaxGroups = 256;
   static constexpr std::chrono::seconds kKeep{60};
 
-  // nullopt with *why for an ask that names another deficit than the
-  // group's first ask did.
+  // A group (a split group's part) this hub leads: its members may ask.
+  // Leading it again keeps its books.
+  void lead(const GroupRecord &group);
+  // nullopt with *why for an ask of a group this hub does not lead, signed
+  // by another peer than the member at its rank, numbered at or below that
+  // rank's last ask, or naming another deficit than the group's first ask.
   std::optional<Grant> grant(const GrantAsk &ask, std::string *why);
   uint64_t asks() const;  // grants handed out (0 included)
 
  private:
   struct Group {
-    double deficit = 0;
+    std::vector<uint64_t> members;  // by rank
+    std::vector<uint32_t> seq;      // each rank's last ask
+    double deficit = 0;             // 0 until the first ask
     double left = 0;
     Clock::time_point touched;
   };
+  void forget_old(Clock::time_point now);  // under m_
   mutable std::mutex m_;
   std::map<std::pair<uint64_t, uint32_t>, Group> groups_;  // (group hash, size)
   uint64_t asks_ = 0;

@@ -51,7 +51,7 @@ struct Frame {
   }
 };
 
-inline Bytes frame(uint8_t kind, const Bytes &payload, uint64_t run = kRun, uint8_t version = 10,
+inline Bytes frame(uint8_t kind, const Bytes &payload, uint64_t run = kRun, uint8_t version = 11,
             const Identity &signer = me()) {
   Frame f;
   for (char c : std::string("LMSW")) f.u8(static_cast<uint8_t>(c));

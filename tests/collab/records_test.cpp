@@ -137,7 +137,7 @@ TEST(Records, ProgressIsLittleEndianOnTheWire) {
   const Bytes b = encode(kRun, p, me());
   ASSERT_GE(b.size(), 34u);
   EXPECT_EQ(std::string(b.begin(), b.begin() + 4), "LMSW");
-  EXPECT_EQ(b[4], 10);  // format version
+  EXPECT_EQ(b[4], 11);  // format version
   for (int i = 0; i < 8; ++i) EXPECT_EQ(b[18 + i], uint8_t(me().id() >> (8 * i)));
   for (int i = 0; i < 8; ++i) EXPECT_EQ(b[26 + i], i + 1);
   // The trailer: the signer's public key, then its signature.
@@ -330,7 +330,7 @@ TEST(Records, RejectsBadMagicVersionAndChecksum) {
   EXPECT_NE(rejection(k, Bytes{'{', '"'}).find("bad magic"), std::string::npos);
 
   const Bytes payload = payload_of(k.valid);
-  EXPECT_NE(rejection(k, frame(1, payload, kRun, 1)).find("unknown record format version 1 (this build reads 10)"),
+  EXPECT_NE(rejection(k, frame(1, payload, kRun, 1)).find("unknown record format version 1 (this build reads 11)"),
             std::string::npos);
 
   b = k.valid;
@@ -372,7 +372,7 @@ TEST(Records, RejectsAnotherRun) {
 TEST(Records, RejectsAnOversizedPayloadLengthBeforeReadingIt) {
   Frame f;
   for (char c : std::string("LMSW")) f.u8(static_cast<uint8_t>(c));
-  f.u8(10);  // the format version
+  f.u8(11);  // the format version
   f.u8(1);
   f.u64(kRun);
   f.u32(0xffffffffu);
