@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
-// Wire format of the swarm's records (version 8; since 3 every record is
+// Wire format of the swarm's records (version 11; since 3 every record is
 // signed by the peer that made it, identity.h; 4 added a progress record's
 // earlier sync points, 5 what observers show: its target, loss and last
 // round, 6 trims an oob record's trailing zero bytes, 7 adds a join's kept
 // communicator and a group's reuse, kept_comm.h, 8 a group's hub,
-// oob_hub.h). The frame's code is in
+// oob_hub.h; 9 and 10 changed the weight exchange and top-ups, 11 adds the
+// grant ask, a kind encoded in top_up_grants.cpp). The frame's code is in
 // records_frame.h:
 //
 //   magic "LMSW" | version u8 | kind u8 | run u64 | payload length u32 | payload |
