@@ -32,6 +32,7 @@ loom_status GroupComm::open(const GroupRecord &group, uint64_t me, Clock::time_p
   attempt_ = group.attempt;
   me_ = me;
   members_ = group.members;
+  servers_.assign(group.members.size(), {});
   oob_error_.clear();
   loom_oob_v1 oob{sizeof(loom_oob_v1), this, &GroupComm::oob_allgather};
   char name[64];
@@ -54,6 +55,12 @@ loom_status GroupComm::open(const GroupRecord &group, uint64_t me, Clock::time_p
   comm_ = comm;
   adopted_ = false;
   return LOOM_OK;
+}
+
+int32_t GroupComm::first_server() const {
+  for (size_t r = 0; r < servers_.size(); ++r)
+    if (servers_[r].second != 0 && !servers_[r].first.empty()) return int32_t(r);
+  return -1;
 }
 
 loom_status GroupComm::adopt(const GroupRecord &group, uint64_t me, std::string *why) {
@@ -299,6 +306,8 @@ loom_status GroupComm::exchange(const void *send, size_t len, void *recv, int64_
   mine.rank = static_cast<uint32_t>(rank_);
   mine.size = static_cast<uint32_t>(size_);
   mine.payload.assign(static_cast<const uint8_t *>(send), static_cast<const uint8_t *>(send) + len);
+  mine.state_host = own_host_;
+  mine.state_port = own_port_;
   const Bytes value = encode(run_, mine, *identity_);
   const std::string key = oob_key(run_id_, epoch_, attempt_, part_);
   const uint64_t value_id = round_value_id(me_, epoch_, attempt_);
@@ -316,6 +325,7 @@ loom_status GroupComm::exchange(const void *send, size_t len, void *recv, int64_
       if (r->signer != members_[r->rank]) continue;
       if (!have[r->rank]) {
         std::memcpy(out + size_t(r->rank) * len, r->payload.data(), len);
+        servers_[r->rank] = {r->state_host, r->state_port};
         have[r->rank] = true;
         news = true;
       }

@@ -17,6 +17,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "dht.h"
@@ -51,6 +52,17 @@ class GroupComm {
   using HubExchange = std::function<std::optional<std::vector<Bytes>>(
       const Bytes &part, std::chrono::milliseconds hold, std::chrono::milliseconds wait, std::string *why)>;
   void set_hub(HubExchange hub) { hub_ = std::move(hub); }
+  // Where this member's state server listens (0: none), named in its part
+  // of the next open()'s exchange.
+  void set_own_server(std::string host, uint16_t port) {
+    own_host_ = std::move(host);
+    own_port_ = port;
+  }
+  // Each member's state server by rank, as its part of the last open()'s
+  // exchange named it (empty and 0: it serves none); kept by adopt(). The
+  // first rank that serves, or -1: a split part's hub for top-up grants.
+  const std::vector<std::pair<std::string, uint16_t>> &servers() const { return servers_; }
+  int32_t first_server() const;
   // How this process's exchanges went (every GroupComm): completed through
   // the hub alone, completed through the DHT (no hub, or after the hub
   // failed), tried a hub and went on to the DHT (completed or not), and
@@ -160,6 +172,9 @@ class GroupComm {
   const Identity *identity_;
   uint64_t me_ = 0;  // this member's peer id: its oob value's id (one per peer under a reused key)
   std::vector<uint64_t> members_;  // the group's, by rank: each oob part must be signed by its member
+  std::string own_host_;
+  uint16_t own_port_ = 0;
+  std::vector<std::pair<std::string, uint16_t>> servers_;  // by rank, from the exchange
   std::string oob_error_;
   const std::atomic<bool> *cancel_ = nullptr;
   bool adopted_ = false;

@@ -87,6 +87,7 @@ class OobHub {
 
   uint64_t parts() const { return parts_.load(); }      // distinct parts filed (a part sent again counts once)
   uint64_t refused() const { return refused_.load(); }  // pushes that were no valid part (or grant ask)
+  uint64_t grants_given() const { return grants_.asks(); }  // asks granted (0 samples included)
 
  private:
   struct Group {

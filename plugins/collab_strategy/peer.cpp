@@ -445,7 +445,8 @@ loom_status Peer::teardown() {
                        " payload bytes in rounds and state averaging (what this peer's calls asked it to move); " +
                        std::to_string(kept_.taken()) + " rounds averaged over the communicator kept from the last");
   log(Level::info, GroupComm::exchange_text() + "; " + std::to_string(hub_ ? hub_->parts() : 0) +
-                       " parts came to this peer's hub");
+                       " parts came to this peer's hub, which answered " +
+                       std::to_string(hub_ ? hub_->grants_given() : 0) + " asks for top-up grants");
   uint64_t wire_sent = 0, wire_received = 0;
   if (GroupComm::wire_bytes(&wire_sent, &wire_received))
     log(Level::info, "the collective counted " + std::to_string(wire_sent) + " bytes sent and " +

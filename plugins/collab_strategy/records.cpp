@@ -5,7 +5,8 @@
 // round, 6 trims an oob record's trailing zero bytes, 7 adds a join's kept
 // communicator and a group's reuse, kept_comm.h, 8 a group's hub,
 // oob_hub.h; 9 and 10 changed the weight exchange and top-ups, 11 adds the
-// grant ask, a kind encoded in top_up_grants.cpp). The frame's code is in
+// grant ask, a kind encoded in top_up_grants.cpp, and an oob record's
+// state server). The frame's code is in
 // records_frame.h:
 //
 //   magic "LMSW" | version u8 | kind u8 | run u64 | payload length u32 | payload |
@@ -143,6 +144,8 @@ Bytes encode(uint64_t run, const OobRecord &r, const Identity &signer) {
   require(r.rank < r.size, "rank " + std::to_string(r.rank) + " not below size " + std::to_string(r.size));
   require(r.payload.size() <= kMaxOobPayload, "payload of " + std::to_string(r.payload.size()) + " bytes, above " +
                                                   std::to_string(kMaxOobPayload));
+  require(r.state_host.size() <= kMaxString, "state host of " + std::to_string(r.state_host.size()) +
+                                                 " bytes, above " + std::to_string(kMaxString));
   Writer w(run, kOob);
   w.u64(r.group_hash);
   w.u32(r.rank);
@@ -151,6 +154,8 @@ Bytes encode(uint64_t run, const OobRecord &r, const Identity &signer) {
   while (kept > 0 && r.payload[kept - 1] == 0) --kept;
   w.bytes(Bytes(r.payload.begin(), r.payload.begin() + ptrdiff_t(kept)));
   w.u32(uint32_t(r.payload.size() - kept));  // the zeros trimmed
+  w.str(r.state_host);
+  w.u16(r.state_port);
   return w.finish(signer);
 }
 
@@ -295,6 +300,7 @@ std::optional<OobRecord> decode_oob(uint64_t run, const uint8_t *data, size_t le
                " trimmed zeros, above " + std::to_string(kMaxOobPayload));
       else
         o.payload.resize(n + zeros, 0);
+      if (read_string(r, &o.state_host, "state host")) r.u16(&o.state_port);
     }
   }
   if (!close_payload(r, why)) return std::nullopt;

@@ -164,6 +164,11 @@ struct OobRecord {
   // more into 1,280-byte datagrams, pushed to every watcher by every node
   // that holds it.
   Bytes payload;
+  // Where the member's state server listens (empty and 0: it serves none,
+  // a client): a split group's part asks its first member that serves for
+  // top-up grants (top_up_grants.h).
+  std::string state_host;
+  uint16_t state_port = 0;
   uint64_t signer = 0;  // set by decode: the peer that signed it (the group's member at rank, or a forgery)
 };
 constexpr size_t kMaxOobPayload = 48 * 1024;

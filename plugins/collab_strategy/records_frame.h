@@ -25,7 +25,8 @@ constexpr uint8_t kMagic[4] = {'L', 'M', 'S', 'W'};
 // 10: a short round tops up by grants from its hub by default (top_up);
 // a peer of version 9 would train its share beside them, past the target.
 // 11: a grant ask is a record of its own kind, signed by its member
-// (top_up_grants.h); a hub of version 10 would refuse every ask.
+// (top_up_grants.h); a hub of version 10 would refuse every ask. An oob
+// record names its member's state server (a split part's grants hub).
 constexpr uint8_t kVersion = 11;
 constexpr size_t kHeaderSize = 4 + 1 + 1 + 8 + 4;  // up to and including the payload length
 constexpr size_t kTrailer = kPublicKeyBytes + kSignatureBytes + 4;  // signer, signature, CRC

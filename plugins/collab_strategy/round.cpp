@@ -464,8 +464,14 @@ std::unique_ptr<GroupComm> Peer::group_comm(const GroupRecord &group, Clock::tim
       return fetch_oob(host, port, run_, wrapped, hold, wait, failed, opt_.swarm_key, cancel);
     });
   }
+  if (server_ && hub_) comm->set_own_server(announce_host_, server_->port());
   if (comm->open(group, id_, deadline, why) != LOOM_OK) return nullptr;
   comm->set_cancel(nullptr);
+  // A split group's part takes its top-up grants from its first member that
+  // serves (grant_asker): that member leads the part's books from here,
+  // before any member can ask (the asks follow a meeting over this
+  // communicator).
+  if (group.of != 0 && hub_ && comm->first_server() == comm->rank()) hub_->lead(group);
   return comm;
 }
 

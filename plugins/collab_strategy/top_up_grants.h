@@ -9,7 +9,9 @@
 // first waited 30% of an epoch for the last.
 //
 // Grants decide while the top-up goes on. Each member asks the group's hub
-// (the leader's state server, oob_hub.h) for a piece of what is left,
+// (the leader's state server, oob_hub.h; a split group's part asks its own
+// first member that serves, named in the communicator's exchange, so that
+// one leader does not answer every part) for a piece of what is left,
 // trains it, and asks again. The hub hands out a fraction of what is left
 // at each ask, in whole batches and down to one batch (guided
 // self-scheduling, as OpenMP's schedule(guided) hands out loop iterations),
@@ -26,7 +28,8 @@
 // there is one, as a part is) and is told from a part by its record kind.
 // It is a swarm record signed by the asker (records.h's frame, kind "grant
 // ask"), and the hub grants only to the members of groups it leads: the
-// leader registers each part of a group as it closes it (GrantLedger::lead),
+// leader registers each part of a group as it closes it, and a part's own
+// hub its part as it builds the communicator (GrantLedger::lead),
 // and an ask must come signed by the peer at its rank, numbered past that
 // rank's last ask. A peer of the run that learns a group's hash can neither
 // ask its deficit away nor crowd its books out with made-up groups, and an

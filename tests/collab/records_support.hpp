@@ -136,6 +136,8 @@ inline OobRecord sample_oob() {
   o.rank = 2;
   o.size = 4;
   o.payload = {1, 2, 3, 0, 255};
+  o.state_host = "10.0.0.7";
+  o.state_port = 7001;
   return o;
 }
 

@@ -232,7 +232,7 @@ TEST(Records, AnOobSlotTravelsWithoutItsTrailingZeros) {
   for (size_t i = 0; i < 300; ++i) o.payload[i] = static_cast<uint8_t>(i % 251 + 1);
   o.payload[150] = 0;  // a zero inside stays
   const Bytes b = encode(kRun, o, me());
-  EXPECT_LT(b.size(), 300u + 150u) << "the trailing zeros went on the wire";
+  EXPECT_LT(b.size(), 300u + 150u + 4 + o.state_host.size()) << "the trailing zeros went on the wire";
   std::string why;
   auto back = decode_oob(kRun, b.data(), b.size(), &why);
   ASSERT_TRUE(back) << why;
@@ -244,7 +244,8 @@ TEST(Records, AnOobSlotTravelsWithoutItsTrailingZeros) {
   EXPECT_EQ(back->payload, o.payload);
   // A count of trimmed zeros past the payload limit is refused, naming it.
   Bytes p = payload_of(zeros);
-  for (int i = 0; i < 4; ++i) p[p.size() - 4 + size_t(i)] = 0xff;
+  const size_t count_at = p.size() - 4 - (2 + o.state_host.size()) - 2;  // before the state host and port
+  for (int i = 0; i < 4; ++i) p[count_at + size_t(i)] = 0xff;
   const Bytes forged = frame(zeros[5], p);
   EXPECT_FALSE(decode_oob(kRun, forged.data(), forged.size(), &why));
   EXPECT_NE(why.find("trimmed zeros, above 49152"), std::string::npos) << why;
@@ -263,6 +264,8 @@ TEST(Records, OobRoundTripUpToThePayloadLimit) {
     EXPECT_EQ(back->rank, o.rank);
     EXPECT_EQ(back->size, o.size);
     EXPECT_EQ(back->payload, o.payload);
+    EXPECT_EQ(back->state_host, "10.0.0.7") << "where the member's state server listens";
+    EXPECT_EQ(back->state_port, 7001);
   }
 }
 
@@ -469,8 +472,15 @@ TEST(Records, RejectsOutOfRangeOobFields) {
   EXPECT_EQ(bad(oob_payload(0, 2, kMaxOobPayload + 1, kMaxOobPayload + 1)),
             "oob payload of 49153 bytes, above 49152");
   EXPECT_NE(bad(oob_payload(0, 2, 10, 4)).find("payload ends inside data"), std::string::npos);
-  // 4 bytes of payload, the count of trimmed zeros (0), then 6 too many.
-  EXPECT_EQ(bad(oob_payload(0, 2, 4, 14)), "6 unread bytes at the end of the payload");
+  // 4 bytes of payload, the count of trimmed zeros (0), an empty state
+  // host and port 0, then 6 too many.
+  EXPECT_EQ(bad(oob_payload(0, 2, 4, 18)), "6 unread bytes at the end of the payload");
+  // A state host past 255 bytes.
+  Bytes long_host = oob_payload(0, 2, 0, 4);
+  long_host.push_back(0);  // its length, 256, little-endian
+  long_host.push_back(1);
+  long_host.resize(long_host.size() + 256 + 2, 'h');
+  EXPECT_EQ(bad(long_host), "state host is 256 bytes, longer than 255");
 }
 
 Bytes fingerprint_payload(uint8_t truncated, const std::string &text, uint32_t peers) {
@@ -551,6 +561,9 @@ TEST(Records, EncodeRefusesWhatDecodeWouldReject) {
   EXPECT_THROW(encode(kRun, o, me()), std::invalid_argument);
   o = sample_oob();
   o.payload.resize(kMaxOobPayload + 1);
+  EXPECT_THROW(encode(kRun, o, me()), std::invalid_argument);
+  o = sample_oob();
+  o.state_host.assign(256, 'h');
   EXPECT_THROW(encode(kRun, o, me()), std::invalid_argument);
 }
 

@@ -136,3 +136,55 @@ INSTANTIATE_TEST_SUITE_P(
 
 }  // namespace
 }  // namespace loom::swarm
+
+namespace loom::swarm {
+namespace {
+
+// A split group's parts take their grants each from a hub of its own (its
+// first member that serves, grant_asker), not all from the whole group's
+// leader: 4 peers in groups of 2 at a target of 2^20, each part topping up
+// its half. Each part's round stays within one batch of its half, and
+// over the run more than one peer's hub answers asks (the whole group's
+// leader alone did before).
+TEST(SamplesPerRound, EachPartOfASplitGroupTakesItsGrantsFromItsOwnHub) {
+  constexpr int kSplitPeers = 4;
+  constexpr int64_t kBig = 1 << 20;
+  Scratch scratch;
+  const std::vector<std::string> sets = {
+      "trainer.max_steps=8", "trainer.threads=1", "trainer.val_every=0", "trainer.checkpoint_every=0",
+      "trainer.log_every=4", "strategy.name=collab", "strategy.options.target_batch_size=" + std::to_string(kBig),
+      "strategy.options.listen=127.0.0.1", "strategy.options.verbose=true",
+      "strategy.options.min_peers=" + std::to_string(kSplitPeers), "strategy.options.target_group_size=2",
+      "strategy.options.run_id=" + unique_run_id("part-hubs")};
+  auto peers = start_teacher_swarm(scratch, kSplitPeers, sets);
+  ASSERT_EQ(peers.size(), size_t(kSplitPeers)) << "p0 never listened\n" << peers[0]->tail();
+  const std::regex part_round(
+      R"(averaged gradients of (\d+) samples with (\d+) peers \(epoch \d+, attempt \d+, a bounded group of the (\d+) that met\))");
+  const std::regex answered(R"(this peer's hub, which answered (\d+) asks for top-up grants)");
+  const auto deadline = Clock::now() + seconds(170);
+  size_t parts = 0, topped = 0, hubs = 0;
+  for (auto& p : peers) {
+    auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
+    ASSERT_EQ(p->wait_exit(std::max(left, milliseconds(1))), 0) << p->tail();
+    const std::string log = p->log();
+    topped += count_of(log, " grants (");
+    EXPECT_EQ(count_of(log, "gave no grant of the top-up"), 0u) << p->name() << ": a grant ask failed on loopback";
+    for (std::sregex_iterator it(log.begin(), log.end(), part_round), end; it != end; ++it) {
+      ++parts;
+      const int64_t samples = std::stoll((*it)[1]), k = std::stoll((*it)[2]), of = std::stoll((*it)[3]);
+      const int64_t part = (kBig * k + of - 1) / of;  // group_split.h's part_target
+      EXPECT_LE(samples, part + kBatch) << p->name() << ": " << (*it)[0];
+    }
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(log, m, answered)) << p->tail();
+    hubs += std::stoll(m[1]) > 0;
+  }
+  EXPECT_GE(parts, size_t(kSplitPeers) * 4) << "too few split rounds to judge";
+  EXPECT_GE(topped, size_t(kSplitPeers) * 2) << "the parts hardly ever topped up by grants";
+  EXPECT_GE(hubs, 2u) << "every part asked one hub";
+  std::printf("[ figures  ] %zu rounds of parts, %zu top-ups by grants, %zu peers' hubs answered asks\n", parts, topped,
+              hubs);
+}
+
+}  // namespace
+}  // namespace loom::swarm
