@@ -35,6 +35,8 @@ def main():
     ap.add_argument("--load-at", type=int, default=-1, metavar="EPOCH",
                     help="at this epoch, ruin the parameters, then load_state_from_peers()")
     ap.add_argument("--deadline", type=float, default=400.0)
+    ap.add_argument("--step-delay", type=float, default=0.0, metavar="SECONDS",
+                    help="sleep after each step: a swarm slow enough for a restarted peer to find it running")
     args = ap.parse_args()
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
     torch.set_num_threads(1)
@@ -94,6 +96,8 @@ def main():
             before = opt.local_epoch
             opt.step(loss=loss)  # published: `loom swarm status` shows it
             opt.zero_grad()
+            if args.step_delay > 0:
+                time.sleep(args.step_delay)
             if opt.local_epoch == args.load_at and before != args.load_at:
                 with torch.no_grad():
                     for p in model.parameters():

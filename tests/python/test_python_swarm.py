@@ -40,8 +40,12 @@ class PythonSwarm(pyswarm.ScratchTest):
         baseline = pyswarm.result(alone)["accuracy"]
 
         rid, port = pyswarm.run_id("swarm"), pyswarm.free_port()
+        # 40 ms a step: the two left train their last 200 epochs in about 30 s.
+        # Without it they took as long as the restarted peer took to start
+        # Python and torch under the suite's load, and it found them done
+        # (the swarm at epoch 299) and trained alone.
         common = ["--run-id", rid, "--epochs", str(EPOCHS), "--cosine", "5", "--dump", dump, "--option", "min_peers=3",
-                  "--option", "matchmaking_time=0.5", "--option", "averaging_timeout=10"]
+                  "--option", "matchmaking_time=0.5", "--option", "averaging_timeout=10", "--step-delay", "0.04"]
         first = self.peer("a", common + ["--port", str(port), "--peer", "0"])
         peers_env = {"LOOM_INITIAL_PEERS": f"127.0.0.1:{port}"}
         b, c = (self.peer(name, common + ["--peer", str(i)], env=peers_env) for i, name in ((1, "b"), (2, "c")))
