@@ -58,16 +58,31 @@ void set_least(GrantAsk *ask, double rate, double round_trip) {
 
 }  // namespace
 
+std::optional<GrantHub> Peer::grant_hub(const GroupRecord &group, const GroupComm &comm) const {
+  if (!hub_) return std::nullopt;
+  GrantHub h;
+  // A split group's part asks its own hub, its first member that serves:
+  // the whole group's leader answered every part's asks, 12 members' at 16
+  // peers in groups of 4 and up to 36 at 64. A whole group asks its
+  // leader; a part none of whose members serves, too.
+  if (const int32_t first = group.of != 0 ? comm.first_server() : -1; first >= 0) {
+    h.own = first == comm.rank();
+    if (!h.own) std::tie(h.host, h.port) = comm.servers()[size_t(first)];
+    return h;
+  }
+  if (group.hub_port == 0) return std::nullopt;
+  h.own = group.leader == id_;
+  if (!h.own) {
+    h.host = group.hub_host;
+    h.port = group.hub_port;
+  }
+  return h;
+}
+
 std::optional<TopUpGrants> Peer::grant_asker(const GroupRecord &group, const GroupComm &comm, double deficit,
                                              uint64_t batch, double share) const {
-  if (!hub_ || !(deficit > 0)) return std::nullopt;
-  // A split group's part asks its own hub, its first member that serves
-  // (Peer::group_comm): the whole group's leader answered every part's
-  // asks, 12 members' at 16 peers in groups of 4 and up to 36 at 64. A
-  // whole group asks its leader; a part none of whose members serves,
-  // too.
-  const int32_t first = group.of != 0 ? comm.first_server() : -1;
-  if (first < 0 && group.hub_port == 0) return std::nullopt;
+  const auto hub = grant_hub(group, comm);
+  if (!hub || !(deficit > 0)) return std::nullopt;
   TopUpGrants g;
   g.ask.group_hash = group.group_hash();
   g.ask.size = uint32_t(comm.size());
@@ -76,16 +91,9 @@ std::optional<TopUpGrants> Peer::grant_asker(const GroupRecord &group, const Gro
   g.ask.batch = std::max<uint64_t>(1, batch);
   g.ask.share = share > 0 && share <= 1 ? share : 1.0 / double(std::max(1, comm.size()));
   g.ask.signer = id_;
-  if (first >= 0) {
-    g.own = first == comm.rank();
-    if (!g.own) std::tie(g.host, g.port) = comm.servers()[size_t(first)];
-  } else {
-    g.own = group.leader == id_;
-    if (!g.own) {
-      g.host = group.hub_host;
-      g.port = group.hub_port;
-    }
-  }
+  g.own = hub->own;
+  g.host = hub->host;
+  g.port = hub->port;
   return g;
 }
 

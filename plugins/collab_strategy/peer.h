@@ -224,8 +224,10 @@ class Peer {
   // weight: this peer's samples, 0 when it must not contribute; norm: of its
   // mean gradient (not finite when the gradients are not).
   RoundEnd average_gradients(double weight, double norm);
-  // top_up = "grants" (grant_round.cpp): the asker (none without a hub);
-  // the next grant (false: meet); an ask sent ahead near a grant's end.
+  // top_up = "grants" (grant_round.cpp): the hub a group's members ask
+  // (none: the group has none); the asker (none without a hub); the next
+  // grant (false: meet); an ask sent ahead near a grant's end.
+  std::optional<GrantHub> grant_hub(const GroupRecord &group, const GroupComm &comm) const;
   std::optional<TopUpGrants> grant_asker(const GroupRecord &group, const GroupComm &comm, double deficit,
                                          uint64_t batch, double share) const;
   bool ask_grant(TopUpGrants &g, uint64_t *until_samples);

@@ -467,11 +467,13 @@ std::unique_ptr<GroupComm> Peer::group_comm(const GroupRecord &group, Clock::tim
   if (server_ && hub_) comm->set_own_server(announce_host_, server_->port());
   if (comm->open(group, id_, deadline, why) != LOOM_OK) return nullptr;
   comm->set_cancel(nullptr);
-  // A split group's part takes its top-up grants from its first member that
-  // serves (grant_asker): that member leads the part's books from here,
-  // before any member can ask (the asks follow a meeting over this
-  // communicator).
-  if (group.of != 0 && hub_ && comm->first_server() == comm->rank()) hub_->lead(group);
+  // The group's grants hub (grant_hub; for a split group's part, its first
+  // member that serves) leads its books from here, before any member can
+  // ask (the asks follow a meeting over this communicator). A whole group's
+  // leader registered it already as it closed it (matchmaking), which
+  // covers a kept communicator too.
+  if (group.of != 0)
+    if (const auto h = grant_hub(group, *comm); h && h->own) hub_->lead(group);
   return comm;
 }
 

@@ -89,6 +89,13 @@ struct TopUpCarry {
 // where its wait went; empty for a round that met once.
 std::string top_up_text(const TopUpCarry &in, Clock::duration last_meeting, double after_last_ms);
 
+// Which hub a group's members ask for grants (Peer::grant_hub).
+struct GrantHub {
+  bool own = false;  // this peer is the hub: it asks its own ledger
+  std::string host;  // otherwise, where the hub's state server listens
+  uint16_t port = 0;
+};
+
 // top_up = "grants" (top_up_grants.h): how this member asks its group's hub.
 struct TopUpGrants {
   GrantAsk ask;
