@@ -144,7 +144,7 @@ TEST(TaskRegistry, UnknownOptionNamesFileLineAndValidOptions) {
   EXPECT_EQ(e.exit_code(), 2);
   EXPECT_STREQ(e.what(),
                "run.toml:11: unknown option 'hiden' for task 'teacher'; valid options: inputs, hidden, samples, "
-               "teacher_seed, noise");
+               "teacher_seed, noise, emulated_step_ms");
 }
 
 TEST(TaskRegistry, WrongTypeNamesTheExpectedType) {
@@ -170,6 +170,21 @@ TEST(TaskRegistry, OutOfRangeValuesNameTheOption) {
   EXPECT_EQ(e.exit_code(), 2);
   EXPECT_NE(std::string(e.what()).find("option 'heads' for task 'charlm' must divide d_model (30)"), std::string::npos);
   std::remove(text.c_str());
+  e = error_of([] { make_task("teacher", options({{"emulated_step_ms", "-1"}}), 0); });
+  EXPECT_EQ(e.exit_code(), 2);
+  EXPECT_NE(std::string(e.what()).find("option 'emulated_step_ms' for task 'teacher' must be in [0, 10000], got -1"),
+            std::string::npos)
+      << e.what();
+}
+
+TEST(Teacher, EmulatedStepWaitsInEachTrainingBatchsLoss) {
+  auto task = make_task("teacher", options({{"emulated_step_ms", "40"}}), 1);
+  Batch batch = task->train_data().get({0, 1});
+  const auto start = std::chrono::steady_clock::now();
+  auto loss = task->loss(batch);
+  const auto waited = std::chrono::steady_clock::now() - start;
+  EXPECT_GE(waited, std::chrono::milliseconds(40));
+  EXPECT_TRUE(std::isfinite(loss.item<double>()));
 }
 
 TEST(Digits, MissingFileNamesPathAndPackage) {

@@ -42,7 +42,10 @@ std::vector<TaskEntry>& table() {
         {"hidden", "int", "32", "hidden width of the student"},
         {"samples", "int", "4096", "training samples"},
         {"teacher_seed", "int", "1234", "seed of the teacher's weights and the data"},
-        {"noise", "float", "0.0", "standard deviation of the noise added to training targets"}}},
+        {"noise", "float", "0.0", "standard deviation of the noise added to training targets"},
+        {"emulated_step_ms", "float", "0.0",
+         "milliseconds each training batch waits, as a host waits for its accelerator (0 to 10000; 0: none): "
+         "peers sharing one machine's cores then contend as GPU hosts would (benchmarks of rounds)"}}},
       {"torchscript", tasks::make_torchscript, tasks::torchscript_options()},
   };
   return entries;

@@ -17,9 +17,16 @@
 // torch::manual_seed(seed). LibTorch's CPU generator does not draw the same
 // numbers as PyTorch's, so a PyTorch script reproduces a run by loading these
 // initial weights and the data, not by reseeding.
+//
+// emulated_step_ms makes each training batch's loss wait that long, as a
+// host waits for its accelerator: many teacher peers on one machine then
+// contend for its cores no more than GPU hosts would, so a benchmark of
+// their rounds measures the protocol's waits (bench/swarm_scale.py).
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <chrono>
 #include <cmath>
+#include <thread>
 
 #include "builtin.hpp"
 #include "memory_estimate.hpp"
@@ -39,6 +46,7 @@ class TeacherTask : public ModuleTask {
     int64_t samples = options.get_int("samples", 1);
     auto teacher_seed = static_cast<uint64_t>(options.get_int("teacher_seed", 0));
     double noise = options.get_float("noise", 0.0, INFINITY);
+    step_wait_ = std::chrono::duration<double, std::milli>(options.get_float("emulated_step_ms", 0.0, 10000.0));
 
     auto gen = at::detail::createCPUGenerator(teacher_seed);
     auto w1 = torch::randn({kTeacherHidden, inputs}, gen) / std::sqrt(static_cast<double>(inputs));
@@ -67,6 +75,7 @@ class TeacherTask : public ModuleTask {
   std::string headline_metric() const override { return "loss"; }
 
   torch::Tensor loss(const Batch& batch) override {
+    if (step_wait_.count() > 0) std::this_thread::sleep_for(step_wait_);
     auto device = device_of(*model_);
     return torch::mse_loss(model_->forward(batch.input.to(device)), batch.target.to(device));
   }
@@ -92,6 +101,7 @@ class TeacherTask : public ModuleTask {
  private:
   torch::nn::Sequential model_{nullptr};
   std::unique_ptr<TensorDataset> train_, validation_;
+  std::chrono::duration<double, std::milli> step_wait_{0};
 };
 
 }  // namespace
