@@ -219,6 +219,14 @@ def read_all(hosts):
         return list(pool.map(counters, hosts))
 
 
+def cpu_times():
+    """The machine's CPU time so far, (idle, total) in clock ticks, from
+    /proc/stat (idle and iowait count as idle): every host shares its CPUs."""
+    with open("/proc/stat") as f:
+        ticks = [int(x) for x in f.readline().split()[1:]]
+    return ticks[3] + ticks[4], sum(ticks[:8])
+
+
 def rates(before, after, key):
     """key's per-second rate on each host between two readings."""
     return [(a[1].get(key, 0) - b[1].get(key, 0)) / (a[0] - b[0]) for b, a in zip(before, after)]
@@ -294,6 +302,7 @@ def run_size(n, args, out, run_no):
             names = {hashlib.sha1(f"loom/{run_id}/progress".encode()).hexdigest(): "progress"}
             sniff = hs[-1].popen([sys.executable, "-c", SNIFF, hs[-1].address, args.seconds, json.dumps(names)],
                                  stdout=subprocess.PIPE, text=True)
+        cpu0 = cpu_times()
         before = read_all(hs)
         w0 = before[0][0] - t0
         churn = Churn(args, peers, hs, start, t0, w0, PORT, AVG, fail) if args.churn else None
@@ -305,6 +314,7 @@ def run_size(n, args, out, run_no):
                 churn.tick()
             time.sleep(0.2 if churn else 0.5)
         after = read_all(hs)
+        cpu1 = cpu_times()
         w1 = after[-1][0] - t0
         if churn:
             churn.finish()
@@ -415,6 +425,10 @@ def run_size(n, args, out, run_no):
         "cohorts_per_epoch": med([len(cohorts[e]) for e in inner]),
         "group_sizes": dict(collections.Counter(k for _, k, _, _ in rounds_seen)),
         "matchmaking_ms": med(mm), "round_ms": med(rounds), "epoch_s": med(epoch_s), "barrier_share": med(shares),
+        # How much of the machine's CPU time the window left idle: on a
+        # machine the peers share, a peer that waits hands its CPU to the
+        # others, so the swarm lost at most this much compute to waits.
+        "cpu_idle_share": (cpu1[0] - cpu0[0]) / max(1, cpu1[1] - cpu0[1]),
         "sent_per_s": med(sent), "sent_per_s_max": max(sent), "sent_per_s_by_peer": [round(x) for x in sent], "recv_per_s": med(recv), "recv_per_s_max": max(recv),
         "sent_kb_s": med(rates(before, after, "o_bytes")) / 1000,
         "recv_kb_s": med(rates(before, after, "i_bytes")) / 1000,
@@ -520,6 +534,8 @@ def main():
               f"{r['rounds_capped']} rounds' targets capped by their groups' part of the swarm; "
               f"RSS max {r['rss_mib_max']} MiB; UDP sent/s worst peer {r['sent_per_s_max']:.0f} (peer "
               f"{r['sent_per_s_by_peer'].index(round(r['sent_per_s_max']))}, the first being the seed)", flush=True)
+        print(f"  the machine's CPUs were idle {100 * r['cpu_idle_share']:.1f}% of the window (the peers' waits "
+              f"left at most that much of the swarm's compute unused)", flush=True)
         if r["table_kb_s"] is not None:
             print(f"  progress reads per peer per second (medians, whole run): {r['progress_reads_per_s']:.2f}, "
                   f"{r['dht_reads_per_s']:.2f} of them DHT reads, {r['table_reads_per_s']:.2f} peers' tables over TCP "
