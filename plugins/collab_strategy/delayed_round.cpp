@@ -11,6 +11,7 @@
 
 #include "peer.h"
 #include "scale_kernels.h"
+#include "thread_name.h"
 
 namespace loom_collab {
 
@@ -34,6 +35,7 @@ RoundEnd Peer::launch_delayed(const GroupRecord &group, std::unique_ptr<GroupCom
 }
 
 void Peer::run_delayed(DelayedRound *d, Clock::time_point deadline) {
+  name_this_thread("collab-delayed");
   try {
     bool ok = d->sliced ? sliced_average(*d->comm, buffer_.data(), numel_, d->members.weight, buffer_.data(),
                                          opt_.compression, deadline, &d->why)

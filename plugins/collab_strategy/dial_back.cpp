@@ -9,6 +9,7 @@
 #include "dial_back.h"
 #include "state_client.h"
 #include "state_server_impl.h"
+#include "thread_name.h"
 
 namespace loom_collab {
 
@@ -35,6 +36,7 @@ void StateServer::Impl::note_probe(Pending &p, Clock::time_point now) {
 }
 
 void StateServer::Impl::dial_back(Transfer &t) {
+  name_this_thread("collab-dial");
   t.end = End::went_away;
   int err = 0;
   IoLimits lim{limits.idle_timeout, Clock::now() + kDialTimeout, &t.cancel, stop_read.get(), nullptr};

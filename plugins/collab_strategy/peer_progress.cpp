@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "peer.h"
+#include "thread_name.h"
 
 namespace loom_collab {
 
@@ -441,6 +442,7 @@ void Peer::publish(bool force) {
 int64_t Peer::read_interval_ms() const { return loom_collab::read_interval_ms(view(), opt_.target_batch_size); }
 
 void Peer::background() {
+  name_this_thread("collab-bg");
   int64_t last_read_ms = 0, read_epoch = -1;
   while (!stop_) {
     bool woken = false;

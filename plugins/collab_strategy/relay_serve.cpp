@@ -4,6 +4,7 @@
 #include "relay.h"
 #include "relay_channel.h"
 #include "state_server_impl.h"
+#include "thread_name.h"
 
 namespace loom_collab {
 
@@ -18,6 +19,7 @@ constexpr milliseconds kRelayIdle{10 * 60 * 1000};
 }  // namespace
 
 void StateServer::Impl::relay_session(Transfer &t, RelayHandler handler, uint64_t max_values) {
+  name_this_thread("collab-relay");
   const int fd = t.fd.get();
   int err = 0;
   IoLimits lim{limits.idle_timeout, Clock::time_point::max(), &t.cancel, stop_read.get(), &t.sent};

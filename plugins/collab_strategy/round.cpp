@@ -10,6 +10,7 @@
 
 #include "group_split.h"
 #include "peer.h"
+#include "thread_name.h"
 
 namespace loom_collab {
 namespace {
@@ -422,6 +423,7 @@ void Peer::maybe_prematch(const SwarmView &v) {
 }
 
 void Peer::run_prematch(Prematch *p) {
+  name_this_thread("collab-match");
   // Bounded like a round: matchmaking_time for the group, then its setup.
   const auto deadline = p->started + std::chrono::milliseconds(int64_t(opt_.averaging_timeout * 1000));
   try {

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "state_server_impl.h"
+#include "thread_name.h"
 
 namespace loom_collab {
 
@@ -102,6 +103,7 @@ std::unique_ptr<StreamSealer> StateServer::Impl::accept_keyed(Transfer &t, const
 
 // On the transfer's own thread: wait for a fresh enough snapshot, then send it.
 void StateServer::Impl::serve(Transfer &t) {
+  name_this_thread("collab-transfer");
   const int fd = t.fd.get();
   const std::string &peer = t.peer;
   const auto asked = Clock::now();

@@ -16,6 +16,7 @@
 #include "progress_shards.h"
 #include "relay.h"
 #include "state_server_impl.h"
+#include "thread_name.h"
 
 namespace loom_collab {
 
@@ -179,6 +180,7 @@ bool StateServer::saw_probe(uint64_t value) const {
 }
 
 void StateServer::Impl::sum_loop() {
+  name_this_thread("collab-sum");
   uint64_t done_gen = 0;
   for (;;) {
     std::shared_ptr<Snapshot> snap;
@@ -195,6 +197,7 @@ void StateServer::Impl::sum_loop() {
 }
 
 void StateServer::Impl::front_loop() {
+  name_this_thread("collab-serve");
   std::vector<pollfd> fds;
   std::vector<std::list<Pending>::iterator> of;
   while (!stopping) {

@@ -19,6 +19,7 @@
 #include "state_secret.h"
 #include "state_transfer.h"
 #include "state_wire.h"
+#include "thread_name.h"
 
 namespace loom_collab {
 
@@ -105,6 +106,7 @@ class Verifier {
     while (!queue_.empty() && bad_.empty()) step(g);
   }
   void run() {
+    name_this_thread("collab-verify");
     std::unique_lock<std::mutex> g(m_);
     for (;;) {
       cv_.wait(g, [&] { return quit_ || !bad_.empty() || !queue_.empty(); });
