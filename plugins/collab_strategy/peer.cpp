@@ -393,11 +393,12 @@ loom_status Peer::teardown() {
   }
   {
     const double secs = std::max(1e-3, double(wall_ms() - since_ms_) / 1000.0);
-    char line[512];
+    char line[768];
     std::snprintf(line, sizeof line,
                   "read the swarm's progress %llu times in %.0f s (%.1f a second), %llu records (%.1f a read); "
                   "%llu DHT reads (%.2f a second), %llu of peers' tables (%llu failed, %llu bytes); answered %llu "
-                  "progress requests; took %llu records pushed with them (%llu did not open)",
+                  "progress requests; took %llu records pushed with them (%llu did not open); checked %llu records' "
+                  "signatures, and %llu records read again as they were",
                   static_cast<unsigned long long>(progress_reads_), secs, double(progress_reads_) / secs,
                   static_cast<unsigned long long>(records_read_),
                   progress_reads_ ? double(records_read_) / double(progress_reads_) : 0.0,
@@ -406,7 +407,8 @@ loom_status Peer::teardown() {
                   static_cast<unsigned long long>(reads_.pull_bytes),
                   static_cast<unsigned long long>(server_ ? server_->progress_served() : 0),
                   static_cast<unsigned long long>(push_ ? push_->received() : 0),
-                  static_cast<unsigned long long>(push_ ? push_->unopened() : 0));
+                  static_cast<unsigned long long>(push_ ? push_->unopened() : 0),
+                  static_cast<unsigned long long>(verified_.checks()), static_cast<unsigned long long>(verified_.hits()));
     detail(line);
     std::snprintf(line, sizeof line,
                   "progress keys read from the DHT: %llu due (%lld to %lld ms apart), %llu that no known peer writes "

@@ -37,6 +37,7 @@
 #include "progress_shards.h"
 #include "quiet_peer.h"
 #include "records.h"
+#include "verified_progress.h"
 #include "round_state.h"
 #include "relay.h"
 #include "state_check.h"
@@ -479,6 +480,7 @@ class Peer {
   // than what this peer holds are the usual case, not worth a log line.
   uint64_t take_progress(const std::vector<Bytes> &values, std::vector<uint64_t> *ids, bool pulled = false);
   PeerReads reads_;  // progress from peers (progress_push.h); background thread only
+  VerifiedProgress verified_;  // the records read, each checked once (background thread only)
   std::shared_ptr<ProgressPush> push_;  // progress_push.h; shared with the server's handler
   std::shared_ptr<OobHub> hub_;         // oob_hub.h: the groups this peer leads; shared with the server's handler
   Bytes own_push_;                      // this peer's newest record as its pulls push it

@@ -292,7 +292,7 @@ uint64_t Peer::take_progress(const std::vector<Bytes> &values, std::vector<uint6
   const int64_t now = wall_ms();
   for (const auto &raw : values) {
     std::string reason;
-    auto r = decode_progress(run_, raw.data(), raw.size(), &reason);
+    auto r = verified_.decode(run_, raw.data(), raw.size(), &reason);
     if (!r) {
       if (reason.find("forged") != std::string::npos || reason.find("bad signature") != std::string::npos) {
         // Someone speaking for another peer. Its ids are the sender's to
