@@ -227,6 +227,46 @@ def cpu_times():
     return ticks[3] + ticks[4], sum(ticks[:8])
 
 
+def thread_times():
+    """CPU ticks of every thread of every loom process on the machine, by
+    (pid, tid): (thread name, ticks). A process's first thread is its
+    training thread ("training"); the collab strategy names its own
+    (collab-bg, collab-serve, ...); OpenDHT's and other libraries' threads
+    keep the process's name ("loom")."""
+    out = {}
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/comm") as f:
+                if f.read().strip() != "loom":
+                    continue
+            for tid in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                    stat = f.read()
+                with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                    name = f.read().strip()
+                fields = stat[stat.rindex(")") + 2:].split()
+                if tid == pid:
+                    name = "training"
+                out[pid, tid] = (name, int(fields[11]) + int(fields[12]))
+        except (FileNotFoundError, ProcessLookupError, ValueError):
+            continue  # a thread or process that ended meanwhile
+    return out
+
+
+def thread_cpu(before, after, seconds):
+    """ms of CPU a second per peer by thread name, over threads alive at both readings."""
+    hz = os.sysconf("SC_CLK_TCK")
+    by, procs = collections.Counter(), set()
+    for key, (name, ticks) in after.items():
+        if key in before:
+            by[name] += ticks - before[key][1]
+            procs.add(key[0])
+    n = max(1, len(procs))
+    return {name: 1000.0 * t / hz / seconds / n for name, t in by.most_common()}
+
+
 def rates(before, after, key):
     """key's per-second rate on each host between two readings."""
     return [(a[1].get(key, 0) - b[1].get(key, 0)) / (a[0] - b[0]) for b, a in zip(before, after)]
@@ -302,7 +342,7 @@ def run_size(n, args, out, run_no):
             names = {hashlib.sha1(f"loom/{run_id}/progress".encode()).hexdigest(): "progress"}
             sniff = hs[-1].popen([sys.executable, "-c", SNIFF, hs[-1].address, args.seconds, json.dumps(names)],
                                  stdout=subprocess.PIPE, text=True)
-        cpu0 = cpu_times()
+        cpu0, threads0 = cpu_times(), thread_times()
         before = read_all(hs)
         w0 = before[0][0] - t0
         churn = Churn(args, peers, hs, start, t0, w0, PORT, AVG, fail) if args.churn else None
@@ -315,6 +355,7 @@ def run_size(n, args, out, run_no):
             time.sleep(0.2 if churn else 0.5)
         after = read_all(hs)
         cpu1 = cpu_times()
+        threads1 = thread_times()
         w1 = after[-1][0] - t0
         if churn:
             churn.finish()
@@ -429,6 +470,9 @@ def run_size(n, args, out, run_no):
         # machine the peers share, a peer that waits hands its CPU to the
         # others, so the swarm lost at most this much compute to waits.
         "cpu_idle_share": (cpu1[0] - cpu0[0]) / max(1, cpu1[1] - cpu0[1]),
+        # Where a peer's CPU went (its threads by name), for peers alive all
+        # through the window: ms of CPU a second per peer.
+        "thread_cpu_ms_s": thread_cpu(threads0, threads1, max(1e-3, w1 - w0)),
         "sent_per_s": med(sent), "sent_per_s_max": max(sent), "sent_per_s_by_peer": [round(x) for x in sent], "recv_per_s": med(recv), "recv_per_s_max": max(recv),
         "sent_kb_s": med(rates(before, after, "o_bytes")) / 1000,
         "recv_kb_s": med(rates(before, after, "i_bytes")) / 1000,
@@ -535,7 +579,8 @@ def main():
               f"RSS max {r['rss_mib_max']} MiB; UDP sent/s worst peer {r['sent_per_s_max']:.0f} (peer "
               f"{r['sent_per_s_by_peer'].index(round(r['sent_per_s_max']))}, the first being the seed)", flush=True)
         print(f"  the machine's CPUs were idle {100 * r['cpu_idle_share']:.1f}% of the window (the peers' waits "
-              f"left at most that much of the swarm's compute unused)", flush=True)
+              f"left at most that much of the swarm's compute unused); CPU per peer by thread, ms a second: " +
+              ", ".join(f"{k} {v:.1f}" for k, v in r["thread_cpu_ms_s"].items() if v >= 0.05), flush=True)
         if r["table_kb_s"] is not None:
             print(f"  progress reads per peer per second (medians, whole run): {r['progress_reads_per_s']:.2f}, "
                   f"{r['dht_reads_per_s']:.2f} of them DHT reads, {r['table_reads_per_s']:.2f} peers' tables over TCP "
