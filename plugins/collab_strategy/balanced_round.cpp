@@ -157,6 +157,7 @@ bool Peer::balanced_average(GroupComm &comm, const float *values, uint64_t numel
       *why = "the blocks of the mean by parts were not all moved by the round's deadline";
       return fail();
     }
+    if (!moved && comm.member_left(why)) return fail();
     // The collective progresses inside test. Over a slow link the blocks
     // take seconds: after a spell of yielding, nap so as not to take a core
     // from training (50 us is nothing beside such a block).

@@ -15,6 +15,11 @@ int64_t ms_until(Clock::time_point deadline) {
   return std::max<int64_t>(1, left);
 }
 
+int64_t now_wall_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 }  // namespace
 
 loom_status GroupComm::open(const GroupRecord &group, uint64_t me, Clock::time_point deadline, std::string *why) {
@@ -32,6 +37,9 @@ loom_status GroupComm::open(const GroupRecord &group, uint64_t me, Clock::time_p
   attempt_ = group.attempt;
   me_ = me;
   members_ = group.members;
+  opened_ms_ = now_wall_ms();
+  left_seen_ms_ = -1;
+  left_checked_ms_ = 0;
   servers_.assign(group.members.size(), {});
   oob_error_.clear();
   loom_oob_v1 oob{sizeof(loom_oob_v1), this, &GroupComm::oob_allgather};
@@ -193,9 +201,10 @@ loom_status GroupComm::complete(loom_status posted, loom_request *request, Clock
                                 const char *what, std::string *why) {
   loom_status s = posted;
   if (s == LOOM_OK) {
-    s = vt_->wait(request, ms_until(deadline));
+    std::string gone;
+    s = wait_for(request, deadline, &gone);
     if (s != LOOM_OK) {
-      *why = std::string(what) + " failed (" + loom_status_name(s) + "): " + error_text();
+      *why = std::string(what) + " failed (" + loom_status_name(s) + "): " + (gone.empty() ? error_text() : gone);
       vt_->comm_abort(comm_);
     }
     vt_->request_free(request);
@@ -204,6 +213,42 @@ loom_status GroupComm::complete(loom_status posted, loom_request *request, Clock
   }
   if (s != LOOM_OK) close(true);
   return s;
+}
+
+bool GroupComm::member_left(std::string *gone) {
+  if (!left_) return false;
+  const int64_t now = now_wall_ms();
+  if (left_seen_ms_ < 0) {
+    // Reads the peer's table under its lock: not at every poll of a loop.
+    if (now - left_checked_ms_ < 50) return false;
+    left_checked_ms_ = now;
+    for (size_t r = 0; r < members_.size(); ++r)
+      if (members_[r] != me_ && left_(members_[r], opened_ms_)) {
+        left_rank_ = r;
+        left_seen_ms_ = now;
+        break;
+      }
+    return false;
+  }
+  if (now - left_seen_ms_ < kLeftGraceMs) return false;
+  char text[200];
+  std::snprintf(text, sizeof text,
+                "member %d (peer %llu) left the swarm (its goodbye was read %lld ms ago) without finishing it",
+                int(left_rank_), static_cast<unsigned long long>(members_[left_rank_]),
+                static_cast<long long>(now - left_seen_ms_));
+  *gone = text;
+  return true;
+}
+
+loom_status GroupComm::wait_for(loom_request *request, Clock::time_point deadline, std::string *gone) {
+  if (!left_) return vt_->wait(request, ms_until(deadline));
+  // Slices short against a round's seconds, long against a wait's wake-up.
+  constexpr int64_t kSliceMs = 100;
+  for (;;) {
+    const loom_status s = vt_->wait(request, std::min(kSliceMs, ms_until(deadline)));
+    if (s != LOOM_ERR_TIMEOUT || Clock::now() >= deadline) return s;
+    if (member_left(gone)) return LOOM_ERR_PEER_FAILED;
+  }
 }
 
 void GroupComm::close(bool abort) {

@@ -43,6 +43,19 @@ class GroupComm {
   loom_status open(const GroupRecord &group, uint64_t me, Clock::time_point deadline, std::string *why);
   // open() gives up early (LOOM_ERR_ABORTED) once *cancel is set; null: never.
   void set_cancel(const std::atomic<bool> *cancel) { cancel_ = cancel; }
+  // Whether a member published its goodbye (it left the swarm) after
+  // since_ms, this process's wall clock against the record's: set by the
+  // peer. A wait on an operation then gives up once a member of the group
+  // left (after kLeftGraceMs, for what it sent before leaving to land)
+  // rather than at the deadline: a member that stops by SIGTERM between
+  // its group's meetings never comes to the next one.
+  using Left = std::function<bool(uint64_t member, int64_t since_ms)>;
+  void set_left(Left left) { left_ = std::move(left); }
+  static constexpr int64_t kLeftGraceMs = 1000;
+  // Whether to give up on the group: a member's goodbye was read at least
+  // kLeftGraceMs ago (*gone says whose). Polling loops call it between
+  // polls; waits here do it themselves.
+  bool member_left(std::string *gone);
   // The next open()'s hub (oob_hub.h): given this member's encoded part,
   // how long the hub may hold its reply and how long the whole ask may
   // take (connection included; at least hold), returns the parts the hub
@@ -158,6 +171,10 @@ class GroupComm {
   loom_status complete(loom_status posted, loom_request *request, Clock::time_point deadline, const char *what,
                        std::string *why);
 
+  // wait() by deadline; with left_ set, in slices, giving up (PEER_FAILED,
+  // *gone saying who) once a member left.
+  loom_status wait_for(loom_request *request, Clock::time_point deadline, std::string *gone);
+
   const loom_collective_v1 *vt_;
   loom_collective_ctx *instance_;
   SwarmDht *dht_;
@@ -177,6 +194,11 @@ class GroupComm {
   std::vector<std::pair<std::string, uint16_t>> servers_;  // by rank, from the exchange
   std::string oob_error_;
   const std::atomic<bool> *cancel_ = nullptr;
+  Left left_;
+  int64_t opened_ms_ = 0;  // wall clock at open(): goodbyes older than it are not this group's
+  int64_t left_seen_ms_ = -1;  // when member_left first read a member's goodbye (-1: none yet)
+  size_t left_rank_ = 0;
+  int64_t left_checked_ms_ = 0;  // when member_left last read the table
   bool adopted_ = false;
   HubExchange hub_;
 };

@@ -451,6 +451,14 @@ std::unique_ptr<GroupComm> Peer::group_comm(const GroupRecord &group, Clock::tim
   if (group.reuse != 0) return kept_.take(group, id_, why);
   auto comm = std::make_unique<GroupComm>(collective_, collective_instance_, dht_.get(), round_space_, run_, &identity_);
   comm->set_cancel(cancel);
+  // A member that leaves (its goodbye read) ends a wait on it; goodbyes from
+  // before the group's communicator count too within kClockSlackMs, which
+  // covers hosts whose clocks differ a little.
+  comm->set_left([this](uint64_t member, int64_t since_ms) {
+    constexpr int64_t kClockSlackMs = 2000;
+    std::lock_guard<std::mutex> lock(mutex_);
+    return tracker_.left_since(member, since_ms - kClockSlackMs);
+  });
   // The group's hub (oob_hub.h): this peer's own, or its leader's server.
   if (group.hub_port != 0 && group.leader == id_ && hub_) {
     comm->set_hub([hub = hub_, cancel](const Bytes &part, std::chrono::milliseconds hold, std::chrono::milliseconds,

@@ -137,6 +137,11 @@ int64_t Tracker::newest(uint64_t peer) const {
   return it == peers_.end() ? 0 : it->second.time_ms;
 }
 
+bool Tracker::left_since(uint64_t peer, int64_t since_ms) const {
+  auto it = peers_.find(peer);
+  return it != peers_.end() && (it->second.flags & ProgressRecord::kLeft) && it->second.time_ms >= since_ms;
+}
+
 bool Tracker::live(const ProgressRecord &r, int64_t now_ms, int64_t horizon_ms) const {
   return !(r.flags & ProgressRecord::kLeft) && now_ms - r.time_ms <= (horizon_ms < 0 ? ttl_ms_ : horizon_ms);
 }

@@ -168,6 +168,9 @@ class Tracker {
   bool merge(const ProgressRecord &r);
   // The newest time_ms merged from peer (0: none).
   int64_t newest(uint64_t peer) const;
+  // Whether peer's newest record is its goodbye, stamped at since_ms or
+  // later (by its sender's clock).
+  bool left_since(uint64_t peer, int64_t since_ms) const;
   // Every live peer's record, checkpointers included (view() leaves them
   // out: they do not train), by peer id; with horizon_ms, every record at
   // most that old that is not a goodbye (kAnyAge: every one held).

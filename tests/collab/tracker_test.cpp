@@ -53,6 +53,21 @@ TEST(Tracker, AReplayedOlderRecordIsRefusedAndCannotUndoAGoodbye) {
   EXPECT_EQ(t.view(kMe, 8, 0, 0, kNow).peers, 2u);
 }
 
+// What frees a member waiting for another in a round (GroupComm::set_left):
+// the other's newest record is its goodbye, stamped since the group formed.
+TEST(Tracker, LeftSinceIsTheNewestRecordsGoodbyeStampedSinceTheTimeGiven) {
+  Tracker t(5000);
+  EXPECT_FALSE(t.left_since(2, 0));  // never heard of
+  t.merge(record(2, 7, 100, 0, 3000));
+  EXPECT_FALSE(t.left_since(2, 0));  // alive
+  t.merge(record(2, 7, 100, 0, 1000, ProgressRecord::kLeft));
+  EXPECT_TRUE(t.left_since(2, kNow - 1000));
+  EXPECT_TRUE(t.left_since(2, kNow - 5000));
+  EXPECT_FALSE(t.left_since(2, kNow - 999));  // a goodbye from before the time given: another group's
+  t.merge(record(2, 8, 0, 0, 0));             // back, with a newer record
+  EXPECT_FALSE(t.left_since(2, 0));
+}
+
 ProgressRecord synced(uint64_t id, int64_t sync_epoch, uint64_t hash, int64_t age_ms = 0) {
   ProgressRecord r = record(id, sync_epoch, 0, 1, age_ms);
   r.sync_epoch = sync_epoch;
