@@ -274,7 +274,10 @@ RoundEnd Peer::average_gradients(double weight, double norm) {
       if (grants) {
         p->until_samples = grant_until;
         adds = grants->failed ? std::string("nothing (its hub gave no grant)")
-                              : std::to_string(grant_until - samples_.load()) + " (a first grant of its group's hub)";
+                              : std::to_string(grant_until - samples_.load()) + " (a first grant of its group's hub" +
+                                    (grants->own ? std::string(", this peer") : " at " + grants->host + ":" +
+                                                                                    std::to_string(grants->port)) +
+                                    ")";
         p->grants = std::move(grants);
       }
       if (box > 0) {
