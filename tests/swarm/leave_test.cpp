@@ -95,7 +95,7 @@ TEST(Leaving, ASigtermedPeerLeavesWithExitZeroAndTheOthersGoOnWithoutWaitingForI
 TEST(Leaving, AMemberThatLeavesBetweenItsGroupsMeetingsFreesTheOneWaitingThere) {
   Scratch scratch;
   std::vector<std::string> sets = teacher_round_sets("leave-meeting", 2, 1 << 15);
-  sets.push_back("trainer.max_steps=5");
+  sets.push_back("trainer.max_steps=3");
   sets.push_back("strategy.options.averaging_timeout=30");
   sets.push_back("task.emulated_step_ms=10");
   // Shared memory alone, with a keepalive past the test: UCX cannot see the
