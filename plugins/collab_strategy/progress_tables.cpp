@@ -57,30 +57,53 @@ std::optional<std::vector<Bytes>> Peer::pull_progress(int level, uint32_t shard,
   return got;
 }
 
-void Peer::push_goodbye(const Bytes &bye) {
+std::vector<Peer::Mate> Peer::waiting_mates() const {
+  std::vector<Mate> mates;
+  auto add = [&](const GroupRecord &group, const GroupComm *comm) {
+    if (!comm) return;
+    const auto &servers = comm->servers();
+    for (size_t r = 0; r < group.members.size() && r < servers.size(); ++r)
+      if (group.members[r] != id_ && servers[r].second != 0 && !servers[r].first.empty())
+        mates.emplace_back(group.members[r], servers[r].first, servers[r].second);
+  };
+  if (pending_) add(pending_->group, pending_->comm.get());
+  // Read only once its thread is done with it.
+  if (prematch_ && prematch_->done && prematch_->group) add(*prematch_->group, prematch_->comm.get());
+  return mates;
+}
+
+void Peer::push_goodbye(const Bytes &bye, const std::vector<Mate> &mates, bool others) {
   if (!push_) return;
   constexpr size_t kGoodbyePushes = 3;
+  // A bounded group has a few members; an unbounded one of a large swarm
+  // is told in part (the rest read the DHT), so that leaving stays quick.
+  constexpr size_t kMatePushes = 32;
   constexpr std::chrono::milliseconds kGoodbyeTimeout{300};
-  std::vector<std::tuple<uint64_t, std::string, uint16_t>> to;
+  // The key each serves (its own shard), so that the reply is small.
+  const int level = shards_ ? shards_->level() : 0;
+  const Bytes wrapped = push_->wrap(bye);
+  auto push = [&](const Mate &to) {
+    const auto &[peer, host, port] = to;
+    std::string why;
+    return fetch_progress(host, port, run_, level, shard_of(peer, level), kGoodbyeTimeout, &why, opt_.swarm_key,
+                          nullptr, &wrapped);
+  };
+  size_t told_mates = 0;
+  for (size_t i = 0; i < mates.size() && i < kMatePushes; ++i) told_mates += push(mates[i]) ? 1 : 0;
+  if (!mates.empty())
+    detail("pushed this peer's goodbye to " + std::to_string(told_mates) + " of the " + std::to_string(mates.size()) +
+           " members of its group that may wait for it");
+  if (!others) return;
+  std::vector<Mate> to;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     for (const auto &r : tracker_.live_records(wall_ms()))
       if (r.peer_id != id_ && serves_progress(r)) to.emplace_back(r.peer_id, r.state_host, r.state_port);
   }
-  // The key each serves (its own shard), so that the reply is small.
-  const int level = shards_ ? shards_->level() : 0;
   // Which few: a random start, so that leavers do not all tell the same peers.
   const size_t first = to.empty() ? 0 : size_t(mix64(id_ ^ uint64_t(wall_ms())) % to.size());
-  const Bytes wrapped = push_->wrap(bye);
   size_t told = 0;
-  for (size_t i = 0; i < to.size() && told < kGoodbyePushes; ++i) {
-    const auto &[peer, host, port] = to[(first + i) % to.size()];
-    std::string why;
-    told += fetch_progress(host, port, run_, level, shard_of(peer, level), kGoodbyeTimeout, &why, opt_.swarm_key,
-                           nullptr, &wrapped)
-                ? 1
-                : 0;
-  }
+  for (size_t i = 0; i < to.size() && told < kGoodbyePushes; ++i) told += push(to[(first + i) % to.size()]) ? 1 : 0;
   detail("pushed this peer's goodbye to " + std::to_string(told) + " of " + std::to_string(to.size()) +
          " live peers");
 }

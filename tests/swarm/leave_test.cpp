@@ -88,7 +88,8 @@ TEST(Leaving, ASigtermedPeerLeavesWithExitZeroAndTheOthersGoOnWithoutWaitingForI
 // A member sent SIGTERM between its group's meetings (top-up grants: the
 // group meets again once its deficit is trained) never comes to the next
 // meeting. Its goodbye frees the member waiting there (after a grace of
-// GroupComm::kLeftGraceMs), which waited out the round's deadline before
+// GroupComm::kLeftGraceMs; the leaver pushes it to its group's members
+// before it puts it in the DHT), which waited out the round's deadline before
 // (30 s here; seen in CI, where a 2-peer test's survivor outlived its 30 s
 // exit limit). Both step at 10 ms (emulated), so that a top-up lasts many
 // steps: the leaver stops after its current one.
@@ -122,6 +123,10 @@ TEST(Leaving, AMemberThatLeavesBetweenItsGroupsMeetingsFreesTheOneWaitingThere) 
   EXPECT_EQ(leaver.wait_exit(seconds(20)), 0) << leaver.tail();
   const double left_s = std::chrono::duration<double>(Clock::now() - stopped).count();
   EXPECT_NE(leaver.log().find("its goodbye is published"), std::string::npos) << leaver.tail();
+  // Told directly: the waiter need not come upon it in the DHT.
+  EXPECT_NE(leaver.log().find("pushed this peer's goodbye to 1 of the 1 members of its group that may wait for it"),
+            std::string::npos)
+      << leaver.tail();
   double freed_s = -1;
   wait_until(
       [&] {
