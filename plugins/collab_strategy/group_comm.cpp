@@ -7,17 +7,14 @@
 #include <thread>
 #include <vector>
 
+#include "dht_value.h"
+
 namespace loom_collab {
 namespace {
 
 int64_t ms_until(Clock::time_point deadline) {
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
   return std::max<int64_t>(1, left);
-}
-
-int64_t now_wall_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
 }
 
 }  // namespace
@@ -37,7 +34,7 @@ loom_status GroupComm::open(const GroupRecord &group, uint64_t me, Clock::time_p
   attempt_ = group.attempt;
   me_ = me;
   members_ = group.members;
-  opened_ms_ = now_wall_ms();
+  opened_ms_ = swarm_value::now_ms();
   left_seen_ms_ = -1;
   left_checked_ms_ = 0;
   servers_.assign(group.members.size(), {});
@@ -217,7 +214,7 @@ loom_status GroupComm::complete(loom_status posted, loom_request *request, Clock
 
 bool GroupComm::member_left(std::string *gone) {
   if (!left_) return false;
-  const int64_t now = now_wall_ms();
+  const int64_t now = swarm_value::now_ms();
   if (left_seen_ms_ < 0) {
     // Reads the peer's table under its lock: not at every poll of a loop.
     if (now - left_checked_ms_ < 50) return false;

@@ -386,14 +386,14 @@ loom_status Peer::teardown() {
   bool said = dht_ != nullptr;
   if (dht_) {
     const Bytes bye = encode(run_, own_record(), identity_);
-    if (!mates.empty()) push_goodbye(bye, mates, false);
+    push_goodbye(bye, mates);
     if (written_levels_.empty()) written_levels_.push_back(0);
     for (int level : written_levels_)
       said = dht_->put(progress_shard_key(opt_.run_id, level, shard_of(id_, level)), id_, bye, kRecordTtl,
                        std::chrono::milliseconds(500)) && said;
     // Readers of peers' tables read the DHT seldom: a few of them hear it
     // pushed, and their tables spread it.
-    if (progress_from_peers_now()) push_goodbye(bye, {}, true);
+    if (progress_from_peers_now()) push_goodbye(bye);
   }
   {
     const double secs = std::max(1e-3, double(wall_ms() - since_ms_) / 1000.0);

@@ -488,15 +488,12 @@ class Peer {
   std::atomic<uint64_t> tables_{0};     // peers' tables read (a joiner's catch-up waits for one)
   void share_progress(int64_t now_ms);  // the others' records, for the server's readers
   void take_pushed();                   // merges what readers pushed since last time
-  // A group mate's id and state server.
-  using Mate = std::tuple<uint64_t, std::string, uint16_t>;
-  // The members of a group that may wait for this peer at its next meeting
-  // (a round that fell short; a group formed ahead), with a server each.
+  using Mate = std::tuple<uint64_t, std::string, uint16_t>;  // a peer's id and state server
+  // A short round's or a formed group's members, who may wait for this peer.
   std::vector<Mate> waiting_mates() const;
-  // To those mates first (they give the round up once they hear it,
-  // GroupComm::set_left), then, with others, to a few live full peers, with
-  // a pull each.
-  void push_goodbye(const Bytes &bye, const std::vector<Mate> &mates, bool others);
+  size_t push_record(const Bytes &wrapped, const Mate &to);  // 1 if it took the push
+  void push_goodbye(const Bytes &bye, const std::vector<Mate> &mates);  // to those mates, first
+  void push_goodbye(const Bytes &bye);  // to a few live full peers, with a pull each
   // The records a live full peer holds of key (level, shard), asked of a
   // random one that writes there; nullopt when none is known or it failed.
   // nobody (may be null): set when no peer writing to the key was known to ask.

@@ -72,28 +72,37 @@ std::vector<Peer::Mate> Peer::waiting_mates() const {
   return mates;
 }
 
-void Peer::push_goodbye(const Bytes &bye, const std::vector<Mate> &mates, bool others) {
+namespace {
+constexpr std::chrono::milliseconds kGoodbyeTimeout{300};
+}  // namespace
+
+size_t Peer::push_record(const Bytes &wrapped, const Mate &to) {
+  const auto &[peer, host, port] = to;
+  // The key it serves (its own shard), so that the reply is small.
+  const int level = shards_ ? shards_->level() : 0;
+  std::string why;
+  return fetch_progress(host, port, run_, level, shard_of(peer, level), kGoodbyeTimeout, &why, opt_.swarm_key, nullptr,
+                        &wrapped)
+             ? 1
+             : 0;
+}
+
+void Peer::push_goodbye(const Bytes &bye, const std::vector<Mate> &mates) {
+  if (!push_ || mates.empty()) return;
+  // They give the round up once they hear it (GroupComm::set_left). A
+  // bounded group has a few members; an unbounded one of a large swarm is
+  // told in part (the rest read the DHT), so that leaving stays quick.
+  constexpr size_t kMatePushes = 32;
+  const Bytes wrapped = push_->wrap(bye);
+  size_t told = 0;
+  for (size_t i = 0; i < mates.size() && i < kMatePushes; ++i) told += push_record(wrapped, mates[i]);
+  detail("pushed this peer's goodbye to " + std::to_string(told) + " of the " + std::to_string(mates.size()) +
+         " members of its group that may wait for it");
+}
+
+void Peer::push_goodbye(const Bytes &bye) {
   if (!push_) return;
   constexpr size_t kGoodbyePushes = 3;
-  // A bounded group has a few members; an unbounded one of a large swarm
-  // is told in part (the rest read the DHT), so that leaving stays quick.
-  constexpr size_t kMatePushes = 32;
-  constexpr std::chrono::milliseconds kGoodbyeTimeout{300};
-  // The key each serves (its own shard), so that the reply is small.
-  const int level = shards_ ? shards_->level() : 0;
-  const Bytes wrapped = push_->wrap(bye);
-  auto push = [&](const Mate &to) {
-    const auto &[peer, host, port] = to;
-    std::string why;
-    return fetch_progress(host, port, run_, level, shard_of(peer, level), kGoodbyeTimeout, &why, opt_.swarm_key,
-                          nullptr, &wrapped);
-  };
-  size_t told_mates = 0;
-  for (size_t i = 0; i < mates.size() && i < kMatePushes; ++i) told_mates += push(mates[i]) ? 1 : 0;
-  if (!mates.empty())
-    detail("pushed this peer's goodbye to " + std::to_string(told_mates) + " of the " + std::to_string(mates.size()) +
-           " members of its group that may wait for it");
-  if (!others) return;
   std::vector<Mate> to;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -102,8 +111,9 @@ void Peer::push_goodbye(const Bytes &bye, const std::vector<Mate> &mates, bool o
   }
   // Which few: a random start, so that leavers do not all tell the same peers.
   const size_t first = to.empty() ? 0 : size_t(mix64(id_ ^ uint64_t(wall_ms())) % to.size());
+  const Bytes wrapped = push_->wrap(bye);
   size_t told = 0;
-  for (size_t i = 0; i < to.size() && told < kGoodbyePushes; ++i) told += push(to[(first + i) % to.size()]) ? 1 : 0;
+  for (size_t i = 0; i < to.size() && told < kGoodbyePushes; ++i) told += push_record(wrapped, to[(first + i) % to.size()]);
   detail("pushed this peer's goodbye to " + std::to_string(told) + " of " + std::to_string(to.size()) +
          " live peers");
 }
