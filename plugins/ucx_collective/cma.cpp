@@ -42,6 +42,11 @@ bool cma_between(const CmaIdentity &a, const CmaIdentity &b) {
          std::strncmp(a.boot_id, b.boot_id, sizeof a.boot_id) == 0;
 }
 
+bool same_pid_space(const CmaIdentity &a, const CmaIdentity &b) {
+  return a.boot_id[0] && a.pid_namespace && a.pid_namespace == b.pid_namespace &&
+         std::strncmp(a.boot_id, b.boot_id, sizeof a.boot_id) == 0;
+}
+
 int cma_read(pid_t pid, uint64_t from, void *to, uint64_t len) {
   char *dst = static_cast<char *>(to);
   while (len > 0) {

@@ -42,6 +42,11 @@ CmaIdentity cma_self();
 // Symmetric, so both ends agree.
 bool cma_between(const CmaIdentity &a, const CmaIdentity &b);
 
+// Whether a and b run on one host (one boot) in one PID namespace, so that
+// a process id of one names the same process for the other; cma.pid may be
+// 0 (cross-memory attach refused) and the answer still true.
+bool same_pid_space(const CmaIdentity &a, const CmaIdentity &b);
+
 // Reads len bytes at remote address `from` of process pid into `to`.
 // Returns 0 or the errno of the failure.
 int cma_read(pid_t pid, uint64_t from, void *to, uint64_t len);

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
@@ -33,7 +34,10 @@ struct OobSlot {
   int32_t rank;
   int32_t size;
   uint32_t address_len;
-  uint32_t reserved;
+  // The member's process id, whatever cma.pid says: members of one host
+  // watch each other's processes (liveness.h). Plugins before it sent 0
+  // here, so they are simply not watched.
+  int32_t pid;
   CmaIdentity cma;  // whether large messages may go by cross-memory attach
 };
 constexpr uint32_t kOobMagic = 0x4c55434f;  // "LUCO"
@@ -172,6 +176,7 @@ loom_status connect(loom_comm *comm, const std::vector<uint8_t> &all) {
     Peer &p = comm->peers[size_t(r)];
     p.comm_id = s.comm_id;
     if (use_cma && r != comm->rank && cma_between(comm->ctx->cma, s.cma)) p.cma_pid = s.cma.pid;
+    if (r != comm->rank && same_pid_space(comm->ctx->cma, s.cma)) p.process = watch_process(s.pid);
     p.slot = new PeerSlot{comm, r};
     ucp_ep_params_t params{};
     params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
@@ -282,7 +287,8 @@ loom_status create(loom_collective_ctx *ctx, const loom_comm_config_v1 *config, 
   }
   const std::vector<uint8_t> &address = comm->worker->address;
   std::vector<uint8_t> mine(kSlotBytes, 0), all(kSlotBytes * size_t(cfg.size), 0);
-  const OobSlot slot{kOobMagic, kOobVersion, comm->id, cfg.rank, cfg.size, uint32_t(address.size()), 0, ctx->cma};
+  const OobSlot slot{kOobMagic, kOobVersion, comm->id, cfg.rank, cfg.size, uint32_t(address.size()),
+                     int32_t(::getpid()), ctx->cma};
   std::memcpy(mine.data(), &slot, sizeof slot);
   std::memcpy(mine.data() + sizeof slot, address.data(), address.size());
   loom_status s = LOOM_OK;
@@ -324,6 +330,29 @@ void mark_failed(loom_comm *comm, int32_t rank, const char *fmt, ...) {
   comm->notify_failure = true;
   comm->worker->tainted = true;  // see instance.h
   host_log(comm->ctx, LOOM_LOG_WARN, "communicator \"%s\" failed: %s", comm->name, comm->failed_why);
+}
+
+void check_processes(loom_comm *comm) {
+  if (comm->failed || comm->ctx->process_check_ms <= 0) return;
+  const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::steady_clock::now().time_since_epoch())
+                          .count();
+  if (now < comm->next_process_check_ms) return;
+  comm->next_process_check_ms = now + comm->ctx->process_check_ms;
+  for (int32_t r = 0; r < comm->size; ++r) {
+    Peer &p = comm->peers[size_t(r)];
+    if (!p.process.pid || p.failed) continue;
+    const ProcessState st = process_state(p.process);
+    if (st != ProcessState::kExited && st != ProcessState::kGone) {
+      p.exited_looks = 0;
+      continue;
+    }
+    if (++p.exited_looks < 2) continue;
+    p.failed = true;
+    mark_failed(comm, r, "rank %d failed (its process %d on this host has exited%s)", r, int(p.process.pid),
+                st == ProcessState::kExited ? "; its parent has not reaped it yet" : "");
+    return;
+  }
 }
 
 Scratch take_scratch(loom_comm *comm, size_t bytes) {

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "loom/collective.h"
+#include "liveness.h"
 #include "loom/cxx/errors.hpp"
 #include "wire.h"
 #include "xfer.h"
@@ -39,6 +40,8 @@ struct Peer {
   uint32_t recv_seq = 0;   // point to point, from this peer
   bool failed = false;     // its endpoint reported an error
   int32_t cma_pid = 0;     // large messages go by cross-memory attach to / from this process (cma.h)
+  ProcessWatch process;    // its process, when on this host (liveness.h)
+  int exited_looks = 0;    // consecutive looks that found that process exited
 };
 
 // A control message being sent; the deque keeps its buffer in place.
@@ -82,6 +85,9 @@ struct loom_comm {
   char failed_why[256] = "";
   bool notify_failure = false;  // tell the other members (control message)
 
+  // When check_processes next reads the members' processes (steady ms).
+  int64_t next_process_check_ms = 0;
+
   uint32_t next_seq = 0;  // collective operations posted so far
   loom_ucx::Xfer control_recv;
   loom_ucx::ControlMessage control_in{};
@@ -112,6 +118,12 @@ void broadcast_control(loom_comm *comm, ControlType type, uint32_t seq, int32_t 
 // Polls the communicator's control channel, its background sends and its
 // abandoned operations. Call with the instance mutex held.
 void service(loom_comm *comm);
+
+// Every process_check_ms, reads the state of the members' processes on
+// this host; a member found exited (or gone) at two looks in a row fails
+// the communicator, as UCX's error callback would. Two looks: data a member
+// sent just before it exited is taken first. Call with the instance mutex held.
+void check_processes(loom_comm *comm);
 
 // A scratch buffer of at least `bytes` not in use by any other operation.
 Scratch take_scratch(loom_comm *comm, size_t bytes);

@@ -203,6 +203,7 @@ loom_status init_impl(const loom_host_v1 *host, loom_collective_ctx **out) {
   std::string device;
   LOOM_CXX_TRY(read_listen_device(*c, &device));
   c->cma = cma_self();
+  c->process_check_ms = keepalive_ms;
   register_instance(c.get());  // UCX may log while starting
   loom_status s = start_ucx(*c, transports, keepalive_ms, device);
   if (s == LOOM_OK) release_worker(c.get(), c->workers.back().get());  // made now so init reports trouble

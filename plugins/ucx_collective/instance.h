@@ -73,6 +73,7 @@ struct loom_collective_ctx {
   int64_t yield_us = 0;
   loom_ucx::Tuning tuning;
   loom_ucx::CmaIdentity cma{};  // told to every member in comm_create
+  int64_t process_check_ms = 0;  // how often members' processes on this host are read (keepalive_ms)
 
   ucp_context_h context = nullptr;
 

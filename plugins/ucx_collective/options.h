@@ -77,8 +77,8 @@ inline constexpr loom_option_decl kOptions[kNumOptions] = {
      "Use cross-memory attach only between ranks of a host that runs more of the communicator's ranks than it has "
      "CPUs; with a CPU per rank, UCX's shared memory is faster (sender and receiver copy in parallel)."},
     {sizeof(loom_option_decl), LOOM_OPTION_INT, "keepalive_ms", "500",
-     "How often UCX checks that peers are alive: a peer that died without a word is reported within about "
-     "twice this."},
+     "How often UCX checks that peers are alive, and the plugin that members' processes on this host still run: a "
+     "peer that died without a word (or exited and was not reaped yet) is reported within about twice this."},
     {sizeof(loom_option_decl), LOOM_OPTION_INT, "spin_us", "50",
      "Microseconds a wait polls without yielding the core."},
     {sizeof(loom_option_decl), LOOM_OPTION_INT, "yield_us", "5000",

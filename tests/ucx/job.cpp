@@ -82,7 +82,7 @@ void Job::pump(std::chrono::milliseconds wait) {
   if (!fds.empty()) poll(fds.data(), fds.size(), int(wait.count()));
   else std::this_thread::sleep_for(wait);
   for (Child& c : ranks_) {
-    reap(c, false);
+    if (!c.held) reap(c, false);
     if (c.fd < 0) continue;
     char buf[4096];
     for (;;) {
@@ -132,6 +132,7 @@ int64_t Job::kill(int rank) {
 int Job::wait_exit(int rank, std::chrono::milliseconds timeout) {
   const auto deadline = Clock::now() + timeout;
   Child& c = ranks_[size_t(rank)];
+  c.held = false;
   while (!(c.exited && c.fd < 0)) {
     if (Clock::now() >= deadline) {
       ::kill(c.pid, SIGKILL);

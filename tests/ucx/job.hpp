@@ -36,6 +36,10 @@ class Job {
   bool wait_for(int rank, const std::string& key, std::chrono::milliseconds timeout);
   // SIGKILLs rank; returns CLOCK_MONOTONIC at the kill, in ns.
   int64_t kill(int rank);
+  // Leaves rank unreaped once it exits (a zombie, as under a launcher that
+  // waits on another child first) until wait_exit(rank) or the end.
+  void hold(int rank) { ranks_[size_t(rank)].held = true; }
+  pid_t pid(int rank) const { return ranks_[size_t(rank)].pid; }
   // Waits for rank to exit; its exit code, or -1 (killed at the deadline, or by a signal).
   int wait_exit(int rank, std::chrono::milliseconds timeout);
 
@@ -51,6 +55,7 @@ class Job {
     std::string out, partial;
     std::map<std::string, std::string> results;
     bool exited = false;
+    bool held = false;  // not reaped by pump (hold)
     int status = 0;
   };
   // Reads whatever the children printed, waiting at most `wait`.

@@ -6,12 +6,14 @@
 // and reaped on every path (Job's destructor, and PR_SET_PDEATHSIG).
 //
 // Case names: KillRank.DuringLargeAllreduce/ranks3,
-// KillRank.BetweenOps/ranks4, Leak.CreateUseDestroy1000Times,
+// KillRank.BetweenOps/ranks4, KillRank.UnreapedBetweenOps/ranks2, Leak.CreateUseDestroy1000Times,
 // Mismatch.InvalidArgumentOnEveryRank/ranks3, Algorithms.Exact/ranks4,
 // BackToBack.EveryResultExact/ranks3.
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <fstream>
+#include <iterator>
 #include <cstdlib>
 #include <string>
 #include <thread>
@@ -82,6 +84,46 @@ TEST_P(KillRank, BetweenOps) {
     EXPECT_TRUE(later == "LOOM_ERR_PEER_FAILED" || later == "LOOM_ERR_ABORTED") << "rank " << r << ": " << later;
     EXPECT_LT(std::atof(job.result(r, "later_ms").c_str()), 100.0) << "rank " << r << ": later operations must fail at once";
   }
+}
+
+// The victim stays a zombie (killed, not reaped: a launcher waiting on
+// another child first). UCX's keepalive counts such a process alive on
+// shared memory (its /proc entry keeps its start time); the plugin reads
+// its state and fails the communicator within a second or so, where
+// before the survivors waited out their whole timeout.
+TEST_P(KillRank, UnreapedBetweenOps) {
+  const int n = GetParam(), victim = n - 1;
+  constexpr int64_t kLongTimeoutMs = 20000;  // a TIMEOUT cannot pass the bound below
+  Job job(n, "kill_between_ops", {"--timeout-ms", std::to_string(kLongTimeoutMs), "--victim", std::to_string(victim)});
+  for (int r = 0; r < n; ++r) ASSERT_TRUE(job.wait_for(r, "ready", seconds(60))) << dump(job);
+  job.hold(victim);
+  const int64_t killed_at = job.kill(victim);
+  // The test means nothing unless the victim really is a zombie.
+  char state = 0;
+  const auto until = Clock::now() + seconds(10);
+  while (state != 'Z' && Clock::now() < until) {
+    std::this_thread::sleep_for(milliseconds(10));
+    std::ifstream stat("/proc/" + std::to_string(job.pid(victim)) + "/stat");
+    std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+    const size_t paren = text.rfind(')');
+    if (paren != std::string::npos && paren + 2 < text.size()) state = text[paren + 2];
+  }
+  ASSERT_EQ(state, 'Z') << "the killed rank did not stay a zombie";
+  ASSERT_TRUE(job.store().set("go", {1}).is_ok());
+  bool named = false;
+  for (int r = 0; r < n - 1; ++r) {
+    SCOPED_TRACE("rank " + std::to_string(r));
+    EXPECT_EQ(job.wait_exit(r, seconds(60)), 0) << dump(job);
+    EXPECT_EQ(job.result(r, "failed_code"), "LOOM_ERR_PEER_FAILED") << dump(job);
+    const double after_ms = double(std::atoll(job.result(r, "failed_at_ns").c_str()) - killed_at) / 1e6;
+    EXPECT_LE(after_ms, 5000.0) << "the survivor found the zombie too late";
+    named = named || job.result(r, "failed_message").find("has exited") != std::string::npos;
+    EXPECT_EQ(job.result(r, "recovered"), "ok");
+    std::printf("[ rank %d ] %s %.0f ms after the kill: %s\n", r, job.result(r, "failed_code").c_str(), after_ms,
+                job.result(r, "failed_message").c_str());
+  }
+  EXPECT_TRUE(named) << "no survivor said the victim's process had exited\n" << dump(job);
+  EXPECT_EQ(job.wait_exit(victim, seconds(5)), -1);  // reaped now: killed by the signal
 }
 
 INSTANTIATE_TEST_SUITE_P(, KillRank, testing::Values(2, 3, 4), param_name);

@@ -1,0 +1,71 @@
+// SPDX-License-Identifier: Apache-2.0
+// /proc/PID/stat, read for the liveness of members on this host (liveness.h).
+#include "liveness.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+
+namespace loom_ucx {
+namespace {
+
+// The file's text into buf; -1 with errno set on failure.
+ssize_t read_stat(pid_t pid, char *buf, size_t len) {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", int(pid));
+  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  ssize_t n;
+  do n = ::read(fd, buf, len - 1);
+  while (n < 0 && errno == EINTR);
+  const int saved = errno;
+  ::close(fd);
+  errno = saved;
+  if (n >= 0) buf[n] = '\0';
+  return n;
+}
+
+}  // namespace
+
+bool parse_proc_stat(const char *text, char *state, uint64_t *start_time) {
+  const char *p = std::strrchr(text, ')');  // the name ends at the last one
+  if (!p) return false;
+  // After the name: state (field 3), then fields 4 to 21, then starttime.
+  char s = 0;
+  uint64_t start = 0;
+  if (std::sscanf(p + 1, " %c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %" SCNu64, &s,
+                  &start) != 2)
+    return false;
+  *state = s;
+  *start_time = start;
+  return true;
+}
+
+ProcessWatch watch_process(pid_t pid) {
+  ProcessWatch w;
+  char buf[1024];
+  char state = 0;
+  uint64_t start = 0;
+  if (pid <= 0 || read_stat(pid, buf, sizeof buf) <= 0 || !parse_proc_stat(buf, &state, &start)) return w;
+  w.pid = pid;
+  w.start_time = start;
+  return w;
+}
+
+ProcessState process_state(const ProcessWatch &w) {
+  if (w.pid <= 0) return ProcessState::kUnknown;
+  char buf[1024];
+  if (read_stat(w.pid, buf, sizeof buf) < 0)
+    return errno == ENOENT || errno == ESRCH ? ProcessState::kGone : ProcessState::kUnknown;
+  char state = 0;
+  uint64_t start = 0;
+  if (!parse_proc_stat(buf, &state, &start)) return ProcessState::kUnknown;
+  if (start != w.start_time) return ProcessState::kGone;  // the pid was reused
+  return state == 'Z' || state == 'X' ? ProcessState::kExited : ProcessState::kRunning;
+}
+
+}  // namespace loom_ucx
