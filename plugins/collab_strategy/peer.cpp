@@ -15,16 +15,14 @@
 #include <random>
 #include <sstream>
 
+#include "dht_value.h"
 #include "peer.h"
 
 #include "../common/huge_pages.h"
 
 namespace loom_collab {
 
-int64_t wall_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
+int64_t wall_ms() { return swarm_value::now_ms(); }
 
 std::string seconds_text(double s) {
   std::ostringstream out;

@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "dht.h"
+#include "dht_value.h"
 #include "observer.h"
 #include "options.h"
 #include "progress_shards.h"
@@ -32,11 +33,6 @@ using Clock = std::chrono::steady_clock;
 
 volatile sig_atomic_t g_stop = 0;
 void on_signal(int) { g_stop = 1; }
-
-int64_t now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 // Every peer republishes its record at least once a second: two seconds
 // of reads see every live one.
@@ -175,7 +171,7 @@ int main(int argc, char **argv) {
                              SwarmDht::GetMode::shared));
     std::vector<ProgressRecord> full;
     bool stale = false;
-    const int64_t now = now_ms();
+    const int64_t now = swarm_value::now_ms();
     for (const auto &r : observer.snapshot(now).peers) {
       if (shard_of(r.peer_id, level) != shard) continue;
       stale = stale || now - r.time_ms > 1500;
@@ -208,7 +204,7 @@ int main(int argc, char **argv) {
   };
   auto write_csv = [&](std::vector<SwarmObserver::EpochLoss> rows) {
     std::string why;
-    if (!csv.append(rows, now_ms(), &why)) {
+    if (!csv.append(rows, swarm_value::now_ms(), &why)) {
       std::cerr << "loom swarm status: " << why << "\n";
       return false;
     }
@@ -219,7 +215,7 @@ int main(int argc, char **argv) {
     const auto now = Clock::now();
     if (a.duration > 0 && now - started >= std::chrono::milliseconds(int64_t(a.duration * 1000))) break;
     if (now >= next_print) {
-      const SwarmSnapshot s = observer.snapshot(now_ms());
+      const SwarmSnapshot s = observer.snapshot(swarm_value::now_ms());
       last_empty = s.peers.empty();
       seen_any = seen_any || !last_empty;
       if (a.json) {
@@ -236,7 +232,7 @@ int main(int argc, char **argv) {
     std::this_thread::sleep_for(kPoll);
   }
   if (!a.csv.empty()) {
-    const SwarmSnapshot s = observer.snapshot(now_ms());
+    const SwarmSnapshot s = observer.snapshot(swarm_value::now_ms());
     // Epochs the swarm has left: the current one is still accumulating.
     if (!write_csv(observer.take_losses(s.peers.empty() ? INT64_MAX : s.epoch))) return 1;
   }
