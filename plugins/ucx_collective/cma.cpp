@@ -38,8 +38,7 @@ CmaIdentity cma_self() {
 }
 
 bool cma_between(const CmaIdentity &a, const CmaIdentity &b) {
-  return a.pid != 0 && b.pid != 0 && a.uid == b.uid && a.pid_namespace == b.pid_namespace &&
-         std::strncmp(a.boot_id, b.boot_id, sizeof a.boot_id) == 0;
+  return a.pid != 0 && b.pid != 0 && a.uid == b.uid && same_pid_space(a, b);
 }
 
 bool same_pid_space(const CmaIdentity &a, const CmaIdentity &b) {

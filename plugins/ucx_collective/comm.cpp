@@ -8,7 +8,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
@@ -333,12 +332,7 @@ void mark_failed(loom_comm *comm, int32_t rank, const char *fmt, ...) {
 }
 
 void check_processes(loom_comm *comm) {
-  if (comm->failed || comm->ctx->process_check_ms <= 0) return;
-  const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
-                          std::chrono::steady_clock::now().time_since_epoch())
-                          .count();
-  if (now < comm->next_process_check_ms) return;
-  comm->next_process_check_ms = now + comm->ctx->process_check_ms;
+  if (comm->failed) return;
   for (int32_t r = 0; r < comm->size; ++r) {
     Peer &p = comm->peers[size_t(r)];
     if (!p.process.pid || p.failed) continue;

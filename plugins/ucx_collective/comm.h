@@ -85,9 +85,6 @@ struct loom_comm {
   char failed_why[256] = "";
   bool notify_failure = false;  // tell the other members (control message)
 
-  // When check_processes next reads the members' processes (steady ms).
-  int64_t next_process_check_ms = 0;
-
   uint32_t next_seq = 0;  // collective operations posted so far
   loom_ucx::Xfer control_recv;
   loom_ucx::ControlMessage control_in{};
@@ -119,10 +116,11 @@ void broadcast_control(loom_comm *comm, ControlType type, uint32_t seq, int32_t 
 // abandoned operations. Call with the instance mutex held.
 void service(loom_comm *comm);
 
-// Every process_check_ms, reads the state of the members' processes on
-// this host; a member found exited (or gone) at two looks in a row fails
-// the communicator, as UCX's error callback would. Two looks: data a member
-// sent just before it exited is taken first. Call with the instance mutex held.
+// Reads the state of the members' processes on this host (progress_all
+// calls it every process_check_ms); a member found exited (or gone) at two
+// looks in a row fails the communicator, as UCX's error callback would. Two
+// looks: data a member sent just before it exited is taken first. Call with
+// the instance mutex held.
 void check_processes(loom_comm *comm);
 
 // A scratch buffer of at least `bytes` not in use by any other operation.

@@ -58,7 +58,6 @@ void service(loom_comm *comm) {
     post_recv(comm->worker->handle, comm->control_recv, make_tag(comm->id, kClassControl, 0, 0), kControlMask,
               &comm->control_in, sizeof comm->control_in);
   }
-  check_processes(comm);
   if (comm->notify_failure) {
     comm->notify_failure = false;
     broadcast_control(comm, kControlPeerFailed, 0, comm->failed_rank);

@@ -267,6 +267,16 @@ bool progress_all(loom_collective_ctx *ctx) {
       w->closing.pop_back();
     }
   }
+  // Members' processes on this host, once per process_check_ms for the
+  // whole instance (a progress pass runs thousands of times a second).
+  if (ctx->process_check_ms > 0) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= ctx->next_process_check) {
+      ctx->next_process_check = now + std::chrono::milliseconds(ctx->process_check_ms);
+      for (loom_comm *comm : ctx->comms)
+        if (comm->ready) check_processes(comm);
+    }
+  }
   for (loom_comm *comm : ctx->comms)
     if (comm->ready) service(comm);
   for (loom_request *op = ctx->active; op;) {

@@ -28,6 +28,7 @@
 #include <ucp/api/ucp.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -74,6 +75,7 @@ struct loom_collective_ctx {
   loom_ucx::Tuning tuning;
   loom_ucx::CmaIdentity cma{};  // told to every member in comm_create
   int64_t process_check_ms = 0;  // how often members' processes on this host are read (keepalive_ms)
+  std::chrono::steady_clock::time_point next_process_check{};  // under mu
 
   ucp_context_h context = nullptr;
 

@@ -13,20 +13,21 @@
 namespace loom_ucx {
 namespace {
 
-// The file's text into buf; -1 with errno set on failure.
-ssize_t read_stat(pid_t pid, char *buf, size_t len) {
-  char path[64];
+// The state letter and start time in /proc/PID/stat; errno when it could
+// not be read (EPROTO: not in the expected format), else 0.
+int read_stat(pid_t pid, char *state, uint64_t *start_time) {
+  char path[64], buf[1024];
   std::snprintf(path, sizeof path, "/proc/%d/stat", int(pid));
   const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -1;
+  if (fd < 0) return errno;
   ssize_t n;
-  do n = ::read(fd, buf, len - 1);
+  do n = ::read(fd, buf, sizeof buf - 1);
   while (n < 0 && errno == EINTR);
-  const int saved = errno;
+  const int err = n < 0 ? errno : 0;
   ::close(fd);
-  errno = saved;
-  if (n >= 0) buf[n] = '\0';
-  return n;
+  if (err) return err;
+  buf[n] = '\0';
+  return parse_proc_stat(buf, state, start_time) ? 0 : EPROTO;
 }
 
 }  // namespace
@@ -47,10 +48,9 @@ bool parse_proc_stat(const char *text, char *state, uint64_t *start_time) {
 
 ProcessWatch watch_process(pid_t pid) {
   ProcessWatch w;
-  char buf[1024];
   char state = 0;
   uint64_t start = 0;
-  if (pid <= 0 || read_stat(pid, buf, sizeof buf) <= 0 || !parse_proc_stat(buf, &state, &start)) return w;
+  if (pid <= 0 || read_stat(pid, &state, &start) != 0) return w;
   w.pid = pid;
   w.start_time = start;
   return w;
@@ -58,12 +58,10 @@ ProcessWatch watch_process(pid_t pid) {
 
 ProcessState process_state(const ProcessWatch &w) {
   if (w.pid <= 0) return ProcessState::kUnknown;
-  char buf[1024];
-  if (read_stat(w.pid, buf, sizeof buf) < 0)
-    return errno == ENOENT || errno == ESRCH ? ProcessState::kGone : ProcessState::kUnknown;
   char state = 0;
   uint64_t start = 0;
-  if (!parse_proc_stat(buf, &state, &start)) return ProcessState::kUnknown;
+  if (const int err = read_stat(w.pid, &state, &start))
+    return err == ENOENT || err == ESRCH ? ProcessState::kGone : ProcessState::kUnknown;
   if (start != w.start_time) return ProcessState::kGone;  // the pid was reused
   return state == 'Z' || state == 'X' ? ProcessState::kExited : ProcessState::kRunning;
 }

@@ -12,14 +12,13 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <fstream>
-#include <iterator>
 #include <cstdlib>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "job.hpp"
+#include "liveness.h"  // the plugin's /proc reading, unit-tested in liveness_test.cpp
 
 namespace ucx_test {
 namespace {
@@ -97,18 +96,14 @@ TEST_P(KillRank, UnreapedBetweenOps) {
   Job job(n, "kill_between_ops", {"--timeout-ms", std::to_string(kLongTimeoutMs), "--victim", std::to_string(victim)});
   for (int r = 0; r < n; ++r) ASSERT_TRUE(job.wait_for(r, "ready", seconds(60))) << dump(job);
   job.hold(victim);
+  const loom_ucx::ProcessWatch watch = loom_ucx::watch_process(job.pid(victim));
+  ASSERT_NE(watch.pid, 0);
   const int64_t killed_at = job.kill(victim);
   // The test means nothing unless the victim really is a zombie.
-  char state = 0;
   const auto until = Clock::now() + seconds(10);
-  while (state != 'Z' && Clock::now() < until) {
+  while (loom_ucx::process_state(watch) != loom_ucx::ProcessState::kExited && Clock::now() < until)
     std::this_thread::sleep_for(milliseconds(10));
-    std::ifstream stat("/proc/" + std::to_string(job.pid(victim)) + "/stat");
-    std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
-    const size_t paren = text.rfind(')');
-    if (paren != std::string::npos && paren + 2 < text.size()) state = text[paren + 2];
-  }
-  ASSERT_EQ(state, 'Z') << "the killed rank did not stay a zombie";
+  ASSERT_EQ(loom_ucx::process_state(watch), loom_ucx::ProcessState::kExited) << "the killed rank did not stay a zombie";
   ASSERT_TRUE(job.store().set("go", {1}).is_ok());
   bool named = false;
   for (int r = 0; r < n - 1; ++r) {
