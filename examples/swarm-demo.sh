@@ -13,7 +13,9 @@ config=$(dirname "$0")/configs/digits-collab.toml
 out=runs/swarm-demo
 rm -rf "$out" && mkdir -p "$out"
 port=$(python3 -c 'import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-common=(--set strategy.options.listen=127.0.0.1 --set strategy.options.run_id="demo-$port" --set trainer.max_steps=300)
+# One thread per peer: the three share this machine's cores.
+common=(--set strategy.options.listen=127.0.0.1 --set strategy.options.run_id="demo-$port" --set trainer.max_steps=300
+        --set trainer.threads=1)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; }
 trap cleanup EXIT

@@ -126,7 +126,12 @@ Peer::Peer(const Scratch& scratch, const std::string& name, const std::string& c
       log_path_(scratch.path(name + ".log")),
       output_dir_(scratch.path(name)),
       final_dir_(dump_final ? scratch.path(name + "-final") : "") {
-  std::vector<std::string> argv = {kLoomBinary, "train", config, "--set", "trainer.output_dir=" + output_dir_};
+  // One thread unless the test says otherwise: peers share the machine's
+  // cores, and without it Debian's OpenBLAS keeps a second thread spinning
+  // between the BLAS calls of a peer whose steps are slow (a whole core per
+  // peer of a slowed test, for nothing).
+  std::vector<std::string> argv = {kLoomBinary, "train", config, "--set", "trainer.output_dir=" + output_dir_,
+                                   "--set", "trainer.threads=1"};
   for (const auto& s : sets) {
     argv.push_back("--set");
     argv.push_back(s);

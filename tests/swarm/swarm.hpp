@@ -52,7 +52,7 @@ std::vector<std::string> slowed(std::vector<std::string> sets, int delay_ms);
 // parameters go to <scratch>/<name>-final. The destructor SIGKILLs it.
 class Peer {
  public:
-  // sets: "section.key=value" overrides; env: added to the environment (an
+  // sets: "section.key=value" overrides, after trainer.threads=1; env: added to the environment (an
   // empty value unsets the variable; LOOM_INITIAL_PEERS is unset unless given).
   Peer(const Scratch& scratch, const std::string& name, const std::string& config, const std::vector<std::string>& sets,
        std::map<std::string, std::string> env = {}, bool dump_final = true);
