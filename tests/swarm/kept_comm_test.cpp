@@ -90,11 +90,8 @@ TEST(KeptComm, AMemberKilledAfterItJoinedCostsOneRoundAndTheOthersBuildAnother) 
   // before its followers read its group, and then no round ran on the kept
   // communicator at all (seen once under load, both survivors "no group
   // included this peer").
-  for (auto& p : peers)
-    ASSERT_TRUE(wait_until([&] { return !own_peer_id(p->log()).empty(); }, seconds(30))) << p->tail();
-  std::sort(peers.begin(), peers.end(), [](const auto& a, const auto& b) {
-    return std::stoull(own_peer_id(a->log())) < std::stoull(own_peer_id(b->log()));
-  });
+  Peer* silent = sort_by_peer_id(peers);
+  ASSERT_EQ(silent, nullptr) << silent->tail();
   Peer& victim = *peers[2];
   // Once it averaged over the kept communicator a few times, it is killed
   // as soon as it joins a round as a follower its group listed: the others

@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -228,6 +229,15 @@ std::string own_peer_id(const std::string& log) {
   std::smatch m;
   static const std::regex re("peer ([0-9]+) of run '");
   return std::regex_search(log, m, re) ? m[1].str() : "";
+}
+
+Peer* sort_by_peer_id(std::vector<std::unique_ptr<Peer>>& peers) {
+  for (auto& p : peers)
+    if (!wait_until([&] { return !own_peer_id(p->log()).empty(); }, seconds(30))) return p.get();
+  std::sort(peers.begin(), peers.end(), [](const auto& a, const auto& b) {
+    return std::stoull(own_peer_id(a->log())) < std::stoull(own_peer_id(b->log()));
+  });
+  return nullptr;
 }
 
 bool wait_until(const std::function<bool()>& pred, milliseconds timeout, milliseconds poll) {

@@ -94,6 +94,10 @@ std::string rogue_peer_id(const std::string& log_path);
 // A peer's own id, from "peer ID of run 'R' listening on ..." in its log
 // text; empty until it listens.
 std::string own_peer_id(const std::string& log);
+// Waits up to 30 s for each peer's own id, then sorts them by it, smallest
+// first (the smallest id that joins a round leads it, matchmaking.cpp).
+// Returns the first peer that never logged its id, null when all did.
+Peer* sort_by_peer_id(std::vector<std::unique_ptr<Peer>>& peers);
 
 // n peers of config with the same sets, named prefix0, prefix1...: the first
 // starts the swarm, the others join through it. Fewer than n come back (the

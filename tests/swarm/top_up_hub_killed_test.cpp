@@ -41,11 +41,8 @@ TEST(TopUpHub, AHubKilledWhileItsGroupTopsUpSendsItsMembersToMeetAndThePairAvera
   ASSERT_EQ(peers.size(), 3u) << peers[0]->tail();
   // Every round of three is led by the smallest id (matchmaking.cpp), and
   // its leader's state server is the group's hub.
-  for (auto& p : peers)
-    ASSERT_TRUE(wait_until([&] { return !own_peer_id(p->log()).empty(); }, seconds(30))) << p->tail();
-  std::sort(peers.begin(), peers.end(), [](const auto& a, const auto& b) {
-    return std::stoull(own_peer_id(a->log())) < std::stoull(own_peer_id(b->log()));
-  });
+  Peer* silent = sort_by_peer_id(peers);
+  ASSERT_EQ(silent, nullptr) << silent->tail();
   Peer& hub = *peers[0];
   const std::string hub_at = state_address(hub);
   // Once the group topped up by grants a few times, the hub is killed as
@@ -100,13 +97,10 @@ TEST(TopUpHub, APartsOwnHubKilledWhileItsPartTopsUpLeavesTheOthersAveragingOn) {
   sets.push_back("strategy.options.target_group_size=2");
   auto peers = start_teacher_swarm(scratch, kPeers, sets);
   ASSERT_EQ(peers.size(), size_t(kPeers)) << peers[0]->tail();
-  for (auto& p : peers)
-    ASSERT_TRUE(wait_until([&] { return !own_peer_id(p->log()).empty(); }, seconds(30))) << p->tail();
   // The whole group's leader (the smallest id) is every part's hub when
   // there are no parts; the hub of interest is another's.
-  std::sort(peers.begin(), peers.end(), [](const auto& a, const auto& b) {
-    return std::stoull(own_peer_id(a->log())) < std::stoull(own_peer_id(b->log()));
-  });
+  Peer* silent = sort_by_peer_id(peers);
+  ASSERT_EQ(silent, nullptr) << silent->tail();
   const std::string leader_at = state_address(*peers[0]);
   const std::string marker = "(a first grant of its group's hub at ";
   // The first member to log a first grant from a hub other than the leader.
